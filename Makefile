@@ -1,0 +1,55 @@
+# The two commands a newcomer needs:
+#   make demo   build, then show the stack's packets decoded and checked
+#   make test   install what the tests need, build, run every test
+# Everything else is a convenience over CMake; build/ is the normal build,
+# build-asan/ the ASan+UBSan one, build-fuzz/ the libFuzzer one.
+
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 60
+BUILD_TYPE ?= RelWithDebInfo
+
+.PHONY: all build demo test test-asan fuzz bench format clean deps deps-test
+
+all: build
+
+deps:
+	@scripts/install-deps.sh build
+
+deps-test:
+	@scripts/install-deps.sh test
+
+build: deps
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+	cmake --build build -j$(JOBS)
+
+demo: build
+	@build/uroce pktgen --demo --out build/demo.pcap
+	@echo "--- uroce dump build/demo.pcap ---"
+	@build/uroce dump build/demo.pcap
+
+test: deps-test build
+	cd build && ctest --output-on-failure -j$(JOBS)
+
+test-asan: deps-test
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DUROCE_SANITIZE=ON >/dev/null
+	cmake --build build-asan -j$(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UROCE_TEST_SCALE=small \
+	  ctest --output-on-failure -j$(JOBS)
+
+fuzz: deps-test
+	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+	  -DUROCE_SANITIZE=ON -DUROCE_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
+	cmake --build build-fuzz -j$(JOBS) --target fuzz_inspect
+	mkdir -p build-fuzz/corpus
+	build-fuzz/fuzz/fuzz_inspect -max_total_time=$(FUZZ_SECONDS) \
+	  -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+	  build-fuzz/corpus fuzz/corpus/inspect
+
+bench: build
+	build/bench/bench_icrc
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build build-asan build-fuzz

@@ -1,0 +1,45 @@
+#include <string.h>
+
+#include "uroce/uroce.h"
+
+const char *uroce_strerror(int err) {
+  switch (err) {
+  case 0:
+    return "success";
+  case UROCE_ERR_INVALID_ARGUMENT:
+    return "invalid argument";
+  case UROCE_ERR_NOBUF:
+    return "buffer too small";
+  case UROCE_ERR_NOT_SUPPORTED:
+    return "not supported";
+  case UROCE_ERR_PKT_TRUNCATED:
+    return "packet truncated: shorter than its headers";
+  case UROCE_ERR_PKT_BAD_OPCODE:
+    return "reserved or unknown BTH opcode";
+  case UROCE_ERR_PKT_BAD_TVER:
+    return "unsupported BTH transport version";
+  case UROCE_ERR_PKT_BAD_PAD:
+    return "pad count larger than the payload";
+  case UROCE_ERR_PKT_BAD_LENGTH:
+    return "IP or UDP length disagrees with the data";
+  case UROCE_ERR_PKT_BAD_IP:
+    return "malformed IP header";
+  case UROCE_ERR_PKT_NOT_ROCE:
+    return "not a RoCEv2 packet";
+  case UROCE_ERR_PKT_BAD_ICRC:
+    return "ICRC mismatch";
+  case UROCE_ERR_PKT_FRAGMENT:
+    return "fragmented IP packet";
+  case UROCE_ERR_PKT_UNALIGNED:
+    return "packet length not a multiple of 4";
+  case UROCE_ERR_PKT_EXTRA_PAYLOAD:
+    return "payload or pad on an opcode that carries none";
+  }
+  if (err < 0 && err > -4096)
+    return strerror(-err);
+  return "unknown error";
+}
+
+const char *uroce_version(void) {
+  return UROCE_VERSION_STRING;
+}

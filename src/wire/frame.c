@@ -1,0 +1,292 @@
+#include "wire/frame.h"
+
+#include <arpa/inet.h>
+#include <isa-l/crc.h>
+#include <string.h>
+
+#include "uroce/uroce.h"
+#include "util/bytes.h"
+#include "wire/opcode.h"
+
+#define ETH_P_IPV4 0x0800
+#define ETH_P_IPV6 0x86DD
+#define ETH_P_8021Q 0x8100
+#define ETH_P_8021AD 0x88A8
+#define IPPROTO_UDP_ 17
+
+static const uint8_t v4mapped_prefix[12] = {0, 0, 0, 0, 0,    0,
+                                            0, 0, 0, 0, 0xFF, 0xFF};
+
+uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len) {
+  /* ISA-L's crc32_gzip_refl is zlib's crc32 (reflected 0xEDB88320, with
+   * the pre- and post-inversion), folded with PCLMULQDQ. */
+  return crc32_gzip_refl(crc, (const unsigned char *)buf, len);
+}
+
+/* ---- parsing ---- */
+
+static int parse_ip(const uint8_t *p, size_t len, struct uroce_frame *f) {
+  if (len < 1)
+    return UROCE_ERR_PKT_TRUNCATED;
+  const uint8_t *udp;
+  size_t avail; /* bytes from the UDP header on, bounded by the IP length */
+  int ver = p[0] >> 4;
+  memset(f, 0, sizeof(*f));
+  f->l3 = p;
+  if (ver == 4) {
+    if (len < UROCE_IP4_HLEN)
+      return UROCE_ERR_PKT_TRUNCATED;
+    size_t ihl = (size_t)(p[0] & 0xF) * 4;
+    size_t tot = get_be16(p + 2);
+    if (ihl < UROCE_IP4_HLEN || tot < ihl)
+      return UROCE_ERR_PKT_BAD_IP;
+    if (ihl > len || tot > len)
+      return UROCE_ERR_PKT_BAD_LENGTH;
+    f->ipver = 4;
+    f->l3_hlen = (uint16_t)ihl;
+    f->tclass = p[1];
+    f->ip_id = get_be16(p + 4);
+    f->ttl = p[8];
+    memcpy(f->src, v4mapped_prefix, 12);
+    memcpy(f->src + 12, p + 12, 4);
+    memcpy(f->dst, v4mapped_prefix, 12);
+    memcpy(f->dst + 12, p + 16, 4);
+    if (p[9] != IPPROTO_UDP_)
+      return UROCE_ERR_PKT_NOT_ROCE;
+    if (get_be16(p + 6) & 0x3FFF) /* MF flag or a fragment offset */
+      return UROCE_ERR_PKT_FRAGMENT;
+    udp = p + ihl;
+    avail = tot - ihl;
+  } else if (ver == 6) {
+    if (len < UROCE_IP6_HLEN)
+      return UROCE_ERR_PKT_TRUNCATED;
+    size_t plen = get_be16(p + 4);
+    if (UROCE_IP6_HLEN + plen > len)
+      return UROCE_ERR_PKT_BAD_LENGTH;
+    f->ipver = 6;
+    f->l3_hlen = UROCE_IP6_HLEN;
+    f->tclass = (uint8_t)(((p[0] & 0xF) << 4) | (p[1] >> 4));
+    f->flow_label = ((uint32_t)(p[1] & 0xF) << 16) | get_be16(p + 2);
+    f->ttl = p[7];
+    memcpy(f->src, p + 8, 16);
+    memcpy(f->dst, p + 24, 16);
+    /* Extension headers are not followed: RoCEv2 puts UDP right after. */
+    if (p[6] != IPPROTO_UDP_)
+      return UROCE_ERR_PKT_NOT_ROCE;
+    udp = p + UROCE_IP6_HLEN;
+    avail = plen;
+  } else {
+    return UROCE_ERR_PKT_NOT_ROCE;
+  }
+  if (avail < UROCE_UDP_HLEN)
+    return UROCE_ERR_PKT_BAD_LENGTH;
+  f->sport = get_be16(udp);
+  f->dport = get_be16(udp + 2);
+  size_t ulen = get_be16(udp + 4);
+  if (f->dport != UROCE_UDP_PORT)
+    return UROCE_ERR_PKT_NOT_ROCE;
+  if (ulen < UROCE_UDP_HLEN || ulen > avail)
+    return UROCE_ERR_PKT_BAD_LENGTH;
+  f->bth = udp + UROCE_UDP_HLEN;
+  f->bth_len = (uint32_t)(ulen - UROCE_UDP_HLEN);
+  return 0;
+}
+
+int uroce_frame_parse(int link, const uint8_t *p, size_t len,
+                      struct uroce_frame *f) {
+  size_t off;
+  uint16_t type;
+  memset(f, 0, sizeof(*f));
+  switch (link) {
+  case UROCE_LINK_RAW:
+  case UROCE_LINK_IPV4:
+  case UROCE_LINK_IPV6:
+    return parse_ip(p, len, f);
+  case UROCE_LINK_ETHERNET:
+    if (len < UROCE_ETH_HLEN)
+      return UROCE_ERR_PKT_TRUNCATED;
+    off = 12;
+    type = get_be16(p + off);
+    /* Up to two VLAN tags (802.1Q, or QinQ). */
+    for (int tags = 0;
+         tags < 2 && (type == ETH_P_8021Q || type == ETH_P_8021AD); tags++) {
+      off += 4;
+      if (len < off + 2)
+        return UROCE_ERR_PKT_TRUNCATED;
+      type = get_be16(p + off);
+    }
+    off += 2;
+    break;
+  case UROCE_LINK_LINUX_SLL: /* 16-byte cooked header, protocol at 14 */
+    if (len < 16)
+      return UROCE_ERR_PKT_TRUNCATED;
+    type = get_be16(p + 14);
+    off = 16;
+    break;
+  case UROCE_LINK_LINUX_SLL2: /* 20-byte cooked header, protocol at 0 */
+    if (len < 20)
+      return UROCE_ERR_PKT_TRUNCATED;
+    type = get_be16(p);
+    off = 20;
+    break;
+  default:
+    return UROCE_ERR_INVALID_ARGUMENT;
+  }
+  if (type != ETH_P_IPV4 && type != ETH_P_IPV6)
+    return UROCE_ERR_PKT_NOT_ROCE;
+  return parse_ip(p + off, len - off, f);
+}
+
+/* ---- ICRC ---- */
+
+uint32_t uroce_icrc(const uint8_t *ip, size_t iphlen, const uint8_t *udp,
+                    const uint8_t *bth, size_t bth_len) {
+  /* The masked prefix: 8 x 0xFF, IP header, UDP header, first 12 bytes of
+   * the BTH. At most 8 + 60 + 8 + 12 bytes. */
+  uint8_t buf[8 + 60 + UROCE_UDP_HLEN + UROCE_BTH_LEN];
+  size_t n = 0;
+  if (iphlen > 60 || bth_len < UROCE_BTH_LEN)
+    return 0;
+  memset(buf, 0xFF, 8);
+  n = 8;
+  memcpy(buf + n, ip, iphlen);
+  if ((ip[0] >> 4) == 4) {
+    buf[n + 1] = 0xFF;                /* TOS */
+    buf[n + 8] = 0xFF;                /* TTL */
+    buf[n + 10] = buf[n + 11] = 0xFF; /* header checksum */
+  } else {
+    buf[n + 0] |= 0x0F; /* traffic class, high nibble */
+    buf[n + 1] = buf[n + 2] = buf[n + 3] = 0xFF; /* tclass low + flow label */
+    buf[n + 7] = 0xFF;                           /* hop limit */
+  }
+  n += iphlen;
+  memcpy(buf + n, udp, UROCE_UDP_HLEN);
+  buf[n + 6] = buf[n + 7] = 0xFF; /* UDP checksum */
+  n += UROCE_UDP_HLEN;
+  memcpy(buf + n, bth, UROCE_BTH_LEN);
+  buf[n + 4] = 0xFF; /* FECN, BECN, resv6 */
+  n += UROCE_BTH_LEN;
+  uint32_t crc = uroce_crc32(0, buf, n);
+  return uroce_crc32(crc, bth + UROCE_BTH_LEN, bth_len - UROCE_BTH_LEN);
+}
+
+uint32_t uroce_frame_icrc(const struct uroce_frame *f) {
+  if (f->bth_len < UROCE_BTH_LEN + UROCE_ICRC_LEN)
+    return 0;
+  return uroce_icrc(f->l3, f->l3_hlen, f->l3 + f->l3_hlen, f->bth,
+                    f->bth_len - UROCE_ICRC_LEN);
+}
+
+uint32_t uroce_frame_icrc_carried(const struct uroce_frame *f) {
+  if (f->bth_len < UROCE_ICRC_LEN)
+    return 0;
+  return get_le32(f->bth + f->bth_len - UROCE_ICRC_LEN);
+}
+
+/* ---- building ---- */
+
+static uint16_t csum_fold(uint32_t sum) {
+  while (sum >> 16)
+    sum = (sum & 0xFFFF) + (sum >> 16);
+  return (uint16_t)~sum;
+}
+
+static uint32_t csum_add(uint32_t sum, const uint8_t *p, size_t len) {
+  for (size_t i = 0; i + 1 < len; i += 2)
+    sum += get_be16(p + i);
+  if (len & 1)
+    sum += (uint32_t)p[len - 1] << 8;
+  return sum;
+}
+
+int uroce_frame_encap(uint8_t *buf, size_t headroom, size_t len,
+                      const struct uroce_frame_params *fp) {
+  size_t iphlen;
+  if (fp->ipver == 4)
+    iphlen = UROCE_IP4_HLEN;
+  else if (fp->ipver == 6)
+    iphlen = UROCE_IP6_HLEN;
+  else
+    return UROCE_ERR_INVALID_ARGUMENT;
+  size_t need = iphlen + UROCE_UDP_HLEN + (fp->eth ? UROCE_ETH_HLEN : 0);
+  if (headroom < need)
+    return UROCE_ERR_NOBUF;
+  if (len < UROCE_BTH_LEN + UROCE_ICRC_LEN ||
+      len + UROCE_UDP_HLEN + (fp->ipver == 4 ? iphlen : 0) > 0xFFFF)
+    return UROCE_ERR_INVALID_ARGUMENT;
+
+  uint8_t *bth = buf + headroom;
+  uint8_t *udp = bth - UROCE_UDP_HLEN;
+  uint8_t *ip = udp - iphlen;
+  uint16_t ulen = (uint16_t)(len + UROCE_UDP_HLEN);
+  uint8_t ttl = fp->ttl ? fp->ttl : 64;
+
+  put_be16(udp, fp->sport);
+  put_be16(udp + 2, fp->dport);
+  put_be16(udp + 4, ulen);
+  put_be16(udp + 6, 0);
+  if (fp->ipver == 4) {
+    ip[0] = 0x45;
+    ip[1] = fp->tclass;
+    put_be16(ip + 2, (uint16_t)(iphlen + ulen));
+    put_be16(ip + 4, fp->ip_id);
+    put_be16(ip + 6, 0x4000); /* DF: RoCEv2 is never fragmented */
+    ip[8] = ttl;
+    ip[9] = IPPROTO_UDP_;
+    put_be16(ip + 10, 0);
+    memcpy(ip + 12, fp->src + 12, 4);
+    memcpy(ip + 16, fp->dst + 12, 4);
+    put_be16(ip + 10, csum_fold(csum_add(0, ip, UROCE_IP4_HLEN)));
+  } else {
+    uint32_t w =
+        (6u << 28) | ((uint32_t)fp->tclass << 20) | (fp->flow_label & 0xFFFFF);
+    put_be32(ip, w);
+    put_be16(ip + 4, ulen);
+    ip[6] = IPPROTO_UDP_;
+    ip[7] = ttl;
+    memcpy(ip + 8, fp->src, 16);
+    memcpy(ip + 24, fp->dst, 16);
+  }
+  /* The ICRC covers the UDP checksum as ones, so it can go in first. */
+  put_le32(bth + len - UROCE_ICRC_LEN,
+           uroce_icrc(ip, iphlen, udp, bth, len - UROCE_ICRC_LEN));
+  if (fp->ipver == 6) {
+    /* IPv6 requires a UDP checksum: pseudo-header + UDP header + data. */
+    uint8_t ph[40];
+    memcpy(ph, fp->src, 16);
+    memcpy(ph + 16, fp->dst, 16);
+    put_be32(ph + 32, ulen);
+    put_be32(ph + 36, IPPROTO_UDP_);
+    uint32_t sum = csum_add(0, ph, sizeof(ph));
+    sum = csum_add(sum, udp, ulen);
+    uint16_t c = csum_fold(sum);
+    put_be16(udp + 6, c ? c : 0xFFFF);
+  }
+  uint8_t *start = ip;
+  if (fp->eth) {
+    start -= UROCE_ETH_HLEN;
+    memcpy(start, fp->dmac, 6);
+    memcpy(start + 6, fp->smac, 6);
+    put_be16(start + 12, fp->ipver == 4 ? ETH_P_IPV4 : ETH_P_IPV6);
+  }
+  return (int)(start - buf);
+}
+
+/* ---- addresses ---- */
+
+void uroce_addr_str(const uint8_t addr[16], char *out, size_t outlen) {
+  if (memcmp(addr, v4mapped_prefix, 12) == 0)
+    inet_ntop(AF_INET, addr + 12, out, (socklen_t)outlen);
+  else
+    inet_ntop(AF_INET6, addr, out, (socklen_t)outlen);
+}
+
+int uroce_addr_parse(const char *s, uint8_t addr[16]) {
+  if (inet_pton(AF_INET, s, addr + 12) == 1) {
+    memcpy(addr, v4mapped_prefix, 12);
+    return 4;
+  }
+  if (inet_pton(AF_INET6, s, addr) == 1)
+    return 6;
+  return UROCE_ERR_INVALID_ARGUMENT;
+}

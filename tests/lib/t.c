@@ -1,0 +1,3 @@
+#include "t.h"
+
+int t_checks, t_failures, t_tests, t_tests_failed;

@@ -1,0 +1,44 @@
+/* uroce: one program, one subcommand per job. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tool.h"
+#include "uroce/uroce.h"
+
+static const struct {
+  const char *name;
+  int (*fn)(int, char **);
+  const char *help;
+} cmds[] = {
+    {"dump", cmd_dump, "decode and check a RoCEv2 capture (pcap/pcapng)"},
+    {"pktgen", cmd_pktgen, "write RoCEv2 packets to a pcap (demo, tests)"},
+};
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: uroce COMMAND [ARGS...]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+    fprintf(out, "  %-10s %s\n", cmds[i].name, cmds[i].help);
+  fprintf(out, "\n'uroce COMMAND --help' describes each command.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+      !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("uroce %s\n", uroce_version());
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+    if (!strcmp(argv[1], cmds[i].name))
+      return cmds[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "uroce: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,9 @@
+/* Subcommands of the `uroce` program. Each takes argc/argv starting at its
+ * own name and returns the process exit status. */
+#ifndef UROCE_TOOLS_TOOL_H
+#define UROCE_TOOLS_TOOL_H
+
+int cmd_dump(int argc, char **argv);
+int cmd_pktgen(int argc, char **argv);
+
+#endif
