@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <isa-l/crc.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "uroce/uroce.h"
 #include "util/bytes.h"
@@ -168,6 +169,56 @@ uint32_t uroce_icrc(const uint8_t *ip, size_t iphlen, const uint8_t *udp,
   n += UROCE_BTH_LEN;
   uint32_t crc = uroce_crc32(0, buf, n);
   return uroce_crc32(crc, bth + UROCE_BTH_LEN, bth_len - UROCE_BTH_LEN);
+}
+
+/* Writes the IP and UDP headers the kernel would put in front of bth_len
+ * bytes (plus the ICRC), with the masked fields left zero. Returns the IP
+ * header length. */
+static size_t synth_hdrs(uint8_t *h, int ipver, const uint8_t src[16],
+                         const uint8_t dst[16], uint16_t sport, uint16_t dport,
+                         uint16_t ip_id, size_t bth_len) {
+  size_t iphlen = ipver == 4 ? UROCE_IP4_HLEN : UROCE_IP6_HLEN;
+  uint16_t ulen = (uint16_t)(UROCE_UDP_HLEN + bth_len + UROCE_ICRC_LEN);
+  memset(h, 0, iphlen + UROCE_UDP_HLEN);
+  if (ipver == 4) {
+    h[0] = 0x45;
+    put_be16(h + 2, (uint16_t)(iphlen + ulen));
+    put_be16(h + 4, ip_id);
+    put_be16(h + 6, 0x4000);
+    h[9] = IPPROTO_UDP_;
+    memcpy(h + 12, src + 12, 4);
+    memcpy(h + 16, dst + 12, 4);
+  } else {
+    h[0] = 0x60;
+    put_be16(h + 4, ulen);
+    h[6] = IPPROTO_UDP_;
+    memcpy(h + 8, src, 16);
+    memcpy(h + 24, dst, 16);
+  }
+  uint8_t *u = h + iphlen;
+  put_be16(u, sport);
+  put_be16(u + 2, dport);
+  put_be16(u + 4, ulen);
+  return iphlen;
+}
+
+uint32_t uroce_icrc_udp(int ipver, const uint8_t src[16], const uint8_t dst[16],
+                        uint16_t sport, uint16_t dport, uint16_t ip_id,
+                        const struct iovec *iov, int iovcnt, size_t bth_len) {
+  uint8_t h[UROCE_IP6_HLEN + UROCE_UDP_HLEN];
+  if (iovcnt < 1 || iov[0].iov_len < UROCE_BTH_LEN || bth_len < UROCE_BTH_LEN)
+    return 0;
+  size_t iphlen = synth_hdrs(h, ipver, src, dst, sport, dport, ip_id, bth_len);
+  size_t first = iov[0].iov_len < bth_len ? iov[0].iov_len : bth_len;
+  /* uroce_icrc masks and covers the first segment; the rest continue it. */
+  uint32_t crc = uroce_icrc(h, iphlen, h + iphlen, iov[0].iov_base, first);
+  size_t left = bth_len - first;
+  for (int i = 1; i < iovcnt && left; i++) {
+    size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
+    crc = uroce_crc32(crc, iov[i].iov_base, n);
+    left -= n;
+  }
+  return crc;
 }
 
 uint32_t uroce_frame_icrc(const struct uroce_frame *f) {

@@ -93,6 +93,16 @@ int uroce_frame_encap(uint8_t *buf, size_t headroom, size_t len,
 uint32_t uroce_icrc(const uint8_t *ip, size_t iphlen, const uint8_t *udp,
                     const uint8_t *bth, size_t bth_len);
 
+/* ICRC of a packet sent or received through a UDP socket, where the kernel
+ * writes the IP and UDP headers: they are synthesized from the addresses,
+ * ports and IPv4 identification (the kernel uses 0 for unconnected DF
+ * sockets). iov holds BTH .. payload .. pad (bth_len bytes in all, no
+ * ICRC); the first segment must hold at least the 12-byte BTH. */
+struct iovec;
+uint32_t uroce_icrc_udp(int ipver, const uint8_t src[16], const uint8_t dst[16],
+                        uint16_t sport, uint16_t dport, uint16_t ip_id,
+                        const struct iovec *iov, int iovcnt, size_t bth_len);
+
 /* ICRC of a parsed frame, and whether the one it carries matches.
  * f->bth_len must be at least 16 (BTH + ICRC). */
 uint32_t uroce_frame_icrc(const struct uroce_frame *f);

@@ -3,6 +3,7 @@
  * computation), framing. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "t.h"
 #include "uroce/uroce.h"
@@ -381,6 +382,51 @@ static void test_frame_parse_bad(void) {
   }
 }
 
+/* The ICRC of a packet whose IP/UDP headers the kernel writes equals the
+ * ICRC of the same packet framed by uroce, however the payload is split. */
+static void test_icrc_udp_iov(void) {
+  uint8_t buf[UROCE_FRAME_HEADROOM + 3000];
+  uint64_t rng = 77;
+  for (int rep = 0; rep < 200; rep++) {
+    int ipver = (rep & 1) ? 6 : 4;
+    struct uroce_frame_params fp = {.ipver = ipver};
+    uroce_addr_parse(ipver == 4 ? "127.0.0.5" : "fd00::9", fp.src);
+    uroce_addr_parse(ipver == 4 ? "127.0.0.6" : "fd00::a", fp.dst);
+    fp.sport = (uint16_t)t_rand(&rng);
+    fp.dport = UROCE_UDP_PORT;
+    fp.tclass = (uint8_t)t_rand(&rng);
+    fp.ttl = (uint8_t)t_rand(&rng);
+    uint8_t *bth = buf + UROCE_FRAME_HEADROOM;
+    struct uroce_hdr_fields h;
+    random_fields(&rng, UROCE_OP_WRITE_FIRST, &h);
+    h.tver = 0;
+    h.pad = 0;
+    int hl = uroce_hdr_encode(bth, &h);
+    size_t pay = (size_t)(t_rand(&rng) % 700) * 4;
+    for (size_t i = 0; i < pay; i++)
+      bth[hl + i] = (uint8_t)t_rand(&rng);
+    size_t len = (size_t)hl + pay + 4;
+    int start = uroce_frame_encap(buf, UROCE_FRAME_HEADROOM, len, &fp);
+    CHECK(start >= 0);
+    uint32_t want = get_le32(bth + len - 4);
+    /* Split BTH+headers | payload in up to three random pieces. */
+    struct iovec iov[4];
+    size_t a = pay ? (size_t)(t_rand(&rng) % pay) : 0;
+    size_t b = pay - a ? (size_t)(t_rand(&rng) % (pay - a)) : 0;
+    iov[0] = (struct iovec){bth, (size_t)hl};
+    iov[1] = (struct iovec){bth + hl, a};
+    iov[2] = (struct iovec){bth + hl + a, b};
+    iov[3] = (struct iovec){bth + hl + a + b, pay - a - b};
+    CHECK_EQ(uroce_icrc_udp(ipver, fp.src, fp.dst, fp.sport, fp.dport, 0, iov,
+                            4, len - 4),
+             want);
+    /* The IPv4 identification is covered. */
+    if (ipver == 4)
+      CHECK(uroce_icrc_udp(ipver, fp.src, fp.dst, fp.sport, fp.dport, 1, iov, 4,
+                           len - 4) != want);
+  }
+}
+
 static void test_addr(void) {
   uint8_t a[16];
   char s[64];
@@ -404,6 +450,7 @@ int main(void) {
   T_RUN(test_icrc_known);
   T_RUN(test_encap);
   T_RUN(test_frame_parse_bad);
+  T_RUN(test_icrc_udp_iov);
   T_RUN(test_addr);
   return T_DONE();
 }

@@ -1,0 +1,398 @@
+#include "io/udp/sock.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "util/bytes.h"
+#include "wire/frame.h"
+#include "wire/opcode.h"
+
+#define GSO_MAX_SEGS 64
+#define GSO_MAX_BYTES 65000
+#define SOCK_BUF (8 << 20)
+
+static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+
+static socklen_t to_sockaddr(int ipver, const uint8_t addr[16], uint16_t port,
+                             struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof(*ss));
+  if (ipver == 4) {
+    struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(port);
+    memcpy(&sin->sin_addr, addr + 12, 4);
+    return sizeof(*sin);
+  }
+  struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+  sin6->sin6_family = AF_INET6;
+  sin6->sin6_port = htons(port);
+  memcpy(&sin6->sin6_addr, addr, 16);
+  return sizeof(*sin6);
+}
+
+static void from_sockaddr(const struct sockaddr_storage *ss, uint8_t addr[16],
+                          uint16_t *port) {
+  if (ss->ss_family == AF_INET) {
+    const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+    memcpy(addr, v4mapped, 12);
+    memcpy(addr + 12, &sin->sin_addr, 4);
+    *port = ntohs(sin->sin_port);
+  } else {
+    const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+    memcpy(addr, &sin6->sin6_addr, 16);
+    *port = ntohs(sin6->sin6_port);
+  }
+}
+
+static void set_bufs(int fd) {
+  int v = SOCK_BUF;
+  /* The FORCE variants pass net.core.[rw]mem_max when we may (root). */
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) < 0)
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) < 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+}
+
+/* A socket with RoCEv2's IP options: DF (so IPv4 identification is 0),
+ * ECT(0), and the received TOS/traffic class reported. */
+static int open_one(int ipver, const uint8_t addr[16], uint16_t port,
+                    uint8_t ecn, uint16_t *bound_port) {
+  int fd = socket(ipver == 4 ? AF_INET : AF_INET6,
+                  SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  int one = 1, tos = ecn;
+  int rv = 0;
+  if (ipver == 4) {
+    int pmtu = IP_PMTUDISC_DO;
+    if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) < 0 ||
+        setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) < 0 ||
+        setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)) < 0)
+      rv = -errno;
+  } else {
+    int pmtu = IPV6_PMTUDISC_DO;
+    if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0 ||
+        setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu)) <
+            0 ||
+        setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos)) < 0 ||
+        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one)) < 0)
+      rv = -errno;
+  }
+  if (rv == 0) {
+    set_bufs(fd);
+    struct sockaddr_storage ss;
+    socklen_t sl = to_sockaddr(ipver, addr, port, &ss);
+    if (bind(fd, (struct sockaddr *)&ss, sl) < 0)
+      rv = -errno;
+    else if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+      rv = -errno;
+    else {
+      uint8_t a[16];
+      from_sockaddr(&ss, a, bound_port);
+    }
+  }
+  if (rv < 0) {
+    close(fd);
+    return rv;
+  }
+  return fd;
+}
+
+int uroce_udp_open(struct uroce_udp_sock *s, const uint8_t addr[16],
+                   uint16_t port, int n_entropy) {
+  memset(s, 0, sizeof(*s));
+  s->fd = -1;
+  if (n_entropy < 0 || n_entropy > UROCE_UDP_MAX_ENTROPY)
+    return -EINVAL;
+  s->ipver = memcmp(addr, v4mapped, 12) == 0 ? 4 : 6;
+  memcpy(s->addr, addr, 16);
+  s->ecn = 2; /* ECT(0) */
+  s->rxbuf = malloc((size_t)UROCE_UDP_BATCH * UROCE_UDP_RX_BUF);
+  if (!s->rxbuf)
+    return -ENOMEM;
+  int fd = open_one(s->ipver, addr, port, s->ecn, &s->port);
+  if (fd < 0) {
+    uroce_udp_close(s);
+    return fd;
+  }
+  s->fd = fd;
+  int one = 1, zero = 0;
+  s->gro = setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+  s->gso = setsockopt(fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof(zero)) == 0;
+  for (int i = 0; i < n_entropy; i++) {
+    fd = open_one(s->ipver, addr, 0, s->ecn, &s->eport[i]);
+    if (fd < 0) {
+      uroce_udp_close(s);
+      return fd;
+    }
+    s->efd[i] = fd;
+    s->n_entropy = i + 1;
+  }
+  return 0;
+}
+
+void uroce_udp_close(struct uroce_udp_sock *s) {
+  if (s->fd >= 0)
+    close(s->fd);
+  for (int i = 0; i < s->n_entropy; i++)
+    close(s->efd[i]);
+  free(s->rxbuf);
+  s->rxbuf = 0;
+  s->fd = -1;
+  s->n_entropy = 0;
+}
+
+uint16_t uroce_udp_sport(const struct uroce_udp_sock *s, unsigned e) {
+  if (e == 0 || (int)e > s->n_entropy)
+    return s->port;
+  return s->eport[e - 1];
+}
+
+static int tx_fd(const struct uroce_udp_sock *s, unsigned e) {
+  if (e == 0 || (int)e > s->n_entropy)
+    return s->fd;
+  return s->efd[e - 1];
+}
+
+static void fill_icrc(const struct uroce_udp_sock *s, struct uroce_udp_tx *t) {
+  uint32_t c =
+      uroce_icrc_udp(s->ipver, s->addr, t->dst, uroce_udp_sport(s, t->entropy),
+                     t->dport, 0, t->seg, t->nseg, t->bth_len);
+  put_le32(t->icrc, c);
+}
+
+static bool same_flow(const struct uroce_udp_tx *a,
+                      const struct uroce_udp_tx *b) {
+  return a->entropy == b->entropy && a->dport == b->dport &&
+         a->bth_len == b->bth_len && memcmp(a->dst, b->dst, 16) == 0;
+}
+
+int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
+                   unsigned n) {
+  struct mmsghdr mm[UROCE_UDP_BATCH];
+  struct sockaddr_storage addrs[UROCE_UDP_BATCH];
+  unsigned npkts[UROCE_UDP_BATCH];
+  /* Worst case every packet in a batch alone: nseg + 1 iovs each. */
+  static __thread struct iovec iov[UROCE_UDP_BATCH * GSO_MAX_SEGS * 3];
+  union {
+    char buf[CMSG_SPACE(sizeof(uint16_t))];
+    struct cmsghdr align;
+  } ctl[UROCE_UDP_BATCH];
+  unsigned done = 0;
+
+  while (done < n) {
+    int fd = tx_fd(s, tx[done].entropy);
+    unsigned k = 0, idx = done, niov = 0;
+    while (idx < n && k < UROCE_UDP_BATCH && tx_fd(s, tx[idx].entropy) == fd) {
+      struct msghdr *m = &mm[k].msg_hdr;
+      memset(m, 0, sizeof(*m));
+      m->msg_name = &addrs[k];
+      m->msg_namelen =
+          to_sockaddr(s->ipver, tx[idx].dst, tx[idx].dport, &addrs[k]);
+      m->msg_iov = &iov[niov];
+      size_t size = tx[idx].bth_len + UROCE_ICRC_LEN;
+      unsigned cnt = 0;
+      do {
+        struct uroce_udp_tx *t = &tx[idx + cnt];
+        if (niov + t->nseg + 1 > sizeof(iov) / sizeof(iov[0]))
+          break;
+        fill_icrc(s, t);
+        for (unsigned j = 0; j < t->nseg; j++)
+          iov[niov++] = t->seg[j];
+        iov[niov++] = (struct iovec){t->icrc, UROCE_ICRC_LEN};
+        cnt++;
+      } while (s->gso && idx + cnt < n && cnt < GSO_MAX_SEGS &&
+               (cnt + 1) * size <= GSO_MAX_BYTES &&
+               same_flow(&tx[idx], &tx[idx + cnt]));
+      if (cnt == 0)
+        break;
+      m->msg_iovlen = (size_t)(&iov[niov] - m->msg_iov);
+      if (cnt > 1) {
+        m->msg_control = ctl[k].buf;
+        m->msg_controllen = sizeof(ctl[k].buf);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(m);
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type = UDP_SEGMENT;
+        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        uint16_t seg = (uint16_t)size;
+        memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+        s->st.tx_gso_calls++;
+      }
+      npkts[k] = cnt;
+      idx += cnt;
+      k++;
+    }
+    int r = sendmmsg(fd, mm, k, 0);
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+        s->st.tx_eagain++;
+        return (int)done;
+      }
+      if ((errno == EIO || errno == EINVAL) && npkts[0] > 1 && s->gso) {
+        s->gso = false; /* the route cannot segment: send one by one */
+        continue;
+      }
+      /* This packet cannot go (no route, too big): drop it, as a NIC
+       * would, and go on. */
+      s->st.tx_errors++;
+      done += npkts[0];
+      continue;
+    }
+    for (int i = 0; i < r; i++) {
+      s->st.tx_pkts += npkts[i];
+      s->st.tx_bytes += (uint64_t)npkts[i] * (tx[done].bth_len + 4);
+      done += npkts[i];
+    }
+    if ((unsigned)r < k)
+      return (int)done; /* the kernel's queue is full */
+  }
+  return (int)done;
+}
+
+int uroce_udp_recv(struct uroce_udp_sock *s, struct uroce_udp_rx *rx,
+                   unsigned max) {
+  struct mmsghdr mm[UROCE_UDP_BATCH];
+  struct iovec iov[UROCE_UDP_BATCH];
+  struct sockaddr_storage addrs[UROCE_UDP_BATCH];
+  union {
+    char buf[CMSG_SPACE(sizeof(int)) * 2 + CMSG_SPACE(sizeof(uint16_t))];
+    struct cmsghdr align;
+  } ctl[UROCE_UDP_BATCH];
+  if (max == 0)
+    return 0;
+  unsigned vlen = s->gro ? max / GSO_MAX_SEGS : max;
+  if (vlen == 0)
+    vlen = 1;
+  if (vlen > UROCE_UDP_BATCH)
+    vlen = UROCE_UDP_BATCH;
+  for (unsigned i = 0; i < vlen; i++) {
+    iov[i] = (struct iovec){s->rxbuf + (size_t)i * UROCE_UDP_RX_BUF,
+                            UROCE_UDP_RX_BUF};
+    struct msghdr *m = &mm[i].msg_hdr;
+    memset(m, 0, sizeof(*m));
+    m->msg_name = &addrs[i];
+    m->msg_namelen = sizeof(addrs[i]);
+    m->msg_iov = &iov[i];
+    m->msg_iovlen = 1;
+    m->msg_control = ctl[i].buf;
+    m->msg_controllen = sizeof(ctl[i].buf);
+  }
+  int r = recvmmsg(s->fd, mm, vlen, MSG_DONTWAIT, 0);
+  if (r < 0)
+    return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -errno;
+  unsigned out = 0;
+  for (int i = 0; i < r; i++) {
+    struct msghdr *m = &mm[i].msg_hdr;
+    uint32_t len = mm[i].msg_len;
+    uint8_t tclass = 0;
+    uint32_t seg = len;
+    if (m->msg_flags & MSG_TRUNC) {
+      s->st.rx_truncated++;
+      continue;
+    }
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
+      if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS)
+        tclass = *(uint8_t *)CMSG_DATA(cm);
+      else if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_TCLASS) {
+        int v;
+        memcpy(&v, CMSG_DATA(cm), sizeof(v));
+        tclass = (uint8_t)v;
+      } else if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+        int v;
+        memcpy(&v, CMSG_DATA(cm), sizeof(v));
+        if (v > 0)
+          seg = (uint32_t)v;
+      }
+    }
+    uint8_t src[16];
+    uint16_t sport;
+    from_sockaddr(&addrs[i], src, &sport);
+    const uint8_t *p = iov[i].iov_base;
+    if (seg < len)
+      s->st.rx_gro_segs++;
+    for (uint32_t off = 0; off < len; off += seg) {
+      if (out == max) {
+        s->st.rx_truncated++; /* no room: dropped, as a full ring would */
+        break;
+      }
+      struct uroce_udp_rx *o = &rx[out++];
+      o->data = p + off;
+      o->len = len - off < seg ? len - off : seg;
+      memcpy(o->src, src, 16);
+      o->sport = sport;
+      o->tclass = tclass;
+      s->st.rx_pkts++;
+      s->st.rx_bytes += o->len;
+    }
+  }
+  return (int)out;
+}
+
+/* ---- ICRC with an unknown IPv4 identification ----
+ * The CRC is affine in the message bits: flipping bit i of the
+ * identification changes the ICRC by a fixed E_i that depends only on the
+ * packet length. So the carried ICRC matches some identification iff
+ * carried ^ icrc(id = 0) lies in the span of E_0..E_15. */
+
+/* Linear part of the CRC of a message of n bytes that is all zeros but for
+ * bit `bit` of byte `pos`. */
+static uint32_t unit_crc(size_t pos, int bit, size_t n) {
+  uint8_t m[16] = {0}, z[16] = {0};
+  m[pos] = (uint8_t)(1u << bit);
+  uint32_t v =
+      (uint32_t)(crc32(0, m, (uInt)(pos + 1)) ^ crc32(0, z, (uInt)(pos + 1)));
+  uLong op = crc32_combine_gen((z_off_t)(n - pos - 1));
+  return (uint32_t)crc32_combine_op(v, 0, op);
+}
+
+static bool in_span16(const uint32_t e[16], uint32_t d) {
+  uint32_t basis[32] = {0}; /* basis[b] has its top set bit at b */
+  for (int i = 0; i < 16; i++) {
+    uint32_t v = e[i];
+    for (int b = 31; b >= 0 && v; b--) {
+      if (!(v >> b & 1))
+        continue;
+      if (!basis[b]) {
+        basis[b] = v;
+        break;
+      }
+      v ^= basis[b];
+    }
+  }
+  for (int b = 31; b >= 0 && d; b--)
+    if (d >> b & 1) {
+      if (!basis[b])
+        return false;
+      d ^= basis[b];
+    }
+  return d == 0;
+}
+
+bool uroce_udp_icrc_ok(const struct uroce_udp_sock *s,
+                       const struct uroce_udp_rx *rx) {
+  if (rx->len < UROCE_BTH_LEN + UROCE_ICRC_LEN)
+    return false;
+  size_t bth_len = rx->len - UROCE_ICRC_LEN;
+  struct iovec iov = {(void *)rx->data, bth_len};
+  uint32_t want = get_le32(rx->data + bth_len);
+  uint32_t got = uroce_icrc_udp(s->ipver, rx->src, s->addr, rx->sport, s->port,
+                                0, &iov, 1, bth_len);
+  if (got == want)
+    return true;
+  if (s->ipver != 4)
+    return false;
+  /* The identification sits at bytes 12-13 of the pseudo message
+   * (8 x 0xFF, then the IPv4 header); n is the whole message. */
+  size_t n = 8 + UROCE_IP4_HLEN + UROCE_UDP_HLEN + bth_len;
+  uint32_t e[16];
+  for (int i = 0; i < 16; i++)
+    e[i] = unit_crc(i < 8 ? 13 : 12, i & 7, n);
+  return in_span16(e, got ^ want);
+}
