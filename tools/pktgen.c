@@ -43,8 +43,8 @@ static void expect_line(struct gen *g, const struct uroce_frame_params *fp,
   FILE *o = g->expect;
   if (!o)
     return;
-  uroce_addr_str(fp->src, src, sizeof(src));
-  uroce_addr_str(fp->dst, dst, sizeof(dst));
+  uroce_addr_str(fp->ipver, fp->src, src, sizeof(src));
+  uroce_addr_str(fp->ipver, fp->dst, dst, sizeof(dst));
   fprintf(o,
           "{\"frame\":%" PRIu64 ",\"ip\":%d,\"src\":\"%s\",\"dst\":\"%s\","
           "\"sport\":%u,\"dport\":%u,\"tclass\":%u,\"ecn\":%u,\"ttl\":%u",

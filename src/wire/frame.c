@@ -325,8 +325,9 @@ int uroce_frame_encap(uint8_t *buf, size_t headroom, size_t len,
 
 /* ---- addresses ---- */
 
-void uroce_addr_str(const uint8_t addr[16], char *out, size_t outlen) {
-  if (memcmp(addr, v4mapped_prefix, 12) == 0)
+void uroce_addr_str(int ipver, const uint8_t addr[16], char *out,
+                    size_t outlen) {
+  if (ipver == 4 || (ipver == 0 && memcmp(addr, v4mapped_prefix, 12) == 0))
     inet_ntop(AF_INET, addr + 12, out, (socklen_t)outlen);
   else
     inet_ntop(AF_INET6, addr, out, (socklen_t)outlen);

@@ -112,8 +112,11 @@ uint32_t uroce_frame_icrc_carried(const struct uroce_frame *f);
  * whose payload is scattered. */
 uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len);
 
-/* Text form of an address ("10.0.0.1" for IPv4-mapped, else IPv6). */
-void uroce_addr_str(const uint8_t addr[16], char *out, size_t outlen);
+/* Text form of an address: for ipver 4, the dotted IPv4 address held in
+ * the last 4 bytes; for 6, the IPv6 text (an IPv6 packet's ::ffff:a.b.c.d
+ * address stays IPv6); for 0, IPv4 if the address is IPv4-mapped. */
+void uroce_addr_str(int ipver, const uint8_t addr[16], char *out,
+                    size_t outlen);
 /* Parses "10.0.0.1" or an IPv6 address into the 16-byte form; returns 4 or
  * 6, or UROCE_ERR_INVALID_ARGUMENT. */
 int uroce_addr_parse(const char *s, uint8_t addr[16]);

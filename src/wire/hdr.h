@@ -168,8 +168,12 @@ static inline void uroce_aeth_put(uint8_t *h, uint8_t syndrome, uint32_t msn) {
   h[0] = syndrome;
   put_be24(h + 1, msn);
 }
+/* The top three bits decide, as in rxe: 000 ACK, 001 RNR NAK, 011 NAK;
+ * anything else (010, or the reserved bit 7 set) is reserved. */
 static inline enum uroce_aeth_kind uroce_aeth_kind(uint8_t syndrome) {
-  return (enum uroce_aeth_kind)((syndrome >> 5) & 3);
+  unsigned k = syndrome >> 5;
+  return k == 0 || k == 1 || k == 3 ? (enum uroce_aeth_kind)k
+                                    : UROCE_AETH_RESERVED;
 }
 static inline uint8_t uroce_aeth_value(uint8_t syndrome) {
   return syndrome & 0x1F;

@@ -158,8 +158,8 @@ size_t uroce_inspect_frame(int link, const uint8_t *frame, size_t len,
   else
     st->by_opcode[pi.opcode]++;
 
-  uroce_addr_str(f.src, src, sizeof(src));
-  uroce_addr_str(f.dst, dst, sizeof(dst));
+  uroce_addr_str(f.ipver, f.src, src, sizeof(src));
+  uroce_addr_str(f.ipver, f.dst, dst, sizeof(dst));
   const char *opname = pi.op ? pi.op->name : "reserved";
 
   if (json) {

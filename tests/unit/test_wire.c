@@ -221,6 +221,9 @@ static void test_aeth_rnr(void) {
   CHECK_EQ(uroce_aeth_kind(s), UROCE_AETH_NAK);
   CHECK_EQ(uroce_aeth_kind(0x2E), UROCE_AETH_RNR_NAK);
   CHECK_EQ(uroce_aeth_value(0x2E), 14);
+  CHECK_EQ(uroce_aeth_kind(0x40), UROCE_AETH_RESERVED);
+  CHECK_EQ(uroce_aeth_kind(0x80), UROCE_AETH_RESERVED); /* bit 7 set */
+  CHECK_EQ(uroce_aeth_kind(0xE0), UROCE_AETH_RESERVED);
   CHECK(!strcmp(uroce_nak_name(0), "PSN-sequence-error"));
   CHECK(!strcmp(uroce_nak_name(9), "reserved-9"));
 }
@@ -432,10 +435,12 @@ static void test_addr(void) {
   char s[64];
   CHECK_EQ(uroce_addr_parse("192.0.2.1", a), 4);
   CHECK_EQ(a[10], 0xFF);
-  uroce_addr_str(a, s, sizeof(s));
+  uroce_addr_str(0, a, s, sizeof(s));
   CHECK(!strcmp(s, "192.0.2.1"));
+  uroce_addr_str(6, a, s, sizeof(s));
+  CHECK(!strcmp(s, "::ffff:192.0.2.1"));
   CHECK_EQ(uroce_addr_parse("2001:db8::1", a), 6);
-  uroce_addr_str(a, s, sizeof(s));
+  uroce_addr_str(6, a, s, sizeof(s));
   CHECK(!strcmp(s, "2001:db8::1"));
   CHECK_EQ(uroce_addr_parse("nonsense", a), UROCE_ERR_INVALID_ARGUMENT);
   CHECK(strcmp(uroce_strerror(UROCE_ERR_PKT_BAD_ICRC), "unknown error"));
