@@ -5,7 +5,7 @@
 # Runs apt-get as root, or through sudo; says what to install otherwise.
 set -euo pipefail
 
-build_pkgs=(build-essential cmake pkg-config libpcap-dev libisal-dev libyaml-dev zlib1g-dev)
+build_pkgs=(build-essential cmake pkg-config libpcap-dev libisal-dev libyaml-dev zlib1g-dev gnuplot-nox)
 test_pkgs=(python3 python3-scapy tshark clang libclang-rt-14-dev iproute2)
 
 want=("${build_pkgs[@]}")

@@ -1,0 +1,42 @@
+/* Simulation output: summary.json, CSV time series, a gnuplot script, and
+ * a side-by-side comparison of two runs. */
+#ifndef UROCE_SIM_REPORT_H
+#define UROCE_SIM_REPORT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "sim/sim.h"
+
+/* Headline figures of one run (also what --compare prints). */
+struct sim_summary {
+  uint64_t flows, done, bytes;
+  double fct_us[7];     /* min, p50, p90, p99, p99.9, max, mean */
+  double tput_gbps[5];  /* per-flow bytes / FCT: min, p1, p50, mean, max */
+  double completion_us; /* last flow finished */
+  double goodput_gbps;  /* all bytes / completion */
+  uint64_t drops, drops_wire, pauses, ecn_marks, retx, timeouts, cnps;
+  uint64_t max_queue[SIM_TIERS];
+  uint64_t events;
+  double wall_s;
+};
+
+void sim_summarize(const struct sim *s, struct sim_summary *out);
+
+/* Names of switch tiers 1..3 for the configured topology ("leaf",
+ * "spine", "" / "edge", "agg", "core"). */
+const char *sim_tier_name(const struct sim_cfg *c, int tier);
+
+/* Writes summary.json, flows.csv, fct_cdf.csv, queues.csv, pfc.csv,
+ * throughput.csv and plots.gp into dir (which must exist). With
+ * reproducible, wall-clock figures are left out of summary.json so that
+ * equal runs give equal files. Returns 0 or -1 with a message. */
+int sim_report_write(const struct sim *s, const char *dir, bool reproducible,
+                     char *err, size_t errlen);
+
+/* Prints two runs' summaries side by side. */
+void sim_report_compare(FILE *out, const char *name_a,
+                        const struct sim_summary *a, const char *name_b,
+                        const struct sim_summary *b);
+
+#endif

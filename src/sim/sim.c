@@ -1,0 +1,455 @@
+/* The simulator object: event loop, packet pool, flows, sampling. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim/sim_int.h"
+
+#define PKT_CHUNK 4096
+
+void sim_cfg_default(struct sim_cfg *c) {
+  memset(c, 0, sizeof(*c));
+  c->seed = 1;
+  c->topo.kind = SIM_TOPO_LEAF_SPINE;
+  c->topo.leaves = 4;
+  c->topo.hosts_per_leaf = 8;
+  c->topo.oversubscription = 1.0;
+  c->topo.k = 4;
+  c->topo.rails = 1;
+  for (int i = 0; i < 3; i++)
+    c->topo.link[i] = (struct sim_link_cfg){100000000000ull, 1 * SIM_US, 0};
+  c->sw.buffer_bytes = 32ull << 20;
+  c->sw.ecn = false;
+  c->sw.kmin = 400000;
+  c->sw.kmax = 1600000;
+  c->sw.pmax = 0.2;
+  c->sw.pfc = true;
+  c->sw.pfc_prios = 1u << 3;
+  c->sw.xoff = 128 << 10;
+  c->sw.xon = 64 << 10;
+  c->sw.headroom = -1;
+  c->routing = SIM_ROUTE_ECMP;
+  c->tp.mtu = 4096;
+  c->tp.window = 256;
+  c->tp.ack_every = 16;
+  c->tp.rto = 1000 * SIM_US;
+  c->tp.ooo = -1;
+  c->tp.data_prio = 3;
+  c->tp.ctrl_prio = 6;
+  c->tp.cc = SIM_CC_NONE;
+  c->wl.kind = SIM_WL_NONE;
+  c->wl.bytes = 1 << 20;
+  c->wl.incast_senders = 8;
+  c->stop_time = SIM_NEVER;
+  c->series_flows = 64;
+}
+
+void sim_cfg_free(struct sim_cfg *c) {
+  free(c->wl.dist.bytes);
+  free(c->wl.dist.cdf);
+  c->wl.dist.bytes = 0;
+  c->wl.dist.cdf = 0;
+  c->wl.dist.n = 0;
+}
+
+static uint32_t wire_of(const struct sim_cfg *c, uint32_t bth_to_icrc) {
+  uint32_t frame =
+      (c->tp.ipv6 ? 40 : 20) + SIM_UDP_LEN + bth_to_icrc + SIM_ETH_LEN;
+  if (frame < 64)
+    frame = 64;
+  return frame + SIM_L1_LEN;
+}
+
+uint32_t sim_data_wire_bytes(const struct sim_cfg *c, uint32_t payload,
+                             bool first) {
+  uint32_t hdr = first ? 28 : 12; /* BTH + RETH on the first, BTH after */
+  uint32_t pad = (4 - payload % 4) % 4;
+  return wire_of(c, hdr + payload + pad + 4);
+}
+
+struct sim_pkt *sim_pkt_alloc_slow(struct sim *s) {
+  if (s->nchunks == s->chunk_cap) {
+    uint32_t cap = s->chunk_cap ? s->chunk_cap * 2 : 64;
+    struct sim_pkt **c = realloc(s->chunks, sizeof(*c) * cap);
+    if (!c)
+      return 0;
+    s->chunks = c;
+    s->chunk_cap = cap;
+  }
+  struct sim_pkt *a = malloc(sizeof(*a) * PKT_CHUNK);
+  if (!a)
+    return 0;
+  s->chunks[s->nchunks++] = a;
+  s->st.pkts_allocated += PKT_CHUNK;
+  for (uint32_t i = 1; i < PKT_CHUNK; i++) {
+    a[i].next = i + 1 < PKT_CHUNK ? &a[i + 1] : s->free_pkts;
+  }
+  s->free_pkts = &a[1];
+  return &a[0];
+}
+
+void sim_schedule(struct sim *s, struct sim_ev *ev, sim_time_t t) {
+  if (sim_heap_push(&s->heap, ev, t)) {
+    fprintf(stderr, "uroce sim: out of memory for events\n");
+    abort();
+  }
+}
+
+void sim_schedule_min(struct sim *s, struct sim_ev *ev, sim_time_t t) {
+  if (ev->at <= t)
+    return;
+  sim_schedule(s, ev, t);
+}
+
+static double wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
+  struct sim *s = calloc(1, sizeof(*s));
+  if (!s) {
+    snprintf(err, errlen, "out of memory");
+    return 0;
+  }
+  s->cfg = *cfg;
+  /* The copy shares the distribution arrays; duplicate them. */
+  s->cfg.wl.dist.bytes = 0;
+  s->cfg.wl.dist.cdf = 0;
+  if (cfg->wl.dist.n) {
+    uint32_t n = cfg->wl.dist.n;
+    s->cfg.wl.dist.bytes = malloc(n * sizeof(uint64_t));
+    s->cfg.wl.dist.cdf = malloc(n * sizeof(double));
+    if (!s->cfg.wl.dist.bytes || !s->cfg.wl.dist.cdf) {
+      snprintf(err, errlen, "out of memory");
+      sim_del(s);
+      return 0;
+    }
+    memcpy(s->cfg.wl.dist.bytes, cfg->wl.dist.bytes, n * sizeof(uint64_t));
+    memcpy(s->cfg.wl.dist.cdf, cfg->wl.dist.cdf, n * sizeof(double));
+  }
+  const struct sim_transport_cfg *tp = &cfg->tp;
+  if (tp->mtu < 256 || tp->mtu > 9000 || !tp->window ||
+      (tp->window & (tp->window - 1)) || tp->window > 65536 || !tp->ack_every ||
+      tp->data_prio >= SIM_NPRIO || tp->ctrl_prio >= SIM_NPRIO || !tp->rto) {
+    snprintf(err, errlen,
+             "transport: mtu 256..9000, window a power of two "
+             "up to 65536, ack_every >= 1, priorities 0..7, "
+             "rto > 0");
+    sim_del(s);
+    return 0;
+  }
+  if (cfg->sw.ecn && cfg->sw.kmax <= cfg->sw.kmin) {
+    snprintf(err, errlen, "switch: ecn kmax must be larger than kmin");
+    sim_del(s);
+    return 0;
+  }
+  if (cfg->sw.pfc && cfg->sw.xon > cfg->sw.xoff) {
+    snprintf(err, errlen, "switch: pfc xon must not exceed xoff");
+    sim_del(s);
+    return 0;
+  }
+  s->ooo = tp->ooo < 0 ? cfg->routing != SIM_ROUTE_ECMP : (uint64_t)tp->ooo;
+  s->host = &sim_host_rdmaw;
+  if (sim_heap_init(&s->heap, 1024) || sim_topo_build(s, err, errlen)) {
+    if (!err[0])
+      snprintf(err, errlen, "out of memory");
+    sim_del(s);
+    return 0;
+  }
+  if (s->cfg.tp.cc == SIM_CC_DCQCN && !s->cfg.tp.dcqcn.line_rate_bps)
+    uroce_dcqcn_params_mlx(&s->cfg.tp.dcqcn, s->cfg.topo.link[0].rate_bps);
+  if (s->cfg.tp.cc == SIM_CC_DCQCN)
+    s->cfg.tp.dcqcn.line_rate_bps = s->cfg.topo.link[0].rate_bps;
+  for (uint32_t i = 0; i < s->nnics; i++) {
+    s->nics[i].model = s->host->nic_new(s, &s->nics[i]);
+    if (!s->nics[i].model) {
+      snprintf(err, errlen, "out of memory for NICs");
+      sim_del(s);
+      return 0;
+    }
+  }
+  sim_ev_init(&s->sample_ev);
+  s->sample_ev.arg = SIM_EV_SAMPLE;
+  if (sim_workload_add(s, err, errlen)) {
+    sim_del(s);
+    return 0;
+  }
+  if (s->cfg.sample_interval)
+    sim_schedule(s, &s->sample_ev, 0);
+  return s;
+}
+
+void sim_del(struct sim *s) {
+  if (!s)
+    return;
+  if (s->nics && s->host)
+    for (uint32_t i = 0; i < s->nnics; i++)
+      if (s->nics[i].model)
+        s->host->nic_del(s->nics[i].model);
+  for (uint32_t i = 0; i < s->nchunks; i++)
+    free(s->chunks[i]);
+  free(s->chunks);
+  for (uint32_t i = 0; i < s->nfchunks; i++)
+    free(s->fchunks[i]);
+  free(s->fchunks);
+  free(s->nics);
+  free(s->sws);
+  free(s->ports);
+  sim_heap_free(&s->heap);
+  free(s->ser.t);
+  free(s->ser.queue);
+  free(s->ser.pauses);
+  free(s->ser.acked);
+  sim_cfg_free(&s->cfg);
+  free(s);
+}
+
+int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
+                     sim_time_t start, enum sim_op op) {
+  if (src >= s->nnics || dst >= s->nnics || src == dst || !bytes ||
+      bytes > (1ull << 40))
+    return -1;
+  if (s->nflows == s->nfchunks * SIM_FLOW_CHUNK) {
+    struct sim_flow_int **c =
+        realloc(s->fchunks, sizeof(*c) * (s->nfchunks + 1));
+    if (!c)
+      return -1;
+    s->fchunks = c;
+    c[s->nfchunks] = calloc(SIM_FLOW_CHUNK, sizeof(**c));
+    if (!c[s->nfchunks])
+      return -1;
+    s->nfchunks++;
+  }
+  uint32_t id = s->nflows++;
+  struct sim_flow_int *fi =
+      &s->fchunks[id / SIM_FLOW_CHUNK][id % SIM_FLOW_CHUNK];
+  fi->f = (struct sim_flow){.id = id,
+                            .src = src,
+                            .dst = dst,
+                            .bytes = bytes,
+                            .start = start < s->now ? s->now : start,
+                            .finish = SIM_NEVER,
+                            .op = (uint8_t)op};
+  /* Linux-style UDP source port: 0xC000 | 14 bits of hash of the QP. */
+  uint64_t h = sim_seed(s->cfg.seed, 4, id);
+  fi->f.sport = (uint16_t)(0xC000 | (h & 0x3FFF));
+  s->total_bytes += bytes;
+  s->st.flows = s->nflows;
+  sim_ev_init(&fi->start_ev);
+  fi->start_ev.arg = SIM_EV_FLOW_START;
+  sim_schedule(s, &fi->start_ev, fi->f.start);
+  return id;
+}
+
+void sim_flow_acked(struct sim *s, struct sim_flow *f, uint64_t bytes) {
+  f->acked += bytes;
+  s->acked_bytes += bytes;
+}
+
+void sim_flow_done(struct sim *s, struct sim_flow *f, sim_time_t now) {
+  f->finish = now;
+  s->st.flows_done++;
+}
+
+static int grow_series(struct sim *s) {
+  struct sim_series *r = &s->ser;
+  if (r->n < s->ser_cap)
+    return 0;
+  uint32_t cap = s->ser_cap ? s->ser_cap * 2 : 256;
+  sim_time_t *t = realloc(r->t, sizeof(*t) * cap);
+  if (t)
+    r->t = t;
+  uint64_t(*q)[SIM_TIERS] = realloc(r->queue, sizeof(*q) * cap);
+  if (q)
+    r->queue = q;
+  uint64_t(*pz)[SIM_TIERS] = realloc(r->pauses, sizeof(*pz) * cap);
+  if (pz)
+    r->pauses = pz;
+  uint64_t *a = realloc(r->acked, sizeof(*a) * cap * (r->nflows + 1));
+  if (a)
+    r->acked = a;
+  if (!t || !q || !pz || !a)
+    return -1;
+  s->ser_cap = cap;
+  return 0;
+}
+
+static void sample(struct sim *s) {
+  struct sim_series *r = &s->ser;
+  if (!r->n) {
+    r->nflows =
+        s->nflows < s->cfg.series_flows ? s->nflows : s->cfg.series_flows;
+  }
+  if (grow_series(s))
+    return;
+  uint32_t i = r->n++;
+  r->t[i] = s->now;
+  memset(r->queue[i], 0, sizeof(r->queue[i]));
+  for (uint32_t j = 0; j < s->nports; j++) {
+    const struct sim_port *p = &s->ports[j];
+    if (p->qbytes > r->queue[i][p->node->tier])
+      r->queue[i][p->node->tier] = p->qbytes;
+  }
+  memcpy(r->pauses[i], s->st.pause_frames, sizeof(r->pauses[i]));
+  for (uint32_t f = 0; f < r->nflows; f++)
+    r->acked[(uint64_t)i * r->nflows + f] = sim_flow_mut(s, f)->rx_bytes;
+  if (s->st.flows_done < s->nflows)
+    sim_schedule(s, &s->sample_ev, s->now + s->cfg.sample_interval);
+}
+
+static void progress(struct sim *s, bool last) {
+  double now = wall(), el = now - s->wall_start;
+  if (!last && now - s->last_progress < 0.5)
+    return;
+  s->last_progress = now;
+  double frac = s->total_bytes ? (double)s->acked_bytes / s->total_bytes : 0;
+  if (s->cfg.stop_time != SIM_NEVER && s->cfg.stop_time) {
+    double tf = (double)s->now / (double)s->cfg.stop_time;
+    if (tf > frac)
+      frac = tf;
+  }
+  if (frac > 1)
+    frac = 1;
+  char bar[31];
+  int w = (int)(frac * 30);
+  for (int i = 0; i < 30; i++)
+    bar[i] = i < w ? '#' : '.';
+  bar[30] = 0;
+  double eta = frac > 0.001 ? el * (1 - frac) / frac : 0;
+  fprintf(stderr,
+          "\r[%s] %5.1f%%  sim %9.3f us  %6.2f Mev/s  flows %llu/%llu  "
+          "ETA %5.1f s ",
+          bar, frac * 100, (double)s->now / 1e6,
+          el > 0 ? (double)s->st.events / el / 1e6 : 0,
+          (unsigned long long)s->st.flows_done, (unsigned long long)s->nflows,
+          last ? 0.0 : eta);
+  if (last)
+    fputc('\n', stderr);
+}
+
+static void dispatch(struct sim *s, struct sim_ev *ev) {
+  switch (ev->arg) {
+  case SIM_EV_PORT_RX:
+    sim_port_rx_event(s, container_of(ev, struct sim_port, rx_ev));
+    break;
+  case SIM_EV_PORT_TX:
+    sim_port_tx_event(s, container_of(ev, struct sim_port, tx_ev));
+    break;
+  case SIM_EV_NIC:
+    sim_nic_event(s, container_of(ev, struct sim_nic, ev));
+    break;
+  case SIM_EV_FLOW_START: {
+    struct sim_flow_int *fi = container_of(ev, struct sim_flow_int, start_ev);
+    struct sim_nic *nic = &s->nics[fi->f.src];
+    s->host->post(nic->model, &fi->f, s->now);
+    sim_nic_kick(s, nic);
+    break;
+  }
+  case SIM_EV_SAMPLE:
+    sample(s);
+    break;
+  }
+}
+
+int sim_run(struct sim *s, sim_time_t until) {
+  sim_time_t lim = until < s->cfg.stop_time ? until : s->cfg.stop_time;
+  double t0 = wall();
+  if (!s->wall_start)
+    s->wall_start = s->last_progress = t0;
+  uint64_t n = 0;
+  while (!s->nflows || s->st.flows_done < s->nflows) {
+    sim_time_t t;
+    struct sim_ev *ev = sim_heap_pop(&s->heap, lim, &t);
+    if (!ev)
+      break;
+    s->now = t;
+    dispatch(s, ev);
+    if ((++n & 0xFFFF) == 0 && s->cfg.progress)
+      progress(s, false);
+  }
+  s->st.events += n;
+  bool done = s->nflows && s->st.flows_done == s->nflows;
+  if (!done && lim != SIM_NEVER && s->now < lim &&
+      sim_heap_peek(&s->heap) != SIM_NEVER)
+    s->now = lim;
+  if (done && s->cfg.sample_interval)
+    sample(s); /* the final state */
+  s->st.wall_s += wall() - t0;
+  if (s->cfg.progress)
+    progress(s, true);
+  return done;
+}
+
+sim_time_t sim_now(const struct sim *s) {
+  return s->now;
+}
+
+const struct sim_stats *sim_stats(const struct sim *s) {
+  struct sim_stats *st = (struct sim_stats *)&s->st;
+  st->now = s->now;
+  memset(st->max_queue, 0, sizeof(st->max_queue));
+  memset(st->max_buffer, 0, sizeof(st->max_buffer));
+  for (uint32_t j = 0; j < s->nports; j++) {
+    const struct sim_port *p = &s->ports[j];
+    if (p->max_q > st->max_queue[p->node->tier])
+      st->max_queue[p->node->tier] = p->max_q;
+  }
+  for (uint32_t j = 0; j < s->nswitches; j++) {
+    const struct sim_switch *sw = &s->sws[j];
+    if (sw->max_used > st->max_buffer[sw->n.tier])
+      st->max_buffer[sw->n.tier] = sw->max_used;
+  }
+  return st;
+}
+
+const struct sim_cfg *sim_cfg(const struct sim *s) {
+  return &s->cfg;
+}
+uint32_t sim_nflows(const struct sim *s) {
+  return s->nflows;
+}
+const struct sim_flow *sim_flow(const struct sim *s, uint32_t id) {
+  return id < s->nflows ? sim_flow_mut((struct sim *)s, id) : 0;
+}
+uint32_t sim_nnics(const struct sim *s) {
+  return s->nnics;
+}
+uint32_t sim_nhosts(const struct sim *s) {
+  return s->nhosts;
+}
+uint32_t sim_nic_of(const struct sim *s, uint32_t host, uint32_t rail) {
+  return rail * s->nhosts + host;
+}
+const struct sim_series *sim_series(const struct sim *s) {
+  return &s->ser;
+}
+
+uint64_t sim_link_id(uint32_t sw, uint16_t port) {
+  return ((uint64_t)sw << 16) | port;
+}
+
+int sim_flow_path(const struct sim *s, uint32_t flow, uint16_t *ports,
+                  uint32_t *switches, int max) {
+  const struct sim_flow *f = sim_flow(s, flow);
+  if (!f)
+    return 0;
+  struct sim_pkt p = {.src = f->src, .dst = f->dst, .sport = f->sport};
+  struct sim_node *n = s->nics[f->src].port.peer->node;
+  int hops = 0;
+  while (n->kind == SIM_NODE_SWITCH && hops < max) {
+    struct sim_switch *sw = (struct sim_switch *)n;
+    /* Only ECMP is a function of the packet alone; the others draw. */
+    uint64_t saved = sw->rng;
+    uint16_t o = sim_route((struct sim *)s, sw, &p);
+    sw->rng = saved;
+    ports[hops] = o;
+    switches[hops] = sw->n.id;
+    hops++;
+    n = sw->n.ports[o].peer->node;
+  }
+  return hops;
+}

@@ -1,0 +1,226 @@
+/* The fabric simulator: a discrete-event, packet-level model of RoCEv2
+ * NICs, links and switches (see docs/sim.md).
+ *
+ * Build a struct sim_cfg (by hand or with sim_scenario_load()), create a
+ * simulator with sim_new(), optionally add flows with sim_add_flow() (the
+ * configured workload adds its own), then sim_run() until every flow is
+ * done or a time limit. Results are read from sim_stats(), sim_flow() and
+ * the report writers in report.h. Time is integer picoseconds. The same
+ * configuration and seed give bit-identical results. */
+#ifndef UROCE_SIM_SIM_H
+#define UROCE_SIM_SIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/cc_dcqcn.h"
+
+typedef uint64_t sim_time_t; /* picoseconds */
+#define SIM_NEVER UINT64_MAX
+#define SIM_NS 1000ull
+#define SIM_US 1000000ull
+#define SIM_MS 1000000000ull
+#define SIM_NPRIO 8
+#define SIM_TIERS 4 /* 0 hosts, 1 leaf/edge, 2 spine/agg, 3 core */
+
+/* Bytes a frame costs on the wire besides the RoCEv2 packet (BTH..ICRC):
+ * UDP 8, IPv4 20 (IPv6 40), Ethernet header 14 and FCS 4, and preamble,
+ * start delimiter and inter-frame gap (20), which take line time too. */
+#define SIM_UDP_LEN 8
+#define SIM_ETH_LEN 18
+#define SIM_L1_LEN 20
+#define SIM_PAUSE_WIRE (64 + SIM_L1_LEN) /* an 802.1Qbb PFC frame */
+
+struct sim_link_cfg {
+  uint64_t rate_bps;
+  sim_time_t delay; /* propagation, one way */
+  double loss;      /* probability that a frame is lost on the wire */
+};
+
+enum sim_topo_kind {
+  SIM_TOPO_LEAF_SPINE, /* leaves = 1 makes a single switch */
+  SIM_TOPO_FAT_TREE,   /* 3-tier k-ary fat-tree, k^3/4 hosts */
+};
+
+struct sim_topo_cfg {
+  enum sim_topo_kind kind;
+  uint32_t leaves;         /* leaf-spine: leaves per rail */
+  uint32_t hosts_per_leaf; /* leaf-spine */
+  uint32_t spines;         /* leaf-spine; 0 = from oversubscription */
+  double oversubscription; /* host bandwidth / uplink bandwidth per leaf */
+  uint32_t k;              /* fat-tree arity (even) */
+  uint32_t rails;          /* NICs per host (leaf-spine); 1 = none */
+  /* Per tier: [0] host-leaf, [1] leaf-spine (edge-agg), [2] agg-core. */
+  struct sim_link_cfg link[3];
+};
+
+struct sim_switch_cfg {
+  uint64_t buffer_bytes; /* shared by all ports of a switch */
+  uint64_t qmax_bytes;   /* lossy: per-queue cap, 0 = only the buffer */
+  bool ecn;
+  uint64_t kmin, kmax; /* bytes of the egress queue */
+  double pmax;
+  bool pfc;
+  uint8_t pfc_prios;  /* mask of lossless priorities */
+  uint64_t xoff, xon; /* bytes per ingress port and priority */
+  int64_t headroom;   /* bytes above xoff; < 0 = from the link */
+};
+
+enum sim_routing {
+  SIM_ROUTE_ECMP,     /* hash of the 5-tuple, UDP source port included */
+  SIM_ROUTE_ADAPTIVE, /* least-loaded eligible egress, per packet */
+  SIM_ROUTE_SPRAY,    /* random eligible egress, per packet */
+};
+
+enum sim_cc { SIM_CC_NONE, SIM_CC_DCQCN };
+
+struct sim_transport_cfg {
+  uint32_t mtu;       /* path MTU: payload bytes per packet */
+  uint32_t window;    /* unacknowledged packets per QP (power of two) */
+  uint32_t ack_every; /* the responder acks every N packets and each last */
+  sim_time_t rto;     /* retransmit timeout (go-back-N) */
+  int ooo;            /* accept out-of-order packets: 1, 0, -1 = auto */
+  bool ipv6;
+  uint8_t data_prio, ctrl_prio;
+  enum sim_cc cc;
+  struct uroce_dcqcn_params dcqcn; /* line_rate 0 = preset from the NIC */
+};
+
+enum sim_workload_kind {
+  SIM_WL_NONE, /* only flows added with sim_add_flow */
+  SIM_WL_PERMUTATION,
+  SIM_WL_INCAST,
+  SIM_WL_ALL_TO_ALL,
+  SIM_WL_CSV,
+};
+
+enum sim_op { SIM_OP_WRITE, SIM_OP_SEND };
+
+/* A message-size distribution: sizes with cumulative probabilities. */
+struct sim_size_dist {
+  uint32_t n;
+  uint64_t *bytes;
+  double *cdf; /* increasing, last = 1 */
+};
+
+struct sim_workload_cfg {
+  enum sim_workload_kind kind;
+  uint64_t bytes;            /* per flow, unless a distribution is given */
+  struct sim_size_dist dist; /* n = 0: fixed size */
+  uint32_t incast_senders;   /* incast: N */
+  uint32_t incast_receiver;  /* incast: the host receiving */
+  sim_time_t start;          /* generated flows start here */
+  char csv_path[512];        /* CSV: time_us,src,dst,bytes,op */
+  char dist_path[512];       /* where dist came from (for reports) */
+};
+
+struct sim_cfg {
+  uint64_t seed;
+  struct sim_topo_cfg topo;
+  struct sim_switch_cfg sw;
+  enum sim_routing routing;
+  struct sim_transport_cfg tp;
+  struct sim_workload_cfg wl;
+  sim_time_t stop_time;       /* SIM_NEVER: until every flow is done */
+  sim_time_t sample_interval; /* time series; 0 = none */
+  uint32_t series_flows;      /* per-flow throughput series for this many */
+  bool progress;              /* progress bar on stderr */
+};
+
+/* Reads a size distribution: lines of "bytes cdf" (space or comma), both
+ * non-decreasing, the last cdf 1; '#' starts a comment. Sizes between two
+ * points are interpolated. Returns 0, or -1 with a message naming the line. */
+int sim_size_dist_load(const char *path, struct sim_size_dist *d, char *err,
+                       size_t errlen);
+
+/* Fills cfg with defaults: a 4x8 non-blocking leaf-spine at 100 Gb/s, 1 us
+ * links, 4 KiB MTU, 32 MB buffers, PFC on priority 3, ECN off, ECMP,
+ * no workload. */
+void sim_cfg_default(struct sim_cfg *cfg);
+/* Frees what a loaded configuration owns (the size distribution). */
+void sim_cfg_free(struct sim_cfg *cfg);
+
+struct sim;
+
+/* A flow: one message from NIC src to NIC dst. */
+struct sim_flow {
+  uint32_t id, src, dst;
+  uint64_t bytes;
+  sim_time_t start, finish; /* finish = SIM_NEVER until acked */
+  uint64_t acked;           /* bytes acknowledged so far */
+  uint64_t rx_bytes;        /* payload placed at the responder so far */
+  uint64_t tx_pkts, retx_pkts;
+  uint16_t sport;
+  uint8_t op;
+  void *st; /* host-model state */
+};
+
+struct sim_stats {
+  uint64_t events;
+  double wall_s;
+  sim_time_t now;
+  uint64_t flows, flows_done;
+  uint64_t data_pkts, ctrl_pkts; /* sent by NICs */
+  uint64_t retx_pkts, timeouts, naks, cnps;
+  uint64_t drops_buffer[SIM_TIERS];   /* lossy tail drops */
+  uint64_t drops_lossless[SIM_TIERS]; /* PFC headroom overflow */
+  uint64_t drops_wire;                /* random link loss */
+  uint64_t ecn_marks[SIM_TIERS];
+  uint64_t pause_frames[SIM_TIERS];  /* XOFF frames sent by that tier */
+  sim_time_t paused_time[SIM_TIERS]; /* port-time spent paused, by tier */
+  uint64_t max_queue[SIM_TIERS];     /* largest egress queue, bytes */
+  uint64_t max_buffer[SIM_TIERS];    /* largest shared-buffer use */
+  uint64_t pkts_allocated;           /* descriptor pool size */
+};
+
+/* Creates a simulator (topology, hosts, workload flows). On error returns
+ * NULL and writes a message to err. */
+struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen);
+void sim_del(struct sim *s);
+
+/* Adds a flow (before or during a run; start >= now). Returns its id, or
+ * -1 for a bad NIC. */
+int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
+                     sim_time_t start, enum sim_op op);
+
+/* Runs until every flow finished, no event is left, or simulated time
+ * reaches until (SIM_NEVER: no limit besides cfg->stop_time). Returns 1 if
+ * every flow finished, else 0. */
+int sim_run(struct sim *s, sim_time_t until);
+
+sim_time_t sim_now(const struct sim *s);
+const struct sim_stats *sim_stats(const struct sim *s);
+const struct sim_cfg *sim_cfg(const struct sim *s);
+uint32_t sim_nflows(const struct sim *s);
+const struct sim_flow *sim_flow(const struct sim *s, uint32_t id);
+uint32_t sim_nnics(const struct sim *s);
+uint32_t sim_nhosts(const struct sim *s);
+/* NIC of host h on rail r. */
+uint32_t sim_nic_of(const struct sim *s, uint32_t host, uint32_t rail);
+/* Wire bytes of one full data packet and its payload: goodput at line rate
+ * is rate * payload / wire. */
+uint32_t sim_data_wire_bytes(const struct sim_cfg *cfg, uint32_t payload,
+                             bool first);
+
+/* ECMP path of a flow: the egress port index taken at each switch, up to
+ * max hops. Returns the number of switches crossed. Only meaningful with
+ * per-flow routing (ECMP). */
+int sim_flow_path(const struct sim *s, uint32_t flow, uint16_t *ports,
+                  uint32_t *switches, int max);
+/* Identifies a (switch, egress port) pair as one number, for counting
+ * flows per link. */
+uint64_t sim_link_id(uint32_t sw, uint16_t port);
+
+/* Time series recorded every sample_interval. */
+struct sim_series {
+  uint32_t n; /* samples */
+  sim_time_t *t;
+  uint64_t (*queue)[SIM_TIERS];  /* max egress queue at that instant */
+  uint64_t (*pauses)[SIM_TIERS]; /* cumulative XOFF frames */
+  uint32_t nflows;               /* flows with a throughput series */
+  uint64_t *acked;               /* [sample * nflows + flow] bytes received */
+};
+const struct sim_series *sim_series(const struct sim *s);
+
+#endif

@@ -1,0 +1,245 @@
+/* Simulator internals shared by the files of src/sim: packet descriptors,
+ * ports, switches, NICs, and the seam to host models. */
+#ifndef UROCE_SIM_SIM_INT_H
+#define UROCE_SIM_SIM_INT_H
+
+#include <stddef.h>
+
+#include "sim/heap.h"
+#include "sim/sim.h"
+
+#define container_of(p, T, m) ((T *)((char *)(p)-offsetof(T, m)))
+
+/* ---- packet descriptors ---- */
+
+enum sim_pkt_kind {
+  SIM_PKT_DATA,  /* a request carrying (phantom) payload */
+  SIM_PKT_ACK,   /* RC ACK: psn = next expected */
+  SIM_PKT_NAK,   /* NAK PSN sequence error: psn = next expected */
+  SIM_PKT_CNP,   /* RoCEv2 congestion notification */
+  SIM_PKT_PAUSE, /* PFC frame: prio, xoff in flags */
+};
+
+enum sim_pkt_flags {
+  SIM_PF_LAST = 1,   /* last packet of its message */
+  SIM_PF_ACKREQ = 2, /* BTH AckReq */
+  SIM_PF_XOFF = 4,   /* PAUSE: stop (else resume) */
+};
+
+#define SIM_ECN_ECT0 2
+#define SIM_ECN_CE 3
+
+/* What travels on a link: sizes and addressing, never payload bytes. The
+ * transport header is the (flow, psn, opcode, len) tuple: for the built-in
+ * host model that is all of it; a host model that carries real header
+ * bytes uses flow as a handle into its own header pool. */
+struct sim_pkt {
+  struct sim_pkt *next; /* queue or link linkage */
+  sim_time_t ts;        /* arrival time while on a link */
+  uint32_t size;        /* bytes of line time, L1 overhead included */
+  uint32_t src, dst;    /* NIC ids: the IP addresses */
+  uint32_t flow;        /* transport handle */
+  uint32_t psn;
+  uint32_t len; /* payload bytes */
+  uint16_t sport;
+  uint16_t in_port; /* ingress port at the current switch */
+  uint8_t kind, prio, ecn, opcode;
+  uint8_t flags;
+};
+
+struct sim_pktq {
+  struct sim_pkt *head, *tail;
+  uint64_t bytes;
+};
+
+/* ---- ports, switches, NICs ---- */
+
+enum sim_ev_kind {
+  SIM_EV_PORT_TX,
+  SIM_EV_PORT_RX,
+  SIM_EV_NIC,
+  SIM_EV_FLOW_START,
+  SIM_EV_SAMPLE,
+};
+
+struct sim_node;
+
+/* One end of a full-duplex link: an egress with its queues, and the
+ * ingress counters for PFC of what arrived through it. The frames in
+ * flight toward the peer are a FIFO (they arrive in order), so the link
+ * needs one pending event: the arrival of its head. */
+struct sim_port {
+  struct sim_ev tx_ev; /* start the next transmission */
+  struct sim_ev rx_ev; /* the head of the in-flight FIFO arrives */
+  struct sim_node *node;
+  struct sim_port *peer;
+  uint64_t rate_bps;
+  sim_time_t delay;
+  double loss;
+  uint64_t rng;
+  sim_time_t busy_until;
+  struct sim_pkt *fly_head, *fly_tail;
+  struct sim_pkt *ctl_head, *ctl_tail; /* PFC frames: sent first */
+  struct sim_pktq q[SIM_NPRIO];
+  uint64_t qbytes; /* all priorities */
+  uint64_t in_bytes[SIM_NPRIO];
+  uint64_t pfc_limit; /* lossless bytes per ingress priority: xoff+headroom */
+  uint8_t nonempty;   /* queues with packets */
+  uint8_t paused;     /* priorities the peer paused */
+  uint8_t xoff_sent;  /* priorities we paused the peer for */
+  uint16_t idx;
+  sim_time_t paused_since;
+  /* statistics */
+  uint64_t tx_bytes;
+  uint64_t max_q;
+};
+
+enum sim_node_kind { SIM_NODE_NIC, SIM_NODE_SWITCH };
+
+struct sim_node {
+  uint8_t kind, tier;
+  uint16_t nports;
+  uint32_t id; /* NIC id or switch index */
+  struct sim_port *ports;
+};
+
+/* Forwarding is up-down on contiguous NIC ranges: NICs in [lo, hi) are
+ * below, down port (dst - lo) / span leads to them; everything else goes up
+ * through one of the n_up ports after the n_down down ports. */
+struct sim_switch {
+  struct sim_node n;
+  uint32_t lo, hi, span;
+  uint16_t n_down, n_up;
+  uint64_t salt, rng;
+  uint64_t used, max_used;
+};
+
+struct sim_host_ops;
+
+struct sim_nic {
+  struct sim_node n;
+  struct sim_port port;
+  struct sim_ev ev; /* poll the host model */
+  uint32_t host;
+  uint8_t rail;
+  void *model;
+};
+
+/* ---- the host-model seam ----
+ * A host model is a sans-IO NIC: the simulator hands it received packets,
+ * pulls packets when the wire is free, and asks when it next wants to be
+ * polled. It never schedules events or touches ports itself. */
+struct sim_host_ops {
+  const char *name;
+  void *(*nic_new)(struct sim *s, struct sim_nic *nic);
+  void (*nic_del)(void *m);
+  /* Start flow f (its first packet may leave at now). */
+  int (*post)(void *m, struct sim_flow *f, sim_time_t now);
+  /* A packet for this NIC arrived; the model owns it now. */
+  void (*deliver)(void *m, struct sim_pkt *p, sim_time_t now);
+  /* Runs the timers due by now, then returns the next packet to put on the
+   * wire, of a priority not in paused, or NULL. */
+  struct sim_pkt *(*pull)(void *m, sim_time_t now, uint8_t paused);
+  /* Earliest future time pull() may have something new, or SIM_NEVER. */
+  sim_time_t (*next_time)(void *m);
+};
+
+extern const struct sim_host_ops sim_host_rdmaw;
+
+/* ---- the simulator ---- */
+
+#define SIM_FLOW_CHUNK 4096
+
+struct sim_flow_int {
+  struct sim_flow f;
+  struct sim_ev start_ev;
+};
+
+struct sim {
+  struct sim_cfg cfg;
+  sim_time_t now;
+  struct sim_heap heap;
+  struct sim_stats st;
+  const struct sim_host_ops *host;
+
+  struct sim_pkt *free_pkts;
+  struct sim_pkt **chunks;
+  uint32_t nchunks, chunk_cap;
+
+  uint32_t nhosts, rails, nnics, nswitches, nports;
+  struct sim_nic *nics;
+  struct sim_switch *sws;
+  struct sim_port *ports; /* every switch port, in switch order */
+  struct sim_link_cfg hostlink;
+
+  struct sim_flow_int **fchunks;
+  uint32_t nflows, nfchunks;
+  uint64_t total_bytes, acked_bytes;
+
+  struct sim_ev sample_ev;
+  struct sim_series ser;
+  uint32_t ser_cap;
+
+  double wall_start, last_progress;
+  uint64_t ooo; /* resolved cfg.tp.ooo */
+};
+
+/* Packet pool: no allocation per packet once warm. */
+struct sim_pkt *sim_pkt_alloc_slow(struct sim *s);
+static inline struct sim_pkt *sim_pkt_alloc(struct sim *s) {
+  struct sim_pkt *p = s->free_pkts;
+  if (!p)
+    return sim_pkt_alloc_slow(s);
+  s->free_pkts = p->next;
+  return p;
+}
+static inline void sim_pkt_free(struct sim *s, struct sim_pkt *p) {
+  p->next = s->free_pkts;
+  s->free_pkts = p;
+}
+
+static inline struct sim_flow *sim_flow_mut(struct sim *s, uint32_t id) {
+  return &s->fchunks[id / SIM_FLOW_CHUNK][id % SIM_FLOW_CHUNK].f;
+}
+
+/* Schedules ev at t unless it is already due at or before t. */
+void sim_schedule_min(struct sim *s, struct sim_ev *ev, sim_time_t t);
+void sim_schedule(struct sim *s, struct sim_ev *ev, sim_time_t t);
+
+/* Called by host models. */
+void sim_flow_acked(struct sim *s, struct sim_flow *f, uint64_t bytes);
+void sim_flow_done(struct sim *s, struct sim_flow *f, sim_time_t now);
+
+/* net.c */
+void sim_port_rx_event(struct sim *s, struct sim_port *p);
+void sim_port_tx_event(struct sim *s, struct sim_port *p);
+void sim_nic_event(struct sim *s, struct sim_nic *nic);
+void sim_nic_kick(struct sim *s, struct sim_nic *nic);
+uint16_t sim_route(struct sim *s, struct sim_switch *sw,
+                   const struct sim_pkt *p);
+sim_time_t sim_ser_time(uint64_t bytes, uint64_t rate_bps);
+
+/* topo.c */
+int sim_topo_build(struct sim *s, char *err, size_t errlen);
+
+/* workload.c */
+int sim_workload_add(struct sim *s, char *err, size_t errlen);
+
+/* splitmix64: the per-component RNG. */
+static inline uint64_t sim_rand(uint64_t *st) {
+  uint64_t z = (*st += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static inline double sim_rand01(uint64_t *st) {
+  return (double)(sim_rand(st) >> 11) * (1.0 / 9007199254740992.0);
+}
+/* Seed of component (kind, index) derived from the run seed. */
+static inline uint64_t sim_seed(uint64_t seed, uint64_t kind, uint64_t idx) {
+  uint64_t x =
+      seed ^ (kind * 0xD1B54A32D192ED03ull) ^ (idx * 0xABC98388FB8FAC03ull);
+  return sim_rand(&x);
+}
+
+#endif

@@ -1,0 +1,410 @@
+/* Validation of the fabric simulator against closed forms and known
+ * effects: line rate, PFC incast, lossy incast, DCQCN fairness, ECMP
+ * collisions and spraying on a fat-tree, PFC congestion spreading,
+ * determinism. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim.h"
+#include "t.h"
+#include "wire/frame.h"
+#include "wire/opcode.h"
+
+#define GBPS 1000000000ull
+
+/* Wire bytes of a middle WRITE packet with p payload bytes, from the header
+ * sizes alone: Ethernet header + FCS, preamble + SFD + inter-frame gap,
+ * IPv4, UDP, BTH, ICRC. */
+static double wire_eff(uint32_t p) {
+  double hdr = UROCE_ETH_HLEN + 4 + 8 + 12 + UROCE_IP4_HLEN + UROCE_UDP_HLEN +
+               UROCE_BTH_LEN + UROCE_ICRC_LEN;
+  return p / (p + hdr);
+}
+
+static struct sim *mk(struct sim_cfg *c) {
+  char err[256] = "";
+  struct sim *s = sim_new(c, err, sizeof err);
+  if (!s)
+    fprintf(stderr, "sim_new: %s\n", err);
+  CHECK(s != NULL);
+  return s;
+}
+
+static void single_switch(struct sim_cfg *c, uint32_t hosts) {
+  sim_cfg_default(c);
+  c->topo.leaves = 1;
+  c->topo.hosts_per_leaf = hosts;
+}
+
+/* One flow alone reaches line rate x payload / (payload + headers). */
+static void test_line_rate(void) {
+  struct sim_cfg c;
+  single_switch(&c, 2);
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  sim_add_flow(s, 0, 1, 1ull << 30, 0, SIM_OP_WRITE);
+  sim_run(s, 1 * SIM_MS);
+  uint64_t a1 = sim_flow(s, 0)->acked;
+  sim_run(s, 3 * SIM_MS);
+  uint64_t a2 = sim_flow(s, 0)->acked;
+  double gbps = (double)(a2 - a1) * 8 / 2e-3 / 1e9;
+  double want = 100 * wire_eff(4096);
+  printf("line rate: %.3f Gb/s goodput, closed form %.3f\n", gbps, want);
+  CHECK(fabs(gbps - want) / want < 0.01);
+  /* And with a 1 KiB MTU on IPv6-free 25 Gb/s links. */
+  sim_del(s);
+  single_switch(&c, 2);
+  for (int i = 0; i < 3; i++)
+    c.topo.link[i].rate_bps = 25 * GBPS;
+  c.tp.mtu = 1024;
+  s = mk(&c);
+  sim_add_flow(s, 0, 1, 1ull << 30, 0, SIM_OP_WRITE);
+  sim_run(s, 1 * SIM_MS);
+  a1 = sim_flow(s, 0)->acked;
+  sim_run(s, 3 * SIM_MS);
+  a2 = sim_flow(s, 0)->acked;
+  gbps = (double)(a2 - a1) * 8 / 2e-3 / 1e9;
+  want = 25 * wire_eff(1024);
+  printf("line rate 25G/1K: %.3f Gb/s, closed form %.3f\n", gbps, want);
+  CHECK(fabs(gbps - want) / want < 0.01);
+  sim_del(s);
+}
+
+/* Completion of an N-to-1 incast of S bytes each. */
+static double incast_time(bool pfc, uint32_t N, uint64_t S,
+                          const struct sim_stats **stp, struct sim **out) {
+  struct sim_cfg c;
+  single_switch(&c, N + 1);
+  c.sw.pfc = pfc;
+  /* Lossless needs N x (xoff + headroom) of buffer; lossy gets 2 MB. */
+  if (!pfc)
+    c.sw.buffer_bytes = 2 << 20;
+  c.wl.kind = SIM_WL_INCAST;
+  c.wl.incast_senders = N;
+  c.wl.bytes = S;
+  struct sim *s = mk(&c);
+  if (!s)
+    return 0;
+  CHECK(sim_run(s, 1000 * SIM_MS) == 1);
+  sim_time_t end = 0;
+  uint64_t acked = 0;
+  for (uint32_t i = 0; i < sim_nflows(s); i++) {
+    const struct sim_flow *f = sim_flow(s, i);
+    if (f->finish > end)
+      end = f->finish;
+    acked += f->acked;
+  }
+  CHECK_EQ(acked, (uint64_t)N * S);
+  *stp = sim_stats(s);
+  *out = s;
+  return (double)end / 1e12;
+}
+
+static void test_incast(void) {
+  uint32_t N = 16;
+  uint64_t S = 4 << 20;
+  const struct sim_stats *st;
+  struct sim *s;
+  double t = incast_time(true, N, S, &st, &s);
+  /* Ideal: all bytes through the receiver's link at goodput rate, plus one
+   * round trip (2 links each way, 1 us each, plus a packet's
+   * serialisation per store-and-forward hop). */
+  double goodput = 100e9 * wire_eff(4096) / 8;
+  double rtt = 4e-6 + 3 * 4178 * 8 / 100e9;
+  double ideal = N * (double)S / goodput + rtt;
+  uint64_t drops = 0;
+  for (int i = 0; i < SIM_TIERS; i++)
+    drops += st->drops_buffer[i] + st->drops_lossless[i];
+  printf("incast PFC: %.1f us, ideal %.1f us (%+.2f%%), drops %llu, "
+         "pauses %llu, retx %llu\n",
+         t * 1e6, ideal * 1e6, (t / ideal - 1) * 100, (unsigned long long)drops,
+         (unsigned long long)st->pause_frames[1],
+         (unsigned long long)st->retx_pkts);
+  CHECK_EQ(drops, 0);
+  CHECK(st->pause_frames[1] > 0);
+  CHECK(fabs(t / ideal - 1) < 0.05);
+  sim_del(s);
+
+  double tl = incast_time(false, N, S, &st, &s);
+  drops = 0;
+  for (int i = 0; i < SIM_TIERS; i++)
+    drops += st->drops_buffer[i];
+  printf("incast lossy: %.1f us, drops %llu, retransmitted %llu, "
+         "timeouts %llu\n",
+         tl * 1e6, (unsigned long long)drops, (unsigned long long)st->retx_pkts,
+         (unsigned long long)st->timeouts);
+  CHECK(drops > 0);
+  CHECK(st->pause_frames[1] == 0);
+  CHECK(tl > t * 1.02);
+  sim_del(s);
+}
+
+/* DCQCN: N long flows into one port share it fairly, with the queue held
+ * near the marking band. */
+static void test_dcqcn_fair(void) {
+  struct sim_cfg c;
+  uint32_t N = 4;
+  single_switch(&c, N + 1);
+  c.sw.ecn = true;
+  c.sw.kmin = 40 << 10;
+  c.sw.kmax = 200 << 10;
+  c.sw.pmax = 0.2;
+  c.tp.cc = SIM_CC_DCQCN;
+  uroce_dcqcn_params_ns3(&c.tp.dcqcn, 100 * GBPS);
+  c.tp.dcqcn.cnp_interval_ns = 4000;
+  c.tp.dcqcn.rate_decrease_ns = 4000;
+  c.tp.dcqcn.alpha_timer_ns = 1000;
+  c.tp.dcqcn.rate_increase_ns = 55000;
+  c.sample_interval = 10 * SIM_US;
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  for (uint32_t i = 0; i < N; i++)
+    sim_add_flow(s, i + 1, 0, 1ull << 34, i * 500 * SIM_US, SIM_OP_WRITE);
+  sim_time_t t0 = 40 * SIM_MS, t1 = 60 * SIM_MS;
+  sim_run(s, t0);
+  uint64_t a0[16];
+  for (uint32_t i = 0; i < N; i++)
+    a0[i] = sim_flow(s, i)->acked;
+  sim_run(s, t1);
+  double x[16], sum = 0, sum2 = 0, tot = 0;
+  for (uint32_t i = 0; i < N; i++) {
+    x[i] = (double)(sim_flow(s, i)->acked - a0[i]) * 8 / 1e9 /
+           ((double)(t1 - t0) / 1e12);
+    sum += x[i];
+    sum2 += x[i] * x[i];
+    tot += x[i];
+  }
+  double jain = sum * sum / (N * sum2);
+  /* Queue over the measured window. */
+  const struct sim_series *ser = sim_series(s);
+  double qsum = 0;
+  uint64_t qmax = 0;
+  int qn = 0;
+  for (uint32_t i = 0; i < ser->n; i++)
+    if (ser->t[i] >= t0) {
+      qsum += (double)ser->queue[i][1];
+      if (ser->queue[i][1] > qmax)
+        qmax = ser->queue[i][1];
+      qn++;
+    }
+  double qavg = qn ? qsum / qn : 0;
+  const struct sim_stats *st = sim_stats(s);
+  printf("dcqcn: rates");
+  for (uint32_t i = 0; i < N; i++)
+    printf(" %.1f", x[i]);
+  printf(" Gb/s, total %.1f, Jain %.4f, queue avg %.0f KB max %.0f KB "
+         "(Kmin 40, Kmax 200), cnps %llu, pauses %llu\n",
+         tot, jain, qavg / 1024, (double)qmax / 1024,
+         (unsigned long long)st->cnps, (unsigned long long)st->pause_frames[1]);
+  CHECK(jain >= 0.95);
+  CHECK(tot > 80);
+  CHECK(st->cnps > 0);
+  CHECK(qavg < 2.0 * (200 << 10));
+  CHECK(qmax < 4 * (200 << 10));
+  sim_del(s);
+}
+
+/* Per-flow throughput (Gb/s of goodput) between t0 and t1. */
+static void window_rates(struct sim *s, sim_time_t t0, sim_time_t t1,
+                         double *x) {
+  uint32_t n = sim_nflows(s);
+  uint64_t *a0 = calloc(n, sizeof(*a0));
+  sim_run(s, t0);
+  for (uint32_t i = 0; i < n; i++)
+    a0[i] = sim_flow(s, i)->acked;
+  sim_run(s, t1);
+  for (uint32_t i = 0; i < n; i++)
+    x[i] = (double)(sim_flow(s, i)->acked - a0[i]) * 8 / 1e9 /
+           ((double)(t1 - t0) / 1e12);
+  free(a0);
+}
+
+/* ECMP on a non-blocking leaf-spine (L leaves of P hosts, P spines), a
+ * permutation with every pair on different leaves: a flow whose uplink and
+ * spine downlink carry no other flow runs at line rate, any other at half
+ * or less. The number of collision-free flows must match both the paths
+ * the simulator chose and the closed-form expectation for uniform hashing
+ * (Monte Carlo over the same permutations). */
+static void test_ecmp_collisions(void) {
+  enum { L = 16, P = 8, H = L * P, SEEDS = 6 };
+  double line = 100 * wire_eff(4096);
+  double got = 0, exp_sum = 0, exp_var = 0;
+  int agree = 0, total = 0;
+  for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+    struct sim_cfg c;
+    sim_cfg_default(&c);
+    c.seed = seed;
+    c.topo.leaves = L;
+    c.topo.hosts_per_leaf = P;
+    c.topo.spines = P;
+    struct sim *s = mk(&c);
+    if (!s)
+      return;
+    uint32_t perm[H];
+    uint64_t r = seed * 77;
+    for (;;) {
+      for (uint32_t i = 0; i < H; i++)
+        perm[i] = i;
+      for (uint32_t i = H - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)(t_rand(&r) % (i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+      }
+      bool ok = true;
+      for (uint32_t i = 0; i < H; i++)
+        ok = ok && perm[i] / P != i / P;
+      if (ok)
+        break;
+    }
+    for (uint32_t i = 0; i < H; i++)
+      sim_add_flow(s, i, perm[i], 1ull << 32, 0, SIM_OP_WRITE);
+    double x[H];
+    window_rates(s, 1 * SIM_MS, 2 * SIM_MS, x);
+    /* Collisions on the simulator's own paths. */
+    uint64_t links[H][4];
+    int hops[H];
+    for (uint32_t i = 0; i < H; i++) {
+      uint16_t po[8];
+      uint32_t sw[8];
+      hops[i] = sim_flow_path(s, i, po, sw, 8);
+      for (int k = 0; k < hops[i]; k++)
+        links[i][k] = sim_link_id(sw[k], po[k]);
+    }
+    for (uint32_t i = 0; i < H; i++) {
+      bool alone = true;
+      for (uint32_t j = 0; j < H && alone; j++)
+        for (int a = 0; a < hops[i] && j != i; a++)
+          for (int b = 0; b < hops[j]; b++)
+            if (links[i][a] == links[j][b])
+              alone = false;
+      bool full = x[i] >= 0.9 * line;
+      agree += alone == full;
+      total++;
+      got += full;
+      CHECK(x[i] <= line * 1.01);
+    }
+    /* Expectation under uniform hashing, same permutation. */
+    uint64_t mr = seed * 1000003;
+    double m1 = 0, m2 = 0;
+    int trials = 500;
+    for (int t = 0; t < trials; t++) {
+      uint32_t up[H];
+      for (uint32_t i = 0; i < H; i++)
+        up[i] = (uint32_t)(t_rand(&mr) % P);
+      int cnt = 0;
+      for (uint32_t i = 0; i < H; i++) {
+        bool alone = true;
+        for (uint32_t j = 0; j < H && alone; j++)
+          if (j != i && up[j] == up[i] &&
+              (j / P == i / P || perm[j] / P == perm[i] / P))
+            alone = false;
+        cnt += alone;
+      }
+      m1 += cnt;
+      m2 += (double)cnt * cnt;
+    }
+    m1 /= trials;
+    exp_sum += m1;
+    exp_var += m2 / trials - m1 * m1;
+    sim_del(s);
+  }
+  double closed = SEEDS * H * pow(1 - 1.0 / P, 2 * (P - 1));
+  printf("ecmp: %d of %d flows at line rate; expected %.1f +- %.1f (Monte "
+         "Carlo), %.1f (closed form (1-1/n)^(2(n-1))); %d/%d flows agree "
+         "with their paths\n",
+         (int)got, total, exp_sum, sqrt(exp_var), closed, agree, total);
+  CHECK(agree >= total - 2);
+  CHECK(fabs(got - exp_sum) <= 3 * sqrt(exp_var) + 1);
+  CHECK(fabs(exp_sum - closed) / closed < 0.15);
+}
+
+/* Permutation on a non-blocking k = 8 fat-tree: spraying gives every flow
+ * at least 90% of line rate; ECMP does not. */
+static void fat_tree_rates(enum sim_routing rt, double *mn, double *mean) {
+  struct sim_cfg c;
+  sim_cfg_default(&c);
+  c.topo.kind = SIM_TOPO_FAT_TREE;
+  c.topo.k = 8;
+  c.routing = rt;
+  c.wl.kind = SIM_WL_PERMUTATION;
+  c.wl.bytes = 1ull << 32;
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  uint32_t n = sim_nflows(s);
+  double *x = calloc(n, sizeof(*x));
+  window_rates(s, 500 * SIM_US, 1500 * SIM_US, x);
+  *mn = 1e9;
+  *mean = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (x[i] < *mn)
+      *mn = x[i];
+    *mean += x[i] / n;
+  }
+  free(x);
+  sim_del(s);
+}
+
+static void test_fat_tree_spray(void) {
+  double line = 100 * wire_eff(4096), mn, mean, emn, emean;
+  fat_tree_rates(SIM_ROUTE_SPRAY, &mn, &mean);
+  fat_tree_rates(SIM_ROUTE_ECMP, &emn, &emean);
+  printf("fat-tree k=8 permutation: spray min %.1f mean %.1f Gb/s; ECMP min "
+         "%.1f mean %.1f; line %.1f\n",
+         mn, mean, emn, emean, line);
+  CHECK(mn >= 0.9 * line);
+  CHECK(emean < 0.9 * line);
+}
+
+/* PFC congestion spreading: an incast into host 4 (leaf 1) from hosts 1, 2
+ * (leaf 0) and 5, 6, 7 (leaf 1) backs up through the spine into leaf 0's
+ * uplink, which a victim flow 0 -> 8 (leaf 2) shares. With PFC the victim
+ * is paused with the incast; lossy, it runs at line rate. */
+static double victim_fct(bool pfc, uint64_t *spine_pauses) {
+  struct sim_cfg c;
+  sim_cfg_default(&c);
+  c.topo.leaves = 3;
+  c.topo.hosts_per_leaf = 4;
+  c.topo.spines = 1;
+  c.topo.link[1].rate_bps = 400 * GBPS;
+  c.sw.pfc = pfc;
+  c.sw.buffer_bytes = pfc ? 32 << 20 : 4 << 20;
+  struct sim *s = mk(&c);
+  if (!s)
+    return 0;
+  uint32_t senders[] = {1, 2, 5, 6, 7};
+  for (int i = 0; i < 5; i++)
+    sim_add_flow(s, senders[i], 4, 16 << 20, 0, SIM_OP_WRITE);
+  int64_t v = sim_add_flow(s, 0, 8, 8 << 20, 200 * SIM_US, SIM_OP_WRITE);
+  sim_run(s, SIM_NEVER);
+  const struct sim_flow *f = sim_flow(s, (uint32_t)v);
+  double fct = (double)(f->finish - f->start) / 1e6;
+  *spine_pauses = sim_stats(s)->pause_frames[2];
+  sim_del(s);
+  return fct;
+}
+
+static void test_pfc_spreading(void) {
+  uint64_t p_on, p_off;
+  double on = victim_fct(true, &p_on), off = victim_fct(false, &p_off);
+  double ideal = (8 << 20) / (100e9 * wire_eff(4096) / 8) * 1e6;
+  printf("pfc spreading: victim FCT %.1f us with PFC (spine pauses %llu), "
+         "%.1f us lossy, ideal %.1f us\n",
+         on, (unsigned long long)p_on, off, ideal);
+  CHECK(p_on > 0);
+  CHECK(on > 1.5 * off);
+  CHECK(off < 1.1 * ideal + 10);
+}
+
+int main(void) {
+  T_RUN(test_line_rate);
+  T_RUN(test_incast);
+  T_RUN(test_dcqcn_fair);
+  T_RUN(test_ecmp_collisions);
+  T_RUN(test_fat_tree_spray);
+  T_RUN(test_pfc_spreading);
+  return T_DONE();
+}

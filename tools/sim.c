@@ -1,0 +1,251 @@
+/* uroce sim: run a fabric scenario (YAML), write summary.json, CSV series
+ * and plots; or compare two scenarios side by side. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sim/report.h"
+#include "sim/scenario.h"
+#include "sim/sim.h"
+#include "tool.h"
+
+struct opts {
+  const char *out;
+  bool seed_set, quiet, plots, repro;
+  uint64_t seed;
+  sim_time_t stop;
+};
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: uroce sim [OPTIONS] SCENARIO.yaml\n"
+          "       uroce sim [OPTIONS] --compare A.yaml B.yaml\n\n"
+          "Simulates a RoCEv2 fabric packet by packet and writes, into the\n"
+          "output folder: summary.json (FCT percentiles, throughput, drops,\n"
+          "PFC pauses, ECN marks, queues, wall time), flows.csv, fct_cdf.csv,\n"
+          "queues.csv, pfc.csv, throughput.csv, plots.gp and, when gnuplot\n"
+          "is installed, fct_cdf.png, throughput.png, queues.png, pfc.png.\n\n"
+          "options:\n"
+          "  -o, --out DIR      output folder (default sim-out/NAME; with\n"
+          "                     --compare, DIR/A and DIR/B)\n"
+          "  --seed N           override the scenario's seed\n"
+          "  --stop-us T        stop at T microseconds of simulated time\n"
+          "  -q, --quiet        no progress bar\n"
+          "  --no-plots         do not run gnuplot\n"
+          "  --reproducible     leave wall-clock figures out of summary.json\n"
+          "  -h, --help         this text\n\n"
+          "The scenario format is described in docs/sim.md; examples are in\n"
+          "examples/sim/.\n");
+}
+
+static int mkdirs(const char *path) {
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      if (mkdir(buf, 0777) && errno != EEXIST)
+        return -1;
+      *p = '/';
+    }
+  return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+/* Runs gnuplot on script in dir; returns 0 if it ran and succeeded. */
+static int gnuplot(const char *dir, const char *script) {
+  pid_t pid = fork();
+  if (pid < 0)
+    return -1;
+  if (!pid) {
+    if (chdir(dir))
+      _exit(127);
+    execlp("gnuplot", "gnuplot", script, (char *)0);
+    _exit(127);
+  }
+  int st;
+  if (waitpid(pid, &st, 0) < 0)
+    return -1;
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
+    fprintf(stderr, "uroce sim: gnuplot not found; plots.gp is in %s\n", dir);
+    return -1;
+  }
+  return WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : -1;
+}
+
+static void print_summary(const char *name, const struct sim_summary *m,
+                          const char *dir) {
+  printf("%s: %llu/%llu flows done; FCT p50 %.2f us, p99 %.2f us, max %.2f "
+         "us; flow throughput mean %.2f Gb/s (min %.2f); drops %llu, PFC "
+         "pauses %llu, ECN marks %llu; %llu events in %.2f s (%.2f M/s)\n",
+         name, (unsigned long long)m->done, (unsigned long long)m->flows,
+         m->fct_us[1], m->fct_us[3], m->fct_us[5], m->tput_gbps[3],
+         m->tput_gbps[0], (unsigned long long)m->drops,
+         (unsigned long long)m->pauses, (unsigned long long)m->ecn_marks,
+         (unsigned long long)m->events, m->wall_s,
+         m->wall_s > 0 ? (double)m->events / m->wall_s / 1e6 : 0);
+  printf("  results in %s/\n", dir);
+}
+
+/* Loads, runs and reports one scenario. */
+static int run_one(const char *path, const struct opts *o, const char *dir,
+                   char *name, size_t namelen, struct sim_summary *sum) {
+  struct sim_cfg cfg;
+  char err[1024] = "";
+  if (sim_scenario_load(path, &cfg, name, namelen, err, sizeof err)) {
+    fprintf(stderr, "uroce sim: %s\n", err);
+    return 2;
+  }
+  if (o->seed_set)
+    cfg.seed = o->seed;
+  if (o->stop)
+    cfg.stop_time = o->stop;
+  cfg.progress = !o->quiet && isatty(2);
+  char outdir[1024];
+  if (dir)
+    snprintf(outdir, sizeof outdir, "%s", dir);
+  else
+    snprintf(outdir, sizeof outdir, "sim-out/%s", name);
+  struct sim *s = sim_new(&cfg, err, sizeof err);
+  sim_cfg_free(&cfg);
+  if (!s) {
+    fprintf(stderr, "uroce sim: %s: %s\n", path, err);
+    return 2;
+  }
+  if (!o->quiet)
+    fprintf(stderr, "uroce sim: %s: %u hosts, %u NICs, %u flows\n", name,
+            sim_nhosts(s), sim_nnics(s), sim_nflows(s));
+  sim_run(s, SIM_NEVER);
+  if (mkdirs(outdir)) {
+    fprintf(stderr, "uroce sim: %s: %s\n", outdir, strerror(errno));
+    sim_del(s);
+    return 1;
+  }
+  int rc = 0;
+  if (sim_report_write(s, outdir, o->repro, err, sizeof err)) {
+    fprintf(stderr, "uroce sim: %s\n", err);
+    rc = 1;
+  }
+  sim_summarize(s, sum);
+  sim_del(s);
+  if (!rc && o->plots)
+    gnuplot(outdir, "plots.gp");
+  print_summary(name, sum, outdir);
+  return rc;
+}
+
+static int compare(const char *a, const char *b, const struct opts *o) {
+  const char *base = o->out ? o->out : "sim-out/compare";
+  char da[1024], db[1024], na[256], nb[256];
+  snprintf(da, sizeof da, "%s/A", base);
+  snprintf(db, sizeof db, "%s/B", base);
+  struct sim_summary sa, sb;
+  int rc = run_one(a, o, da, na, sizeof na, &sa);
+  if (rc)
+    return rc;
+  rc = run_one(b, o, db, nb, sizeof nb, &sb);
+  if (rc)
+    return rc;
+  printf("\nA = %s (%s), B = %s (%s)\n", na, a, nb, b);
+  sim_report_compare(stdout, na, &sa, nb, &sb);
+  char path[1100];
+  snprintf(path, sizeof path, "%s/compare.txt", base);
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fprintf(f, "A = %s (%s), B = %s (%s)\n", na, a, nb, b);
+    sim_report_compare(f, na, &sa, nb, &sb);
+    fclose(f);
+  }
+  snprintf(path, sizeof path, "%s/compare.gp", base);
+  f = fopen(path, "w");
+  if (f) {
+    fprintf(f,
+            "set datafile separator ','\n"
+            "set terminal pngcairo size 900,560 noenhanced\n"
+            "set grid\nset key bottom right\nset logscale x\n"
+            "set output 'compare_fct_cdf.png'\n"
+            "set title 'FCT CDF: %s vs %s'\n"
+            "set xlabel 'FCT (us)'\nset ylabel 'fraction of flows'\n"
+            "plot 'A/fct_cdf.csv' every ::1 using 1:2 with steps lw 2 "
+            "title 'A: %s', 'B/fct_cdf.csv' every ::1 using 1:2 with steps "
+            "lw 2 title 'B: %s'\n",
+            na, nb, na, nb);
+    fclose(f);
+    if (o->plots)
+      gnuplot(base, "compare.gp");
+  }
+  return 0;
+}
+
+int cmd_sim(int argc, char **argv) {
+  static const struct option lo[] = {{"out", required_argument, 0, 'o'},
+                                     {"seed", required_argument, 0, 's'},
+                                     {"stop-us", required_argument, 0, 't'},
+                                     {"quiet", no_argument, 0, 'q'},
+                                     {"no-plots", no_argument, 0, 'P'},
+                                     {"reproducible", no_argument, 0, 'r'},
+                                     {"compare", no_argument, 0, 'c'},
+                                     {"help", no_argument, 0, 'h'},
+                                     {0, 0, 0, 0}};
+  struct opts o = {.plots = true};
+  bool cmp = false;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "o:qh", lo, 0)) != -1) {
+    char *e;
+    switch (c) {
+    case 'o':
+      o.out = optarg;
+      break;
+    case 's':
+      o.seed = strtoull(optarg, &e, 10);
+      if (*e || !*optarg) {
+        fprintf(stderr, "uroce sim: --seed: expected an integer\n");
+        return 2;
+      }
+      o.seed_set = true;
+      break;
+    case 't': {
+      double t = strtod(optarg, &e);
+      if (*e || t <= 0) {
+        fprintf(stderr, "uroce sim: --stop-us: expected a positive number\n");
+        return 2;
+      }
+      o.stop = (sim_time_t)(t * 1e6);
+      break;
+    }
+    case 'q':
+      o.quiet = true;
+      break;
+    case 'P':
+      o.plots = false;
+      break;
+    case 'r':
+      o.repro = true;
+      break;
+    case 'c':
+      cmp = true;
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    default:
+      usage(stderr);
+      return 2;
+    }
+  }
+  int n = argc - optind;
+  if (cmp ? n != 2 : n != 1) {
+    usage(stderr);
+    return 2;
+  }
+  if (cmp)
+    return compare(argv[optind], argv[optind + 1], &o);
+  char name[256];
+  struct sim_summary sum;
+  return run_one(argv[optind], &o, o.out, name, sizeof name, &sum);
+}
