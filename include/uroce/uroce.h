@@ -25,6 +25,12 @@ enum uroce_error {
   UROCE_ERR_INVALID_ARGUMENT = -1001,
   UROCE_ERR_NOBUF = -1002, /* output buffer or headroom too small */
   UROCE_ERR_NOT_SUPPORTED = -1003,
+  UROCE_ERR_QUEUE_FULL = -1004, /* work queue or ring has no free entry */
+  UROCE_ERR_BAD_STATE = -1005,  /* not allowed in the object's state, or an
+                                   invalid QP state transition */
+  UROCE_ERR_BUSY = -1006,       /* object still used by another object */
+  UROCE_ERR_CAPS = -1007,       /* exceeds a capability or table limit */
+  UROCE_ERR_CQ_OVERFLOW = -1008, /* a completion was lost: CQ overran */
 
   UROCE_ERR_PKT_TRUNCATED = -1101,  /* shorter than its own headers */
   UROCE_ERR_PKT_BAD_OPCODE = -1102, /* reserved or unknown BTH opcode */

@@ -12,6 +12,16 @@ const char *uroce_strerror(int err) {
     return "buffer too small";
   case UROCE_ERR_NOT_SUPPORTED:
     return "not supported";
+  case UROCE_ERR_QUEUE_FULL:
+    return "work queue full";
+  case UROCE_ERR_BAD_STATE:
+    return "not allowed in the object's state";
+  case UROCE_ERR_BUSY:
+    return "object still in use";
+  case UROCE_ERR_CAPS:
+    return "exceeds a capability or table limit";
+  case UROCE_ERR_CQ_OVERFLOW:
+    return "completion queue overrun: completions were lost";
   case UROCE_ERR_PKT_TRUNCATED:
     return "packet truncated: shorter than its headers";
   case UROCE_ERR_PKT_BAD_OPCODE:

@@ -1,0 +1,95 @@
+#include "mem/mr.h"
+
+#include <string.h>
+
+#include "uroce/uroce.h"
+
+static uint32_t round_pow2(uint32_t n) {
+  uint32_t p = 2;
+  while (p < n && p < (1u << 20))
+    p <<= 1;
+  return p;
+}
+
+size_t uroce_mr_table_bytes(uint32_t n) {
+  return (size_t)round_pow2(n) * sizeof(struct uroce_mr);
+}
+
+uint32_t uroce_mr_table_init(struct uroce_mr_table *t, void *mem, uint32_t n) {
+  n = round_pow2(n);
+  t->mr = mem;
+  memset(t->mr, 0, (size_t)n * sizeof(*t->mr));
+  t->n = n;
+  t->mask = n - 1;
+  t->bits = (uint32_t)__builtin_ctz(n);
+  t->used = 0;
+  for (uint32_t i = 0; i < n; i++)
+    t->mr[i].next_free = i + 1;
+  t->free_head = 0;
+  return n;
+}
+
+/* A key for slot i whose random part differs from the slot's old key and
+ * from avoid; never 0. */
+static uint32_t make_key(const struct uroce_mr_table *t, uint32_t i,
+                         uint32_t rnd, uint32_t old, uint32_t avoid) {
+  uint32_t hi_mask = ~t->mask;
+  for (uint32_t k = 0;; k++) {
+    uint32_t key = ((rnd + k * 0x9E3779B9u) & hi_mask) | i;
+    if (key != old && key != avoid && key != 0)
+      return key;
+  }
+}
+
+int uroce_mr_table_add(struct uroce_mr_table *t, const void *pd, uint64_t iova,
+                       uint64_t length, uint32_t access, uint64_t rnd,
+                       struct uroce_mr **out) {
+  if (access & ~UROCE_ACCESS_ALL)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if ((access & (UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_ATOMIC)) &&
+      !(access & UROCE_ACCESS_LOCAL_WRITE))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (iova + length < iova)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (t->free_head >= t->n)
+    return UROCE_ERR_CAPS;
+  uint32_t i = t->free_head;
+  struct uroce_mr *mr = &t->mr[i];
+  t->free_head = mr->next_free;
+  mr->lkey = make_key(t, i, (uint32_t)rnd, mr->lkey, 0);
+  mr->rkey = make_key(t, i, (uint32_t)(rnd >> 32), mr->rkey, mr->lkey);
+  mr->access = access;
+  mr->iova = iova;
+  mr->length = length;
+  mr->pd = pd;
+  mr->state = MR_VALID;
+  t->used++;
+  *out = mr;
+  return 0;
+}
+
+void uroce_mr_table_remove(struct uroce_mr_table *t, struct uroce_mr *mr) {
+  uint32_t i = (uint32_t)(mr - t->mr);
+  mr->state = MR_FREE; /* keys stay, so the next ones differ from them */
+  mr->pd = 0;
+  mr->next_free = t->free_head;
+  t->free_head = i;
+  t->used--;
+}
+
+int uroce_mr_check(struct uroce_mr_table *t, bool remote, uint32_t key,
+                   const void *pd, uint64_t va, uint64_t len, uint32_t access,
+                   struct uroce_mr **out) {
+  struct uroce_mr *mr =
+      remote ? uroce_mr_by_rkey(t, key) : uroce_mr_by_lkey(t, key);
+  if (!mr)
+    return UROCE_MR_BAD_KEY;
+  if (mr->pd != pd)
+    return UROCE_MR_BAD_PD;
+  if ((mr->access & access) != access)
+    return UROCE_MR_BAD_ACCESS;
+  if (!uroce_mr_in_bounds(mr, va, len))
+    return UROCE_MR_BAD_BOUNDS;
+  *out = mr;
+  return 0;
+}

@@ -1,0 +1,679 @@
+/* The engine: object tables, packet dispatch, the transmit round robin and
+ * the timers. The protocol itself lives in req.c, resp.c and comp.c. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/qp.h"
+#include "uroce/uroce.h"
+
+/* ---- allocation and randomness ---- */
+
+static void *default_alloc(void *ctx, size_t n) {
+  return malloc(n);
+}
+static void default_free(void *ctx, void *p) {
+  free(p);
+}
+
+void *eng_alloc(struct uroce_eng *eng, size_t n) {
+  void *p = eng->cfg.alloc(eng->cfg.alloc_ctx, n ? n : 1);
+  if (p)
+    memset(p, 0, n);
+  return p;
+}
+
+void eng_free(struct uroce_eng *eng, void *p) {
+  if (p)
+    eng->cfg.free(eng->cfg.alloc_ctx, p);
+}
+
+uint64_t eng_rand(struct uroce_eng *eng) {
+  if (eng->cfg.rng)
+    return eng->cfg.rng(eng->cfg.rng_ctx);
+  uint64_t z = (eng->rng_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void eng_async(struct uroce_eng *eng, int type, void *obj) {
+  uint32_t n = sizeof(eng->ev) / sizeof(eng->ev[0]);
+  if (eng->ev_head - eng->ev_tail >= n) {
+    eng->stats.async_lost++;
+    return;
+  }
+  struct uroce_async_event *e = &eng->ev[eng->ev_head++ % n];
+  e->type = type;
+  e->obj = obj;
+}
+
+int uroce_eng_get_async_event(struct uroce_eng *eng,
+                              struct uroce_async_event *ev) {
+  uint32_t n = sizeof(eng->ev) / sizeof(eng->ev[0]);
+  if (eng->ev_head == eng->ev_tail)
+    return 0;
+  *ev = eng->ev[eng->ev_tail++ % n];
+  return 1;
+}
+
+/* ---- the engine ---- */
+
+static uint32_t pow2_at_least(uint32_t n) {
+  uint32_t p = 1;
+  while (p < n)
+    p <<= 1;
+  return p;
+}
+
+int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg) {
+  if (!out || !cfg || (!cfg->alloc != !cfg->free))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_eng_cfg c = *cfg;
+  if (!c.alloc) {
+    c.alloc = default_alloc;
+    c.free = default_free;
+  }
+  if (!c.cc)
+    c.cc = &uroce_cc_noop;
+  if (!c.max_qp)
+    c.max_qp = 256;
+  if (!c.max_mr)
+    c.max_mr = 1024;
+  if (!c.max_unacked_psn)
+    c.max_unacked_psn = 256;
+  if (!c.ack_every)
+    c.ack_every = 16;
+  if (!c.ack_delay_ns)
+    c.ack_delay_ns = 2000;
+  if (!c.ackreq_every)
+    c.ackreq_every = 64;
+  if (!c.cnp_interval_ns)
+    c.cnp_interval_ns = 50000;
+  if (!c.port_mtu)
+    c.port_mtu = 5;
+  if (c.port_mtu > 5 || c.max_qp > (1u << 20) || c.max_mr > (1u << 20) ||
+      c.max_unacked_psn > (1u << 22))
+    return UROCE_ERR_INVALID_ARGUMENT;
+
+  void *p = c.alloc(c.alloc_ctx, sizeof(struct uroce_eng));
+  if (!p)
+    return -ENOMEM;
+  struct uroce_eng *eng = p;
+  memset(eng, 0, sizeof(*eng));
+  eng->cfg = c;
+  eng->rng_state = c.seed;
+  eng->phantom = c.flags & UROCE_ENG_PHANTOM;
+  eng->cc = c.cc;
+  ulist_init(&eng->pds);
+  ulist_init(&eng->cqs);
+  ulist_init(&eng->srqs);
+  ulist_init(&eng->qps);
+  ulist_init(&eng->ahs);
+  ulist_init(&eng->sched);
+  uint32_t hn = pow2_at_least(c.max_qp * 2);
+  eng->qp_hash = eng_alloc(eng, hn * sizeof(*eng->qp_hash));
+  void *mrmem = eng_alloc(eng, uroce_mr_table_bytes(c.max_mr));
+  if (!eng->qp_hash || !mrmem) {
+    eng_free(eng, eng->qp_hash);
+    eng_free(eng, mrmem);
+    eng_free(eng, eng);
+    return -ENOMEM;
+  }
+  eng->qp_hash_mask = hn - 1;
+  uroce_mr_table_init(&eng->mrs, mrmem, c.max_mr);
+  *out = eng;
+  return 0;
+}
+
+void uroce_eng_del(struct uroce_eng *eng) {
+  if (!eng)
+    return;
+  while (!ulist_empty(&eng->qps))
+    uroce_qp_del(ULIST_ENTRY(eng->qps.next, struct uroce_qp, link));
+  while (!ulist_empty(&eng->srqs))
+    uroce_srq_del(ULIST_ENTRY(eng->srqs.next, struct uroce_srq, link));
+  while (!ulist_empty(&eng->ahs))
+    uroce_ah_del(ULIST_ENTRY(eng->ahs.next, struct uroce_ah, link));
+  while (!ulist_empty(&eng->cqs))
+    uroce_cq_del(ULIST_ENTRY(eng->cqs.next, struct uroce_cq, link));
+  for (uint32_t i = 0; i < eng->mrs.n; i++)
+    if (eng->mrs.mr[i].state != MR_FREE)
+      uroce_mr_dereg(&eng->mrs.mr[i]);
+  while (!ulist_empty(&eng->pds)) {
+    struct uroce_pd *pd = ULIST_ENTRY(eng->pds.next, struct uroce_pd, link);
+    pd->refs = 0;
+    uroce_pd_del(pd);
+  }
+  eng_free(eng, eng->mrs.mr);
+  eng_free(eng, eng->qp_hash);
+  eng_free(eng, eng);
+}
+
+const struct uroce_eng_stats *uroce_eng_stats(const struct uroce_eng *eng) {
+  return &eng->stats;
+}
+
+const char *uroce_drop_name(enum uroce_drop d) {
+  static const char *const names[UROCE_DROP_COUNT] = {
+      "malformed", "no-qp",      "qp-state",  "transport",  "pkey",
+      "qkey",      "psn",        "duplicate", "opcode-seq", "length",
+      "no-rwqe",   "uc-message", "response",  "access",     "too-long"};
+  return (unsigned)d < UROCE_DROP_COUNT ? names[d] : "?";
+}
+
+/* ---- QPN table ---- */
+
+static uint32_t qp_slot(const struct uroce_eng *eng, uint32_t qpn) {
+  return (qpn * 0x9E3779B1u >> 8) & eng->qp_hash_mask;
+}
+
+struct uroce_qp *eng_qp_lookup(const struct uroce_eng *eng, uint32_t qpn) {
+  for (uint32_t i = qp_slot(eng, qpn);; i = (i + 1) & eng->qp_hash_mask) {
+    struct uroce_qp *qp = eng->qp_hash[i];
+    if (!qp || qp->qpn == qpn)
+      return qp;
+  }
+}
+
+int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp) {
+  if (eng->nqp >= eng->cfg.max_qp)
+    return UROCE_ERR_CAPS;
+  uint32_t qpn;
+  do /* QPNs 0 and 1 are the special QPs; 0xFFFFFF is multicast */
+    qpn = (uint32_t)eng_rand(eng) & 0xFFFFFF;
+  while (qpn < 2 || qpn == 0xFFFFFF || eng_qp_lookup(eng, qpn));
+  qp->qpn = qpn;
+  uint32_t i = qp_slot(eng, qpn);
+  while (eng->qp_hash[i])
+    i = (i + 1) & eng->qp_hash_mask;
+  eng->qp_hash[i] = qp;
+  eng->nqp++;
+  return 0;
+}
+
+void eng_qp_detach(struct uroce_eng *eng, struct uroce_qp *qp) {
+  uint32_t i = qp_slot(eng, qp->qpn);
+  while (eng->qp_hash[i] != qp)
+    i = (i + 1) & eng->qp_hash_mask;
+  eng->qp_hash[i] = 0;
+  eng->nqp--;
+  /* Re-insert the rest of the probe cluster so lookups still find it. */
+  for (uint32_t j = (i + 1) & eng->qp_hash_mask; eng->qp_hash[j];
+       j = (j + 1) & eng->qp_hash_mask) {
+    struct uroce_qp *q = eng->qp_hash[j];
+    eng->qp_hash[j] = 0;
+    uint32_t k = qp_slot(eng, q->qpn);
+    while (eng->qp_hash[k])
+      k = (k + 1) & eng->qp_hash_mask;
+    eng->qp_hash[k] = q;
+  }
+}
+
+void eng_sched(struct uroce_eng *eng, struct uroce_qp *qp) {
+  if (!qp->in_sched) {
+    ulist_add_tail(&eng->sched, &qp->sched);
+    qp->in_sched = true;
+  }
+}
+
+/* ---- PD, MR, AH ---- */
+
+int uroce_pd_new(struct uroce_eng *eng, struct uroce_pd **out) {
+  if (!eng || !out)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_pd *pd = eng_alloc(eng, sizeof(*pd));
+  if (!pd)
+    return -ENOMEM;
+  pd->eng = eng;
+  ulist_add_tail(&eng->pds, &pd->link);
+  *out = pd;
+  return 0;
+}
+
+int uroce_pd_del(struct uroce_pd *pd) {
+  if (!pd)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (pd->refs)
+    return UROCE_ERR_BUSY;
+  ulist_del(&pd->link);
+  eng_free(pd->eng, pd);
+  return 0;
+}
+
+int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length,
+                 uint32_t access, struct uroce_mr **out) {
+  if (!pd || !out)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_eng *eng = pd->eng;
+  if (!addr && !eng->phantom && length)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  int rc = uroce_mr_table_add(&eng->mrs, pd, (uint64_t)(uintptr_t)addr, length,
+                              access, eng_rand(eng), out);
+  if (rc == 0)
+    pd->refs++;
+  return rc;
+}
+
+int uroce_mr_dereg(struct uroce_mr *mr) {
+  if (!mr || mr->state == MR_FREE || !mr->pd)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_pd *pd = (struct uroce_pd *)mr->pd;
+  uroce_mr_table_remove(&pd->eng->mrs, mr);
+  pd->refs--;
+  return 0;
+}
+
+int uroce_ah_new(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
+                 struct uroce_ah **out) {
+  if (!pd || !attr || !out || !attr->is_global)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_ah *ah = eng_alloc(pd->eng, sizeof(*ah));
+  if (!ah)
+    return -ENOMEM;
+  ah->pd = pd;
+  ah->attr = *attr;
+  pd->refs++;
+  ulist_add_tail(&pd->eng->ahs, &ah->link);
+  *out = ah;
+  return 0;
+}
+
+int uroce_ah_del(struct uroce_ah *ah) {
+  if (!ah)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  ah->pd->refs--;
+  ulist_del(&ah->link);
+  eng_free(ah->pd->eng, ah);
+  return 0;
+}
+
+/* ---- CQ ---- */
+
+int uroce_cq_new(struct uroce_eng *eng, uint32_t cqe, struct uroce_cq **out) {
+  if (!eng || !out || cqe == 0 || cqe > (1u << 22))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_cq *cq = eng_alloc(eng, sizeof(*cq));
+  if (!cq)
+    return -ENOMEM;
+  cq->ring = eng_alloc(eng, (size_t)cqe * sizeof(*cq->ring));
+  if (!cq->ring) {
+    eng_free(eng, cq);
+    return -ENOMEM;
+  }
+  cq->eng = eng;
+  cq->size = cqe;
+  ulist_add_tail(&eng->cqs, &cq->link);
+  *out = cq;
+  return 0;
+}
+
+int uroce_cq_del(struct uroce_cq *cq) {
+  if (!cq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (cq->refs)
+    return UROCE_ERR_BUSY;
+  ulist_del(&cq->link);
+  eng_free(cq->eng, cq->ring);
+  eng_free(cq->eng, cq);
+  return 0;
+}
+
+/* The ring is single-producer (the engine) single-consumer (whoever
+ * polls): head and tail are published with release and read with acquire
+ * so that a device's application thread can poll while its progress
+ * thread pushes, without a shared lock. */
+bool cq_push(struct uroce_cq *cq, const struct uroce_wc *wc) {
+  if (__atomic_load_n(&cq->overflow, __ATOMIC_RELAXED))
+    return false;
+  uint32_t head = cq->head;
+  if (head - __atomic_load_n(&cq->tail, __ATOMIC_ACQUIRE) >= cq->size) {
+    __atomic_store_n(&cq->overflow, true, __ATOMIC_RELEASE);
+    eng_async(cq->eng, UROCE_EVENT_CQ_ERR, cq);
+    return false;
+  }
+  cq->ring[head % cq->size] = *wc;
+  __atomic_store_n(&cq->head, head + 1, __ATOMIC_RELEASE);
+  return true;
+}
+
+int uroce_cq_poll(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
+  if (!cq || n < 0 || (n && !wc))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  uint32_t tail = cq->tail;
+  uint32_t head = __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE);
+  int k = 0;
+  while (k < n && tail != head)
+    wc[k++] = cq->ring[tail++ % cq->size];
+  __atomic_store_n(&cq->tail, tail, __ATOMIC_RELEASE);
+  if (k == 0 && __atomic_load_n(&cq->overflow, __ATOMIC_ACQUIRE))
+    return UROCE_ERR_CQ_OVERFLOW;
+  return k;
+}
+
+/* ---- receive queues and SRQ ---- */
+
+static int rq_init(struct uroce_eng *eng, struct rq *q, uint32_t max_wr,
+                   uint32_t max_sge) {
+  uint32_t n = pow2_at_least(max_wr ? max_wr : 1);
+  uint32_t sge = max_sge ? max_sge : 1;
+  q->wqe = eng_alloc(eng, (size_t)n * sizeof(*q->wqe));
+  q->sge = eng_alloc(eng, (size_t)n * sge * sizeof(*q->sge));
+  if (!q->wqe || !q->sge) {
+    eng_free(eng, q->wqe);
+    eng_free(eng, q->sge);
+    q->wqe = 0;
+    q->sge = 0;
+    return -ENOMEM;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    q->wqe[i].sge = &q->sge[(size_t)i * sge];
+  q->max_wr = max_wr;
+  q->max_sge = max_sge;
+  q->mask = n - 1;
+  q->head = q->tail = 0;
+  return 0;
+}
+
+int rq_alloc(struct uroce_eng *eng, struct rq *q, uint32_t max_wr,
+             uint32_t max_sge) {
+  return rq_init(eng, q, max_wr, max_sge);
+}
+
+void rq_release(struct uroce_eng *eng, struct rq *q) {
+  eng_free(eng, q->wqe);
+  eng_free(eng, q->sge);
+  q->wqe = 0;
+  q->sge = 0;
+}
+
+int rq_post(struct rq *q, struct uroce_recv_wr *wr,
+            struct uroce_recv_wr **bad) {
+  for (; wr; wr = wr->next) {
+    if (wr->num_sge < 0 || (uint32_t)wr->num_sge > q->max_sge ||
+        (wr->num_sge && !wr->sg_list)) {
+      *bad = wr;
+      return UROCE_ERR_INVALID_ARGUMENT;
+    }
+    if (rq_count(q) >= q->max_wr) {
+      *bad = wr;
+      return UROCE_ERR_QUEUE_FULL;
+    }
+    struct rwqe *w = &q->wqe[q->head & q->mask];
+    w->wr_id = wr->wr_id;
+    w->nsge = (uint32_t)wr->num_sge;
+    if (w->nsge)
+      memcpy(w->sge, wr->sg_list, w->nsge * sizeof(*w->sge));
+    q->head++;
+  }
+  return 0;
+}
+
+int uroce_srq_new(struct uroce_pd *pd, const struct uroce_srq_attr *attr,
+                  struct uroce_srq **out) {
+  if (!pd || !attr || !out || attr->max_wr == 0 || attr->max_wr > 65536 ||
+      attr->max_sge > UROCE_MAX_SGE || attr->srq_limit >= attr->max_wr)
+    return attr && (attr->max_wr > 65536 || attr->max_sge > UROCE_MAX_SGE)
+               ? UROCE_ERR_CAPS
+               : UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_eng *eng = pd->eng;
+  struct uroce_srq *srq = eng_alloc(eng, sizeof(*srq));
+  if (!srq)
+    return -ENOMEM;
+  if (rq_init(eng, &srq->rq, attr->max_wr, attr->max_sge)) {
+    eng_free(eng, srq);
+    return -ENOMEM;
+  }
+  srq->eng = eng;
+  srq->pd = pd;
+  srq->limit = attr->srq_limit;
+  pd->refs++;
+  ulist_add_tail(&eng->srqs, &srq->link);
+  *out = srq;
+  return 0;
+}
+
+int uroce_srq_modify(struct uroce_srq *srq, const struct uroce_srq_attr *attr,
+                     int mask) {
+  if (!srq || !attr || (mask & ~(UROCE_SRQ_MAX_WR | UROCE_SRQ_LIMIT)))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (mask & UROCE_SRQ_MAX_WR)
+    return UROCE_ERR_NOT_SUPPORTED;
+  if (mask & UROCE_SRQ_LIMIT) {
+    if (attr->srq_limit >= srq->rq.max_wr)
+      return UROCE_ERR_INVALID_ARGUMENT;
+    srq->limit = attr->srq_limit;
+  }
+  return 0;
+}
+
+int uroce_srq_query(struct uroce_srq *srq, struct uroce_srq_attr *attr) {
+  if (!srq || !attr)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  attr->max_wr = srq->rq.max_wr;
+  attr->max_sge = srq->rq.max_sge;
+  attr->srq_limit = srq->limit;
+  return 0;
+}
+
+int uroce_srq_del(struct uroce_srq *srq) {
+  if (!srq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (srq->refs)
+    return UROCE_ERR_BUSY;
+  srq->pd->refs--;
+  ulist_del(&srq->link);
+  rq_release(srq->eng, &srq->rq);
+  eng_free(srq->eng, srq);
+  return 0;
+}
+
+int uroce_srq_post_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
+                        struct uroce_recv_wr **bad) {
+  struct uroce_recv_wr *dummy;
+  if (!bad)
+    bad = &dummy;
+  *bad = wr;
+  if (!srq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  int rc = rq_post(&srq->rq, wr, bad);
+  /* Receivers waiting on the SRQ can proceed now. */
+  struct uroce_eng *eng = srq->eng;
+  for (struct ulist *l = eng->qps.next; l != &eng->qps; l = l->next) {
+    struct uroce_qp *qp = ULIST_ENTRY(l, struct uroce_qp, link);
+    if (qp->srq == srq)
+      eng_sched(eng, qp);
+  }
+  return rc;
+}
+
+bool rq_take(struct uroce_qp *qp) {
+  struct rq *q = qp->srq ? &qp->srq->rq : &qp->rq;
+  if (rq_count(q) == 0)
+    return false;
+  struct rwqe *w = &q->wqe[q->tail & q->mask];
+  struct resp *r = &qp->resp;
+  r->rwqe.wr_id = w->wr_id;
+  r->rwqe.nsge = w->nsge;
+  r->rwqe.sge = r->rwqe_sge;
+  memcpy(r->rwqe_sge, w->sge, w->nsge * sizeof(*w->sge));
+  q->tail++;
+  r->have_rwqe = true;
+  r->rcv_len = 0;
+  r->rcv_cap = 0;
+  if (qp->srq && qp->srq->limit && rq_count(q) < qp->srq->limit) {
+    qp->srq->limit = 0; /* the event disarms the limit, as in verbs */
+    eng_async(qp->eng, UROCE_EVENT_SRQ_LIMIT_REACHED, qp->srq);
+  }
+  return true;
+}
+
+/* ---- packets in ---- */
+
+static void drop(struct uroce_eng *eng, enum uroce_drop why) {
+  eng->stats.drops[why]++;
+}
+
+static uint8_t qp_transport(const struct uroce_qp *qp) {
+  return qp->type == UROCE_QPT_RC   ? UROCE_TRANSPORT_RC
+         : qp->type == UROCE_QPT_UC ? UROCE_TRANSPORT_UC
+                                    : UROCE_TRANSPORT_UD;
+}
+
+int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
+                       uint64_t now) {
+  if (!eng || !rx)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  const struct uroce_pkt_info *pi = &rx->pi;
+  eng->stats.rx_pkts++;
+  if (!pi->bth || !pi->op || pi->op != uroce_opcode(pi->opcode) ||
+      pi->hdr_len != pi->op->length ||
+      (!eng->phantom &&
+       (uint64_t)pi->hdr_len + pi->payload_len + pi->pad + UROCE_ICRC_LEN >
+           pi->len)) {
+    drop(eng, UROCE_DROP_MALFORMED);
+    return 0;
+  }
+  struct uroce_qp *qp = eng_qp_lookup(eng, pi->dqpn);
+  if (!qp) {
+    drop(eng, UROCE_DROP_NO_QP);
+    return 0;
+  }
+  if (pi->op->mask & UROCE_OPM_CNP) {
+    eng->stats.cnps_rx++;
+    eng->cc->on_cnp_rx(qp->cc_state, now);
+    eng_sched(eng, qp);
+    return 0;
+  }
+  if (uroce_opcode_transport(pi->opcode) != qp_transport(qp)) {
+    drop(eng, UROCE_DROP_TRANSPORT);
+    return 0;
+  }
+  /* One P_Key table entry: the default partition, full membership. */
+  if ((uroce_bth_pkey(pi->bth) & 0x7FFF) != 0x7FFF) {
+    drop(eng, UROCE_DROP_PKEY);
+    return 0;
+  }
+  if (rx->ecn == 3 && qp->state != UROCE_QPS_RESET) {
+    eng->stats.ce_rx++;
+    eng->cc->on_ce_marked_rx(qp->cc_state, now);
+    if (!qp->cnp_pending && (qp->last_cnp == UINT64_MAX ||
+                             now - qp->last_cnp >= eng->cfg.cnp_interval_ns)) {
+      const uint8_t *deth = uroce_pkt_hdr(pi, UROCE_HDR_DETH);
+      qp->cnp_pending = true;
+      memcpy(qp->cnp_dgid, rx->sgid, 16);
+      qp->cnp_dqpn = deth ? uroce_deth_sqp(deth) : qp->dest_qpn;
+    }
+  }
+  if (pi->op->mask & UROCE_OPM_REQ) {
+    if (!qp_can_recv(qp)) {
+      drop(eng, UROCE_DROP_QP_STATE);
+      return 0;
+    }
+    resp_rx(qp, rx, now);
+  } else {
+    if (qp->state != UROCE_QPS_RTS && qp->state != UROCE_QPS_SQD) {
+      drop(eng, UROCE_DROP_QP_STATE);
+      return 0;
+    }
+    comp_rx(qp, rx, now);
+  }
+  eng_sched(eng, qp);
+  return 0;
+}
+
+/* ---- packets out ---- */
+
+static int cnp_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
+                        uint64_t now) {
+  const struct uroce_opcode_info *op = uroce_opcode(UROCE_OP_CNP);
+  memset(tx->hdr, 0, op->length);
+  qp_put_bth(qp, tx->hdr, UROCE_OP_CNP, false, 0, qp->cnp_dqpn, false, 0);
+  uroce_bth_set_becn(tx->hdr, true);
+  tx->hdr_len = op->length;
+  tx->nseg = 0;
+  tx->payload_len = 0;
+  tx->pad = 0;
+  qp_tx_addr(qp, tx);
+  memcpy(tx->dgid, qp->cnp_dgid, 16);
+  tx->ecn = 0; /* CNPs are sent not ECN-capable, so they are never marked */
+  qp->cnp_pending = false;
+  qp->last_cnp = now;
+  qp->eng->stats.cnps_tx++;
+  return 1;
+}
+
+static int qp_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
+                       uint64_t now) {
+  if (qp->cnp_pending && qp->state != UROCE_QPS_RESET)
+    return cnp_make_pkt(qp, tx, now);
+  if (resp_make_pkt(qp, tx, now))
+    return 1;
+  return req_make_pkt(qp, tx, now);
+}
+
+int uroce_eng_write_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
+                        uint64_t now) {
+  if (!eng || !tx)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  while (!ulist_empty(&eng->sched)) {
+    struct uroce_qp *qp = ULIST_ENTRY(eng->sched.next, struct uroce_qp, sched);
+    ulist_del(&qp->sched);
+    qp->in_sched = false;
+    if (qp_make_pkt(qp, tx, now)) {
+      eng_sched(eng, qp); /* round robin: to the back */
+      eng->stats.tx_pkts++;
+      eng->cc->on_tx(qp->cc_state, now, uroce_tx_len(tx));
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* ---- timers ---- */
+
+static uint64_t qp_next_expiry(const struct uroce_eng *eng,
+                               const struct uroce_qp *qp) {
+  uint64_t t = qp->req.rto_deadline;
+  if (qp->req.rnr_deadline < t)
+    t = qp->req.rnr_deadline;
+  if (qp->req.pace_deadline < t)
+    t = qp->req.pace_deadline;
+  if (qp->resp.ack_deadline < t)
+    t = qp->resp.ack_deadline;
+  uint64_t c = eng->cc->next_expiry(qp->cc_state);
+  return c < t ? c : t;
+}
+
+uint64_t uroce_eng_next_expiry(const struct uroce_eng *eng) {
+  uint64_t t = UINT64_MAX;
+  for (const struct ulist *l = eng->qps.next; l != &eng->qps; l = l->next) {
+    uint64_t q =
+        qp_next_expiry(eng, ULIST_ENTRY(l, const struct uroce_qp, link));
+    if (q < t)
+      t = q;
+  }
+  return t;
+}
+
+int uroce_eng_handle_expiry(struct uroce_eng *eng, uint64_t now) {
+  for (struct ulist *l = eng->qps.next; l != &eng->qps; l = l->next) {
+    struct uroce_qp *qp = ULIST_ENTRY(l, struct uroce_qp, link);
+    if (qp_next_expiry(eng, qp) > now)
+      continue;
+    if (eng->cc->next_expiry(qp->cc_state) <= now)
+      eng->cc->handle_expiry(qp->cc_state, now);
+    if (qp->resp.ack_deadline <= now) {
+      qp->resp.ack_deadline = UINT64_MAX;
+      qp->resp.ack_now = true;
+    }
+    if (qp->req.pace_deadline <= now)
+      qp->req.pace_deadline = UINT64_MAX;
+    if (qp->req.rnr_deadline <= now)
+      comp_rnr_expired(qp, now);
+    if (qp->req.rto_deadline <= now)
+      comp_timeout(qp, now);
+    eng_sched(eng, qp);
+  }
+  return 0;
+}

@@ -1,0 +1,459 @@
+/* The sans-IO transport engine: one per NIC (real or simulated).
+ *
+ * The engine owns no socket, no clock and no thread. The caller drives it:
+ *   uroce_eng_read_pkt()      hands it one received packet (ICRC verified),
+ *   uroce_eng_write_pkt()     takes the next packet to send, if any,
+ *   uroce_eng_next_expiry()   says when to call
+ *   uroce_eng_handle_expiry() next (retransmit, ack delay, RNR wait, pacing),
+ * plus the verbs-shaped calls below (post work requests, poll completions).
+ * Time is uint64_t nanoseconds; UINT64_MAX means "never". Randomness (keys,
+ * QPNs) comes from the seed or callback given at creation.
+ *
+ * Numeric values of statuses, opcodes, flags, states and attribute masks
+ * are those of libibverbs, so the later drop-in maps them 1:1.
+ *
+ * Unless stated otherwise, functions return 0 or a negative error:
+ * UROCE_ERR_INVALID_ARGUMENT for a bad argument, -ENOMEM when the allocator
+ * failed (everything is allocated at create time, nothing on the packet
+ * path). */
+#ifndef UROCE_TRANSPORT_ENGINE_H
+#define UROCE_TRANSPORT_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mem/mr.h"
+#include "transport/cc.h"
+#include "wire/hdr.h"
+
+struct uroce_eng;
+struct uroce_pd;
+struct uroce_cq;
+struct uroce_qp;
+struct uroce_srq;
+struct uroce_ah;
+
+#define UROCE_MAX_SGE 32         /* per work request */
+#define UROCE_MAX_INLINE 1024    /* bytes of inline data per send WR */
+#define UROCE_MAX_RD_ATOMIC 16   /* max_rd_atomic and max_dest_rd_atomic */
+#define UROCE_MAX_MSG (1u << 30) /* largest message, bytes */
+#define UROCE_TX_MAX_SEG UROCE_MAX_SGE
+#define UROCE_TX_HDR_MAX 64
+
+/* ---- engine ---- */
+
+enum uroce_eng_flags {
+  /* Payload segments carry lengths only: no addresses are dereferenced,
+   * nothing is copied on receive, atomics read and write nothing. For the
+   * simulator and the benchmark. */
+  UROCE_ENG_PHANTOM = 1,
+};
+
+struct uroce_eng_cfg {
+  uint64_t seed;                  /* used when rng is NULL */
+  uint64_t (*rng)(void *rng_ctx); /* optional random source */
+  void *rng_ctx;
+  void *(*alloc)(void *ctx, size_t n); /* optional; default malloc */
+  void (*free)(void *ctx, void *p);
+  void *alloc_ctx;
+  uint32_t flags;                /* UROCE_ENG_* */
+  void *user;                    /* the owner's (the device's) */
+  uint8_t gid[16];               /* this NIC's GID (source of GRHs) */
+  const struct uroce_cc_ops *cc; /* default uroce_cc_noop */
+  uint32_t max_qp;               /* default 256 */
+  uint32_t max_mr;               /* default 1024 */
+  uint32_t max_unacked_psn;      /* RC window, default 256 */
+  uint32_t ack_every;            /* coalesce up to N packets, def. 16 */
+  uint64_t ack_delay_ns;         /* or this long, default 2000 */
+  uint32_t ackreq_every;         /* requester sets AckReq every N
+                                    packets and on each last, def. 64 */
+  uint64_t cnp_interval_ns;      /* at most one CNP per QP per, 50 us */
+  uint8_t port_mtu;              /* enum uroce_mtu: largest path MTU
+                                    and the UD MTU; default 4096 */
+};
+
+/* Why the engine dropped a received packet. */
+enum uroce_drop {
+  UROCE_DROP_MALFORMED,  /* parse info inconsistent */
+  UROCE_DROP_NO_QP,      /* no QP with that number */
+  UROCE_DROP_QP_STATE,   /* QP cannot receive in its state */
+  UROCE_DROP_TRANSPORT,  /* opcode of another transport than the QP's */
+  UROCE_DROP_PKEY,       /* P_Key mismatch */
+  UROCE_DROP_QKEY,       /* UD Q_Key mismatch */
+  UROCE_DROP_PSN,        /* out of sequence (NAKed or UC-dropped) */
+  UROCE_DROP_DUPLICATE,  /* already received */
+  UROCE_DROP_OPCODE_SEQ, /* opcode not valid at this point of a message */
+  UROCE_DROP_LENGTH,     /* payload length wrong for the opcode/message */
+  UROCE_DROP_NO_RWQE,    /* UC/UD: no receive WQE */
+  UROCE_DROP_UC_MSG,     /* rest of a UC message after a loss */
+  UROCE_DROP_RESPONSE,   /* response that matches nothing outstanding */
+  UROCE_DROP_ACCESS,     /* UC: remote access violation */
+  UROCE_DROP_TOO_LONG,   /* UD: message longer than the receive buffer */
+  UROCE_DROP_COUNT
+};
+
+struct uroce_eng_stats {
+  uint64_t rx_pkts, tx_pkts;
+  uint64_t drops[UROCE_DROP_COUNT];
+  uint64_t naks_tx, rnr_naks_tx, acks_tx;
+  uint64_t retransmits; /* go-back-N restarts (NAK, timeout, RNR) */
+  uint64_t timeouts;
+  uint64_t cnps_tx, cnps_rx, ce_rx;
+  uint64_t async_lost; /* async events lost to a full event ring */
+};
+
+/* Creates an engine. Returns 0, UROCE_ERR_INVALID_ARGUMENT, -ENOMEM. */
+int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg);
+/* Destroys the engine and every object it still owns. */
+void uroce_eng_del(struct uroce_eng *eng);
+const struct uroce_eng_stats *uroce_eng_stats(const struct uroce_eng *eng);
+const char *uroce_drop_name(enum uroce_drop d);
+
+/* One received packet. The caller verified the ICRC and parsed it with
+ * uroce_pkt_parse (pi.bth..payload must stay valid during the call; in
+ * phantom mode only the headers need to be there). */
+struct uroce_rx_pkt {
+  struct uroce_pkt_info pi;
+  uint8_t sgid[16]; /* source address (IPv4-mapped for IPv4) */
+  uint8_t dgid[16]; /* destination address */
+  uint16_t sport;   /* UDP source port */
+  uint8_t ecn;      /* IP ECN bits; 3 = CE */
+};
+
+/* Consumes one packet. Bad packets are counted in the stats and dropped.
+ * Returns 0, or UROCE_ERR_INVALID_ARGUMENT for a NULL argument. */
+int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
+                       uint64_t now);
+
+/* A piece of payload: in registered memory, or in engine-owned state
+ * (inline data held in the WQE). addr is NULL in phantom mode. */
+struct uroce_tx_seg {
+  const void *addr;
+  uint32_t len;
+};
+
+struct uroce_tx_pkt {
+  uint8_t hdr[UROCE_TX_HDR_MAX]; /* BTH and extension headers */
+  uint16_t hdr_len;
+  uint8_t pad; /* 0..3 zero bytes after the payload */
+  uint8_t nseg;
+  uint32_t payload_len; /* sum of seg[].len */
+  struct uroce_tx_seg seg[UROCE_TX_MAX_SEG];
+  /* then the caller appends 4 bytes of ICRC */
+  uint8_t dgid[16]; /* where to send it */
+  uint16_t sport;   /* UDP source port (flow entropy) */
+  uint32_t qpn;     /* sending QP */
+  uint8_t ecn;      /* ECN bits to send with (ECT(0) = 2) */
+};
+
+/* Total bytes from BTH through ICRC. */
+static inline uint32_t uroce_tx_len(const struct uroce_tx_pkt *tx) {
+  return tx->hdr_len + tx->payload_len + tx->pad + 4u;
+}
+
+/* Fills *tx with the next packet to send: returns 1, or 0 if nothing is
+ * ready now (call again after new work, a received packet or an expiry).
+ * The segments stay valid until the next call into the engine. */
+int uroce_eng_write_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
+                        uint64_t now);
+/* Earliest deadline (ns), UINT64_MAX if none. */
+uint64_t uroce_eng_next_expiry(const struct uroce_eng *eng);
+/* Runs every timer due at now. Returns 0. */
+int uroce_eng_handle_expiry(struct uroce_eng *eng, uint64_t now);
+
+/* Asynchronous events (ibv_event_type values). */
+enum uroce_event_type {
+  UROCE_EVENT_CQ_ERR = 0,
+  UROCE_EVENT_QP_FATAL = 1,
+  UROCE_EVENT_QP_REQ_ERR = 2,
+  UROCE_EVENT_QP_ACCESS_ERR = 3,
+  UROCE_EVENT_SQ_DRAINED = 5,
+  UROCE_EVENT_SRQ_LIMIT_REACHED = 15,
+};
+struct uroce_async_event {
+  int type;  /* enum uroce_event_type */
+  void *obj; /* the QP, CQ or SRQ */
+};
+/* Takes the oldest async event: returns 1, or 0 if there is none. */
+int uroce_eng_get_async_event(struct uroce_eng *eng,
+                              struct uroce_async_event *ev);
+
+/* ---- protection domains, memory regions, address handles ---- */
+
+int uroce_pd_new(struct uroce_eng *eng, struct uroce_pd **out);
+/* Returns 0, or UROCE_ERR_BUSY while MRs, QPs, SRQs or AHs use it. */
+int uroce_pd_del(struct uroce_pd *pd);
+
+/* Registers [addr, addr + length) with UROCE_ACCESS_* rights. In phantom
+ * mode addr is only a number. Returns 0, UROCE_ERR_INVALID_ARGUMENT (bad
+ * access bits, remote write/atomic without local write, zero length with
+ * NULL addr overflow), UROCE_ERR_CAPS (table full). */
+int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length,
+                 uint32_t access, struct uroce_mr **out);
+int uroce_mr_dereg(struct uroce_mr *mr);
+
+struct uroce_ah_attr {
+  uint8_t dgid[16];
+  uint16_t sport;    /* 0: derived from the QPNs */
+  uint8_t is_global; /* must be 1 on RoCE */
+  uint8_t traffic_class;
+  uint8_t hop_limit;
+  uint32_t flow_label;
+};
+int uroce_ah_new(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
+                 struct uroce_ah **out);
+int uroce_ah_del(struct uroce_ah *ah);
+
+/* ---- completion queues ---- */
+
+enum uroce_wc_status {
+  UROCE_WC_SUCCESS = 0,
+  UROCE_WC_LOC_LEN_ERR = 1,
+  UROCE_WC_LOC_QP_OP_ERR = 2,
+  UROCE_WC_LOC_PROT_ERR = 4,
+  UROCE_WC_WR_FLUSH_ERR = 5,
+  UROCE_WC_BAD_RESP_ERR = 7,
+  UROCE_WC_LOC_ACCESS_ERR = 8,
+  UROCE_WC_REM_INV_REQ_ERR = 9,
+  UROCE_WC_REM_ACCESS_ERR = 10,
+  UROCE_WC_REM_OP_ERR = 11,
+  UROCE_WC_RETRY_EXC_ERR = 12,
+  UROCE_WC_RNR_RETRY_EXC_ERR = 13,
+  UROCE_WC_FATAL_ERR = 19,
+  UROCE_WC_GENERAL_ERR = 21,
+};
+enum uroce_wc_opcode {
+  UROCE_WC_SEND = 0,
+  UROCE_WC_RDMA_WRITE = 1,
+  UROCE_WC_RDMA_READ = 2,
+  UROCE_WC_COMP_SWAP = 3,
+  UROCE_WC_FETCH_ADD = 4,
+  UROCE_WC_RECV = 128,
+  UROCE_WC_RECV_RDMA_WITH_IMM = 129,
+};
+enum uroce_wc_flags {
+  UROCE_WC_GRH = 1,
+  UROCE_WC_WITH_IMM = 2,
+  UROCE_WC_WITH_INV = 8,
+};
+
+/* Mirrors struct ibv_wc field for field. */
+struct uroce_wc {
+  uint64_t wr_id;
+  uint32_t status; /* enum uroce_wc_status */
+  uint32_t opcode; /* enum uroce_wc_opcode */
+  uint32_t vendor_err;
+  uint32_t byte_len;
+  uint32_t imm_data; /* network order; the invalidated rkey (host order)
+                        when wc_flags has UROCE_WC_WITH_INV */
+  uint32_t qp_num;
+  uint32_t src_qp;
+  uint32_t wc_flags;
+  uint16_t pkey_index;
+  uint16_t slid;
+  uint8_t sl;
+  uint8_t dlid_path_bits;
+};
+
+/* A ring of cqe completions. When it overruns, the completion is lost, a
+ * UROCE_EVENT_CQ_ERR event is raised and poll reports the overflow. */
+int uroce_cq_new(struct uroce_eng *eng, uint32_t cqe, struct uroce_cq **out);
+/* Returns 0, or UROCE_ERR_BUSY while a QP uses it. */
+int uroce_cq_del(struct uroce_cq *cq);
+/* Takes up to n completions; returns how many, or UROCE_ERR_CQ_OVERFLOW
+ * once the ring is empty after an overrun. */
+int uroce_cq_poll(struct uroce_cq *cq, int n, struct uroce_wc *wc);
+
+/* ---- work requests ---- */
+
+struct uroce_sge {
+  uint64_t addr;
+  uint32_t length;
+  uint32_t lkey;
+};
+
+enum uroce_wr_opcode {
+  UROCE_WR_RDMA_WRITE = 0,
+  UROCE_WR_RDMA_WRITE_WITH_IMM = 1,
+  UROCE_WR_SEND = 2,
+  UROCE_WR_SEND_WITH_IMM = 3,
+  UROCE_WR_RDMA_READ = 4,
+  UROCE_WR_ATOMIC_CMP_AND_SWP = 5,
+  UROCE_WR_ATOMIC_FETCH_AND_ADD = 6,
+  UROCE_WR_SEND_WITH_INV = 9,
+};
+enum uroce_send_flags {
+  UROCE_SEND_FENCE = 1,
+  UROCE_SEND_SIGNALED = 2,
+  UROCE_SEND_SOLICITED = 4,
+  UROCE_SEND_INLINE = 8,
+};
+
+struct uroce_send_wr {
+  uint64_t wr_id;
+  struct uroce_send_wr *next;
+  struct uroce_sge *sg_list;
+  int num_sge;
+  uint32_t opcode;     /* enum uroce_wr_opcode */
+  uint32_t send_flags; /* enum uroce_send_flags */
+  uint32_t imm_data;   /* network order, as ibv */
+  uint32_t invalidate_rkey;
+  union {
+    struct {
+      uint64_t remote_addr;
+      uint32_t rkey;
+    } rdma;
+    struct {
+      uint64_t remote_addr;
+      uint64_t compare_add;
+      uint64_t swap;
+      uint32_t rkey;
+    } atomic;
+    struct {
+      struct uroce_ah *ah;
+      uint32_t remote_qpn;
+      uint32_t remote_qkey;
+    } ud;
+  } wr;
+};
+
+struct uroce_recv_wr {
+  uint64_t wr_id;
+  struct uroce_recv_wr *next;
+  struct uroce_sge *sg_list;
+  int num_sge;
+};
+
+/* ---- shared receive queues ---- */
+
+struct uroce_srq_attr {
+  uint32_t max_wr;
+  uint32_t max_sge;
+  uint32_t srq_limit; /* raise SRQ_LIMIT_REACHED when fewer WQEs remain */
+};
+enum uroce_srq_attr_mask { UROCE_SRQ_MAX_WR = 1, UROCE_SRQ_LIMIT = 2 };
+
+int uroce_srq_new(struct uroce_pd *pd, const struct uroce_srq_attr *attr,
+                  struct uroce_srq **out);
+/* Only UROCE_SRQ_LIMIT can change (resizing: UROCE_ERR_NOT_SUPPORTED). */
+int uroce_srq_modify(struct uroce_srq *srq, const struct uroce_srq_attr *attr,
+                     int mask);
+int uroce_srq_query(struct uroce_srq *srq, struct uroce_srq_attr *attr);
+int uroce_srq_del(struct uroce_srq *srq);
+/* Returns 0; UROCE_ERR_QUEUE_FULL or UROCE_ERR_INVALID_ARGUMENT (too many
+ * SGEs) with *bad set to the first WR not posted. */
+int uroce_srq_post_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
+                        struct uroce_recv_wr **bad);
+
+/* ---- queue pairs ---- */
+
+enum uroce_qp_type { UROCE_QPT_RC = 2, UROCE_QPT_UC = 3, UROCE_QPT_UD = 4 };
+enum uroce_qp_state {
+  UROCE_QPS_RESET = 0,
+  UROCE_QPS_INIT = 1,
+  UROCE_QPS_RTR = 2,
+  UROCE_QPS_RTS = 3,
+  UROCE_QPS_SQD = 4,
+  UROCE_QPS_SQE = 5,
+  UROCE_QPS_ERR = 6,
+};
+const char *uroce_qp_state_name(int state);
+
+enum uroce_mtu {
+  UROCE_MTU_256 = 1,
+  UROCE_MTU_512 = 2,
+  UROCE_MTU_1024 = 3,
+  UROCE_MTU_2048 = 4,
+  UROCE_MTU_4096 = 5,
+};
+static inline uint32_t uroce_mtu_bytes(int mtu) {
+  return 128u << mtu;
+}
+
+struct uroce_qp_cap {
+  uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge;
+  uint32_t max_inline_data;
+};
+
+struct uroce_qp_init_attr {
+  struct uroce_cq *send_cq, *recv_cq;
+  struct uroce_srq *srq; /* optional */
+  struct uroce_qp_cap cap;
+  uint32_t qp_type; /* enum uroce_qp_type */
+  int sq_sig_all;
+};
+
+/* Attribute mask bits, as IBV_QP_*. */
+enum uroce_qp_attr_mask {
+  UROCE_QP_STATE = 1 << 0,
+  UROCE_QP_CUR_STATE = 1 << 1,
+  UROCE_QP_EN_SQD_ASYNC_NOTIFY = 1 << 2,
+  UROCE_QP_ACCESS_FLAGS = 1 << 3,
+  UROCE_QP_PKEY_INDEX = 1 << 4,
+  UROCE_QP_PORT = 1 << 5,
+  UROCE_QP_QKEY = 1 << 6,
+  UROCE_QP_AV = 1 << 7,
+  UROCE_QP_PATH_MTU = 1 << 8,
+  UROCE_QP_TIMEOUT = 1 << 9,
+  UROCE_QP_RETRY_CNT = 1 << 10,
+  UROCE_QP_RNR_RETRY = 1 << 11,
+  UROCE_QP_RQ_PSN = 1 << 12,
+  UROCE_QP_MAX_QP_RD_ATOMIC = 1 << 13,
+  UROCE_QP_ALT_PATH = 1 << 14,
+  UROCE_QP_MIN_RNR_TIMER = 1 << 15,
+  UROCE_QP_SQ_PSN = 1 << 16,
+  UROCE_QP_MAX_DEST_RD_ATOMIC = 1 << 17,
+  UROCE_QP_PATH_MIG_STATE = 1 << 18,
+  UROCE_QP_CAP = 1 << 19,
+  UROCE_QP_DEST_QPN = 1 << 20,
+};
+
+struct uroce_qp_attr {
+  uint32_t qp_state, cur_qp_state; /* enum uroce_qp_state */
+  uint32_t path_mtu;               /* enum uroce_mtu */
+  uint32_t path_mig_state;
+  uint32_t qkey, rq_psn, sq_psn, dest_qp_num;
+  uint32_t qp_access_flags; /* UROCE_ACCESS_REMOTE_* */
+  struct uroce_qp_cap cap;
+  struct uroce_ah_attr ah_attr;
+  uint16_t pkey_index;
+  uint8_t en_sqd_async_notify, sq_draining;
+  uint8_t max_rd_atomic, max_dest_rd_atomic, min_rnr_timer, port_num;
+  uint8_t timeout, retry_cnt, rnr_retry;
+};
+
+/* Creates a QP in RESET with a random unused 24-bit QPN. Returns 0,
+ * UROCE_ERR_INVALID_ARGUMENT (missing CQs, bad type), UROCE_ERR_CAPS (caps
+ * above the limits: UROCE_MAX_SGE, UROCE_MAX_INLINE, 65536 WRs; or no free
+ * QPN), -ENOMEM. */
+int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
+                 struct uroce_qp **out);
+/* Destroys a QP (no completions are generated). */
+int uroce_qp_del(struct uroce_qp *qp);
+uint32_t uroce_qp_num(const struct uroce_qp *qp);
+
+/* Changes attributes and/or state (ibv_modify_qp). Returns 0,
+ * UROCE_ERR_BAD_STATE for a transition the spec does not allow or a
+ * cur_qp_state that is not the current one, UROCE_ERR_INVALID_ARGUMENT for
+ * a missing required or a disallowed attribute or a value out of range,
+ * UROCE_ERR_NOT_SUPPORTED for UROCE_QP_CAP. */
+int uroce_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *attr,
+                    int mask);
+int uroce_qp_query(struct uroce_qp *qp, struct uroce_qp_attr *attr,
+                   struct uroce_qp_init_attr *init);
+
+/* Posts a list of send WRs. Returns 0, or with *bad = the first WR not
+ * posted: UROCE_ERR_BAD_STATE (QP in RESET, INIT or RTR),
+ * UROCE_ERR_QUEUE_FULL, UROCE_ERR_INVALID_ARGUMENT (opcode not valid for the
+ * QP type, too many SGEs, inline data too long, message over UROCE_MAX_MSG,
+ * atomic without one 8-byte SGE, UD without an AH). In ERR and SQE the WRs
+ * are accepted and complete with UROCE_WC_WR_FLUSH_ERR. */
+int uroce_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
+                       struct uroce_send_wr **bad);
+/* Posts receive WRs: UROCE_ERR_BAD_STATE (RESET, or the QP uses an SRQ),
+ * UROCE_ERR_QUEUE_FULL, UROCE_ERR_INVALID_ARGUMENT (too many SGEs). */
+int uroce_qp_post_recv(struct uroce_qp *qp, struct uroce_recv_wr *wr,
+                       struct uroce_recv_wr **bad);
+
+#endif

@@ -1,0 +1,383 @@
+/* Internal layout of the engine's objects, shared by the engine, the QP
+ * state machine and the three spec roles: requester (req.c), responder
+ * (resp.c) and completer (comp.c). Nothing here is API. */
+#ifndef UROCE_TRANSPORT_QP_H
+#define UROCE_TRANSPORT_QP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "mem/mr.h"
+#include "transport/cc.h"
+#include "transport/engine.h"
+#include "wire/psn.h"
+
+/* Intrusive doubly linked list. */
+struct ulist {
+  struct ulist *prev, *next;
+};
+static inline void ulist_init(struct ulist *l) {
+  l->prev = l->next = l;
+}
+static inline bool ulist_empty(const struct ulist *l) {
+  return l->next == l;
+}
+static inline void ulist_add_tail(struct ulist *head, struct ulist *n) {
+  n->prev = head->prev;
+  n->next = head;
+  head->prev->next = n;
+  head->prev = n;
+}
+static inline void ulist_del(struct ulist *n) {
+  n->prev->next = n->next;
+  n->next->prev = n->prev;
+  n->prev = n->next = n;
+}
+#define ULIST_ENTRY(p, type, member)                                           \
+  ((type *)(void *)((char *)(p)-offsetof(type, member)))
+
+struct uroce_pd {
+  struct uroce_eng *eng;
+  struct ulist link;
+  uint32_t refs; /* MRs, QPs, SRQs, AHs */
+};
+
+struct uroce_ah {
+  struct uroce_pd *pd;
+  struct ulist link;
+  struct uroce_ah_attr attr;
+};
+
+struct uroce_cq {
+  struct uroce_eng *eng;
+  struct ulist link;
+  struct uroce_wc *ring;
+  uint32_t size;       /* capacity */
+  uint32_t head, tail; /* produced / consumed counts */
+  uint32_t refs;       /* QPs */
+  bool overflow;
+  void *user; /* the owner's per-CQ state (the device's CQ wrapper) */
+};
+
+/* A receive WQE: sges point into the owning queue's SGE array. */
+struct rwqe {
+  uint64_t wr_id;
+  uint32_t nsge;
+  struct uroce_sge *sge;
+};
+
+/* A receive queue: the QP's own or an SRQ's. */
+struct rq {
+  struct rwqe *wqe;
+  struct uroce_sge *sge; /* max_sge per WQE */
+  uint32_t max_wr, max_sge, mask;
+  uint32_t head, tail; /* posted / taken counts */
+};
+static inline uint32_t rq_count(const struct rq *q) {
+  return q->head - q->tail;
+}
+
+struct uroce_srq {
+  struct uroce_eng *eng;
+  struct uroce_pd *pd;
+  struct ulist link;
+  struct rq rq;
+  uint32_t limit; /* 0 = disarmed */
+  uint32_t refs;  /* QPs */
+};
+
+enum swqe_state {
+  WQE_POSTED = 0, /* not started */
+  WQE_SENDING,    /* some packets sent */
+  WQE_PENDING,    /* all sent, waiting for the response (RC) */
+  WQE_DONE,       /* completed with status */
+};
+
+struct swqe {
+  uint64_t wr_id;
+  uint32_t opcode; /* enum uroce_wr_opcode */
+  uint32_t flags;  /* enum uroce_send_flags, SIGNALED resolved */
+  uint32_t imm;    /* raw network-order bytes */
+  uint32_t inv_rkey;
+  uint64_t raddr;
+  uint32_t rkey;
+  uint64_t cmp_add, swap;
+  uint8_t dgid[16]; /* UD */
+  uint16_t sport;
+  uint32_t dqpn, qkey;
+  uint32_t length;
+  uint32_t nsge;
+  struct uroce_sge *sge; /* for inline: one SGE over the inline copy */
+  uint8_t state;         /* enum swqe_state */
+  uint8_t status;        /* enum uroce_wc_status once DONE */
+  bool checked;          /* local keys validated */
+  uint32_t first_psn, last_psn;
+  uint64_t atomic_orig;
+};
+
+/* Requester states (req.c). */
+enum req_state {
+  REQST_IDLE,           /* nothing to send */
+  REQST_SEND,           /* sending the WQE at req.idx */
+  REQST_WAIT_WINDOW,    /* too many PSNs unacknowledged */
+  REQST_WAIT_FENCE,     /* fenced WQE waits for earlier READ/atomics */
+  REQST_WAIT_RD_ATOMIC, /* max_rd_atomic READ/atomics outstanding */
+  REQST_WAIT_RNR,       /* RNR NAK: waiting before retransmitting */
+  REQST_WAIT_PACE,      /* congestion control holds the next packet */
+  REQST_DRAIN,          /* SQD: no new WQE starts */
+  REQST_ERROR,          /* QP not sending */
+  REQST_COUNT
+};
+extern const char *const uroce_req_state_names[REQST_COUNT];
+
+struct req {
+  uint8_t state;
+  uint32_t idx;            /* WQE being sent (count, masked on use) */
+  uint32_t psn;            /* next PSN to send */
+  uint32_t max_psn;        /* one past the highest PSN ever sent */
+  uint32_t off;            /* bytes of the WQE already sent */
+  uint32_t sge_i, sge_off; /* gather cursor for off */
+  uint32_t pkts_since_ackreq;
+  uint64_t rto_deadline; /* retransmit timer, UINT64_MAX = off */
+  uint64_t rnr_deadline;
+  uint64_t pace_deadline;
+  uint8_t retry_left, rnr_left;
+  bool probe; /* after a timeout: one packet out until something is acked */
+};
+
+/* Completer states (comp.c): the steps of handling one response. */
+enum comp_state {
+  COMPST_GET_WQE,
+  COMPST_CHECK_PSN,
+  COMPST_CHECK_ACK,
+  COMPST_READ,
+  COMPST_ATOMIC,
+  COMPST_WRITE_SEND,
+  COMPST_COMP_WQE,
+  COMPST_UPDATE,
+  COMPST_DONE,
+  COMPST_ERROR_RETRY,
+  COMPST_RNR_RETRY,
+  COMPST_ERROR,
+  COMPST_COUNT
+};
+extern const char *const uroce_comp_state_names[COMPST_COUNT];
+
+struct comp {
+  uint32_t psn;     /* oldest PSN not yet acknowledged */
+  uint32_t gap_psn; /* comp.psn when a READ-response gap last restarted */
+  bool gap_retried;
+};
+
+/* Responder states (resp.c): the steps of handling one request. */
+enum resp_state {
+  RESPST_CHK_PSN,
+  RESPST_CHK_OP_SEQ,
+  RESPST_CHK_OP_VALID,
+  RESPST_GET_RECV_WQE,
+  RESPST_CHK_LENGTH,
+  RESPST_CHK_RKEY,
+  RESPST_EXECUTE,
+  RESPST_COMPLETE,
+  RESPST_ACKNOWLEDGE,
+  RESPST_DUPLICATE,
+  RESPST_ERR_RNR,
+  RESPST_ERR_SEQ,
+  RESPST_ERR_INVALID, /* invalid request (opcode sequence, length, align) */
+  RESPST_ERR_ACCESS,  /* rkey, bounds, rights */
+  RESPST_ERR_LOCAL,   /* the receive WQE is bad: remote operational error */
+  RESPST_ERR_LENGTH,  /* message longer than the receive WQE */
+  RESPST_DROP,
+  RESPST_DONE,
+  RESPST_COUNT
+};
+extern const char *const uroce_resp_state_names[RESPST_COUNT];
+
+enum res_type { RES_NONE = 0, RES_READ, RES_ATOMIC };
+
+/* A responder resource: one per outstanding READ or atomic, kept so that
+ * a duplicate is answered from it instead of being executed again. */
+struct resp_res {
+  uint8_t type;
+  bool pending; /* responses left to send */
+  uint32_t first_psn, last_psn;
+  uint32_t cur_psn; /* next response PSN */
+  /* READ */
+  uint32_t rkey;
+  uint64_t va;   /* of the next response byte */
+  uint32_t left; /* bytes left */
+  bool first_sent;
+  /* atomic */
+  uint64_t orig;
+};
+
+struct resp {
+  uint32_t epsn; /* expected PSN */
+  uint32_t msn;
+  uint32_t in_msg; /* 0, or OPM_SEND / OPM_WRITE of the message in progress */
+  bool drop_msg;   /* UC: skip until the next FIRST/ONLY */
+  /* receive WQE being filled */
+  bool have_rwqe;
+  struct rwqe rwqe; /* sge -> rwqe_sge */
+  struct uroce_sge *rwqe_sge;
+  uint32_t rcv_len; /* bytes received into it */
+  uint32_t rcv_cap; /* its capacity */
+  /* RDMA WRITE in progress */
+  uint64_t wr_va;
+  uint32_t wr_rkey, wr_left, wr_len;
+  /* acknowledgement */
+  bool ack_pending;      /* PSNs received and not yet acknowledged */
+  bool ack_now;          /* send it at the next chance */
+  uint32_t unacked;      /* packets since the last ack */
+  uint64_t ack_deadline; /* UINT64_MAX = off */
+  bool nak_pending;
+  uint8_t nak_syn;
+  uint32_t nak_psn;
+  bool seq_nak_sent; /* a PSN-sequence NAK for epsn is out */
+  bool fatal;        /* go to ERR after sending the NAK */
+  /* resources */
+  struct resp_res *res;
+  uint32_t nres, res_next;
+};
+
+struct uroce_qp {
+  struct uroce_eng *eng;
+  struct uroce_pd *pd;
+  struct uroce_cq *scq, *rcq;
+  struct uroce_srq *srq;
+  struct ulist link;  /* engine's list of QPs */
+  struct ulist sched; /* engine's transmit round robin */
+  bool in_sched;
+  uint32_t qpn;
+  uint8_t type;
+  uint8_t state;
+  bool sq_sig_all;
+  struct uroce_qp_cap cap;
+
+  /* attributes */
+  uint8_t path_mtu;
+  uint32_t mtu;
+  uint32_t qkey, dest_qpn, access;
+  uint32_t attr_sq_psn, attr_rq_psn;
+  uint8_t timeout, retry_cnt, rnr_retry, min_rnr_timer;
+  uint8_t max_rd_atomic, max_dest_rd_atomic;
+  uint16_t pkey_index;
+  bool sqd_notify;
+  bool sqd_drained; /* SQ_DRAINED already raised for this SQD */
+  struct uroce_ah_attr av;
+  uint16_t sport;
+
+  /* send queue */
+  struct swqe *sq;
+  struct uroce_sge *sq_sge;
+  uint8_t *sq_inl;
+  uint32_t sq_mask;
+  uint32_t sq_head, sq_tail; /* posted / completed counts */
+
+  struct rq rq;
+  struct req req;
+  struct comp comp;
+  struct resp resp;
+
+  void *cc_state;
+  bool cnp_pending;
+  uint64_t last_cnp;
+  uint8_t cnp_dgid[16];
+  uint32_t cnp_dqpn;
+};
+
+#define QP_HASH_EMPTY 0
+
+struct uroce_eng {
+  struct uroce_eng_cfg cfg;
+  uint64_t rng_state;
+  bool phantom;
+  const struct uroce_cc_ops *cc;
+  struct uroce_eng_stats stats;
+  struct uroce_mr_table mrs;
+  struct ulist pds, cqs, srqs, qps, ahs, sched;
+  /* QPN -> QP, open addressing with linear probing */
+  struct uroce_qp **qp_hash;
+  uint32_t qp_hash_mask, nqp;
+  /* async event ring */
+  struct uroce_async_event ev[64];
+  uint32_t ev_head, ev_tail;
+};
+
+/* ---- engine.c ---- */
+int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp);
+void eng_qp_detach(struct uroce_eng *eng, struct uroce_qp *qp);
+struct uroce_qp *eng_qp_lookup(const struct uroce_eng *eng, uint32_t qpn);
+void *eng_alloc(struct uroce_eng *eng, size_t n);
+void eng_free(struct uroce_eng *eng, void *p);
+uint64_t eng_rand(struct uroce_eng *eng);
+void eng_async(struct uroce_eng *eng, int type, void *obj);
+void eng_sched(struct uroce_eng *eng, struct uroce_qp *qp);
+/* Appends a completion; false if the CQ overran. */
+bool cq_push(struct uroce_cq *cq, const struct uroce_wc *wc);
+/* Copies payload into registered memory unless in phantom mode. */
+static inline void eng_copy(const struct uroce_eng *eng, void *dst,
+                            const void *src, uint32_t n) {
+  if (!eng->phantom && n)
+    memcpy(dst, src, n);
+}
+int rq_alloc(struct uroce_eng *eng, struct rq *q, uint32_t max_wr,
+             uint32_t max_sge);
+void rq_release(struct uroce_eng *eng, struct rq *q);
+int rq_post(struct rq *q, struct uroce_recv_wr *wr, struct uroce_recv_wr **bad);
+/* Takes the next receive WQE from the QP's RQ or SRQ into qp->resp. */
+bool rq_take(struct uroce_qp *qp);
+
+/* ---- qp.c ---- */
+/* Moves the QP to ERR (or SQE) and flushes the queues. */
+void qp_to_error(struct uroce_qp *qp);
+void qp_to_sqe(struct uroce_qp *qp);
+/* Completes one send WQE into the send CQ if signaled or failed. */
+void qp_complete_swqe(struct uroce_qp *qp, struct swqe *w);
+/* Completes finished send WQEs in order; flushes if in ERR. */
+void qp_drain_sq(struct uroce_qp *qp);
+static inline struct swqe *sq_at(struct uroce_qp *qp, uint32_t i) {
+  return &qp->sq[i & qp->sq_mask];
+}
+static inline bool qp_can_send(const struct uroce_qp *qp) {
+  return qp->state == UROCE_QPS_RTS || qp->state == UROCE_QPS_SQD;
+}
+static inline bool qp_can_recv(const struct uroce_qp *qp) {
+  return qp->state == UROCE_QPS_RTR || qp->state == UROCE_QPS_RTS ||
+         qp->state == UROCE_QPS_SQD || qp->state == UROCE_QPS_SQE;
+}
+/* Packets a message of len bytes takes (at least one). */
+static inline uint32_t qp_npkts(const struct uroce_qp *qp, uint32_t len) {
+  return len ? (len + qp->mtu - 1) / qp->mtu : 1;
+}
+static inline uint8_t qp_opcode_base(const struct uroce_qp *qp) {
+  return qp->type == UROCE_QPT_UC ? UROCE_OP_UC_BASE : 0;
+}
+/* Writes the BTH of a packet from this QP. */
+void qp_put_bth(struct uroce_qp *qp, uint8_t *b, uint8_t opcode, bool se,
+                uint8_t pad, uint32_t dqpn, bool ackreq, uint32_t psn);
+void qp_tx_addr(struct uroce_qp *qp, struct uroce_tx_pkt *tx);
+
+/* ---- req.c ---- */
+void req_reset(struct uroce_qp *qp);
+int req_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now);
+/* Go-back-N: send again from psn (which must be outstanding). */
+void req_rewind(struct uroce_qp *qp, uint32_t psn);
+uint64_t rto_ns(const struct uroce_qp *qp);
+
+/* ---- comp.c ---- */
+void comp_reset(struct uroce_qp *qp);
+void comp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now);
+void comp_timeout(struct uroce_qp *qp, uint64_t now);
+void comp_rnr_expired(struct uroce_qp *qp, uint64_t now);
+
+/* ---- resp.c ---- */
+void resp_reset(struct uroce_qp *qp);
+void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now);
+int resp_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now);
+/* Flushes the receive WQE in progress and the QP's RQ. */
+void resp_flush(struct uroce_qp *qp);
+
+#endif

@@ -1,0 +1,284 @@
+#include "netsim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t.h"
+#include "wire/hdr.h"
+
+#define NS_BUF 4400
+
+struct ns_pkt {
+  uint64_t t, seq;
+  int src, dst;
+  uint16_t sport;
+  uint8_t ecn;
+  uint32_t len;
+  struct ns_pkt *next_free;
+  uint8_t data[NS_BUF];
+};
+
+static double rnd01(struct netsim *ns) {
+  return (double)(t_rand(&ns->rng) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+int ns_init(struct netsim *ns, int n, uint64_t seed,
+            const struct uroce_eng_cfg *cfg) {
+  memset(ns, 0, sizeof(*ns));
+  if (n < 1 || n > NS_MAX_NODES)
+    return -1;
+  ns->n = n;
+  ns->rng = seed ^ 0x6E657473696D0000ull;
+  for (int i = 0; i < n; i++) {
+    struct uroce_eng_cfg c = *cfg;
+    memset(c.gid, 0, 16);
+    c.gid[10] = c.gid[11] = 0xFF;
+    c.gid[12] = 10;
+    c.gid[15] = (uint8_t)(i + 1);
+    memcpy(ns->gid[i], c.gid, 16);
+    c.seed = seed * 0x9E3779B97F4A7C15ull + (uint64_t)i * 7919 + 1;
+    int rc = uroce_eng_new(&ns->eng[i], &c);
+    if (rc) {
+      ns_free(ns);
+      return rc;
+    }
+    for (int j = 0; j < n; j++) {
+      ns->link[i][j].delay_ns = 1000;
+      ns->link[i][j].gbps = 100;
+    }
+  }
+  return 0;
+}
+
+void ns_free(struct netsim *ns) {
+  for (int i = 0; i < ns->n; i++)
+    uroce_eng_del(ns->eng[i]);
+  for (uint32_t i = 0; i < ns->nheap; i++)
+    free(ns->heap[i]);
+  free(ns->heap);
+  while (ns->free_list) {
+    struct ns_pkt *p = ns->free_list;
+    ns->free_list = p->next_free;
+    free(p);
+  }
+  memset(ns, 0, sizeof(*ns));
+}
+
+static bool before(const struct ns_pkt *a, const struct ns_pkt *b) {
+  return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+}
+
+static void heap_push(struct netsim *ns, struct ns_pkt *p) {
+  if (ns->nheap == ns->cap) {
+    ns->cap = ns->cap ? ns->cap * 2 : 256;
+    ns->heap = realloc(ns->heap, ns->cap * sizeof(*ns->heap));
+    if (!ns->heap)
+      abort();
+  }
+  uint32_t i = ns->nheap++;
+  while (i && before(p, ns->heap[(i - 1) / 2])) {
+    ns->heap[i] = ns->heap[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  ns->heap[i] = p;
+}
+
+static struct ns_pkt *heap_pop(struct netsim *ns) {
+  struct ns_pkt *top = ns->heap[0], *last = ns->heap[--ns->nheap];
+  uint32_t i = 0;
+  for (;;) {
+    uint32_t c = 2 * i + 1;
+    if (c >= ns->nheap)
+      break;
+    if (c + 1 < ns->nheap && before(ns->heap[c + 1], ns->heap[c]))
+      c++;
+    if (!before(ns->heap[c], last))
+      break;
+    ns->heap[i] = ns->heap[c];
+    i = c;
+  }
+  if (ns->nheap)
+    ns->heap[i] = last;
+  return top;
+}
+
+static struct ns_pkt *pkt_new(struct netsim *ns) {
+  struct ns_pkt *p = ns->free_list;
+  if (p) {
+    ns->free_list = p->next_free;
+    return p;
+  }
+  p = malloc(sizeof(*p));
+  if (!p)
+    abort();
+  return p;
+}
+
+static void pkt_free(struct netsim *ns, struct ns_pkt *p) {
+  p->next_free = ns->free_list;
+  ns->free_list = p;
+}
+
+static int node_by_gid(const struct netsim *ns, const uint8_t gid[16]) {
+  for (int i = 0; i < ns->n; i++)
+    if (!memcmp(ns->gid[i], gid, 16))
+      return i;
+  return -1;
+}
+
+/* Decides the fate of one packet on link l: true = lost. */
+static bool lose(struct netsim *ns, struct ns_link *l) {
+  l->count++;
+  if (l->every_nth && l->count % l->every_nth == 0)
+    return true;
+  if (l->ge_good_bad > 0) {
+    if (l->ge_bad) {
+      if (rnd01(ns) < l->ge_bad_good)
+        l->ge_bad = false;
+    } else if (rnd01(ns) < l->ge_good_bad) {
+      l->ge_bad = true;
+    }
+    if (l->ge_bad && rnd01(ns) < l->ge_bad_loss)
+      return true;
+  }
+  return l->loss > 0 && rnd01(ns) < l->loss;
+}
+
+static void transmit(struct netsim *ns, int src,
+                     const struct uroce_tx_pkt *tx) {
+  ns->stats.sent++;
+  uint32_t len = uroce_tx_len(tx);
+  int dst = node_by_gid(ns, tx->dgid);
+  if (dst < 0 || len > NS_BUF) {
+    ns->stats.lost++;
+    return;
+  }
+  struct ns_link *l = &ns->link[src][dst];
+  uint64_t ser = (uint64_t)len * 8 / (l->gbps ? l->gbps : 100);
+  ns->busy_until[src] = ns->now + (ser ? ser : 1);
+  if (ns->silent[src] || ns->silent[dst] || lose(ns, l)) {
+    ns->stats.lost++;
+    return;
+  }
+  if (l->corrupt > 0 && rnd01(ns) < l->corrupt) {
+    ns->stats.corrupted++; /* the receiver's ICRC check drops it */
+    return;
+  }
+  struct ns_pkt *p = pkt_new(ns);
+  uint8_t *b = p->data;
+  memcpy(b, tx->hdr, tx->hdr_len);
+  uint32_t off = tx->hdr_len;
+  for (int i = 0; i < tx->nseg; i++) {
+    if (tx->seg[i].addr)
+      memcpy(b + off, tx->seg[i].addr, tx->seg[i].len);
+    else
+      memset(b + off, 0, tx->seg[i].len);
+    off += tx->seg[i].len;
+  }
+  memset(b + off, 0, tx->pad + 4u);
+  p->len = len;
+  p->src = src;
+  p->dst = dst;
+  p->sport = tx->sport;
+  p->ecn = (l->ce > 0 && rnd01(ns) < l->ce && tx->ecn) ? 3 : tx->ecn;
+  if (l->flip > 0 && rnd01(ns) < l->flip) {
+    uint32_t bit = (uint32_t)(t_rand(&ns->rng) % (tx->hdr_len * 8u));
+    b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    ns->stats.flipped++;
+  }
+  p->t = ns->now + ser + l->delay_ns;
+  if (l->reorder > 0 && rnd01(ns) < l->reorder)
+    p->t += t_rand(&ns->rng) % (l->reorder_ns + 1);
+  p->seq = ns->seq++;
+  if (l->dup > 0 && rnd01(ns) < l->dup) {
+    struct ns_pkt *q = pkt_new(ns);
+    memcpy(q, p, offsetof(struct ns_pkt, data) + len);
+    q->t += 1 + t_rand(&ns->rng) % (l->delay_ns + 1);
+    q->seq = ns->seq++;
+    heap_push(ns, q);
+    ns->stats.duplicated++;
+  }
+  heap_push(ns, p);
+}
+
+static void deliver(struct netsim *ns, struct ns_pkt *p) {
+  struct uroce_rx_pkt rx;
+  memset(&rx, 0, sizeof(rx));
+  if (uroce_pkt_parse(p->data, p->len, &rx.pi) != 0) {
+    ns->stats.parse_err++;
+    return;
+  }
+  memcpy(rx.sgid, ns->gid[p->src], 16);
+  memcpy(rx.dgid, ns->gid[p->dst], 16);
+  rx.sport = p->sport;
+  rx.ecn = p->ecn;
+  if (ns->trace) {
+    const uint8_t *aeth = uroce_pkt_hdr(&rx.pi, UROCE_HDR_AETH);
+    fprintf(stderr, "%10llu %d->%d %s psn %u len %u%s",
+            (unsigned long long)ns->now, p->src, p->dst, rx.pi.op->name,
+            rx.pi.psn, rx.pi.payload_len,
+            uroce_bth_ackreq(rx.pi.bth) ? " ackreq" : "");
+    if (aeth)
+      fprintf(stderr, " syn 0x%02x msn %u", uroce_aeth_syndrome(aeth),
+              uroce_aeth_msn(aeth));
+    fprintf(stderr, "\n");
+  }
+  ns->stats.delivered++;
+  uroce_eng_read_pkt(ns->eng[p->dst], &rx, ns->now);
+}
+
+bool ns_step(struct netsim *ns) {
+  /* Deliver, expire, transmit: everything due now. */
+  while (ns->nheap && ns->heap[0]->t <= ns->now) {
+    struct ns_pkt *p = heap_pop(ns);
+    if (!ns->silent[p->dst])
+      deliver(ns, p);
+    pkt_free(ns, p);
+  }
+  for (int i = 0; i < ns->n; i++)
+    if (uroce_eng_next_expiry(ns->eng[i]) <= ns->now)
+      uroce_eng_handle_expiry(ns->eng[i], ns->now);
+  for (int i = 0; i < ns->n; i++) {
+    struct uroce_tx_pkt tx;
+    /* A busy transmitter is asked again once it is free. */
+    ns->more[i] = ns->busy_until[i] > ns->now;
+    while (ns->busy_until[i] <= ns->now) {
+      if (!uroce_eng_write_pkt(ns->eng[i], &tx, ns->now))
+        break;
+      transmit(ns, i, &tx);
+      ns->more[i] = true;
+    }
+  }
+  /* Then the next time anything happens. */
+  uint64_t next = UINT64_MAX;
+  if (ns->nheap)
+    next = ns->heap[0]->t;
+  for (int i = 0; i < ns->n; i++) {
+    uint64_t e = uroce_eng_next_expiry(ns->eng[i]);
+    if (e < next)
+      next = e;
+    if (ns->more[i] && ns->busy_until[i] < next)
+      next = ns->busy_until[i];
+  }
+  if (next == UINT64_MAX)
+    return false;
+  ns->now = next > ns->now ? next : ns->now + 1;
+  return true;
+}
+
+bool ns_run(struct netsim *ns, bool (*done)(void *ctx), void *ctx,
+            uint64_t until) {
+  while (!done(ctx)) {
+    if (ns->now > until || !ns_step(ns))
+      return done(ctx);
+  }
+  return true;
+}
+
+bool ns_run_idle(struct netsim *ns, uint64_t until) {
+  while (ns->now <= until)
+    if (!ns_step(ns))
+      return true;
+  return false;
+}

@@ -1,0 +1,81 @@
+/* An in-memory network joining N transport engines, with a virtual clock
+ * and seeded impairments per directed link: random loss, burst loss
+ * (Gilbert-Elliott), every-Nth loss, reordering, duplication, corruption
+ * (modelled as the bad ICRC the receiver would find: counted, dropped),
+ * added delay, CE marking, header bit flips (for robustness tests), and a
+ * silent node. Every packet is serialized into real bytes (headers,
+ * gathered payload, pad, ICRC slot) and parsed back with uroce_pkt_parse
+ * before the receiving engine reads it. */
+#ifndef UROCE_TESTS_NETSIM_H
+#define UROCE_TESTS_NETSIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "transport/engine.h"
+
+#define NS_MAX_NODES 8
+
+struct ns_link {
+  double loss;         /* random loss probability */
+  double ge_good_bad;  /* Gilbert-Elliott: P(good -> bad) per packet */
+  double ge_bad_good;  /* P(bad -> good) */
+  double ge_bad_loss;  /* loss probability in the bad state */
+  uint32_t every_nth;  /* drop every Nth packet (0 = never) */
+  double reorder;      /* probability of an extra delay ... */
+  uint64_t reorder_ns; /* ... uniform in [0, reorder_ns] */
+  double dup;          /* duplication probability */
+  double corrupt;      /* corruption probability (dropped as bad ICRC) */
+  double ce;           /* probability of marking CE */
+  double flip;         /* flip a random header bit and deliver anyway */
+  uint64_t delay_ns;   /* propagation delay */
+  uint32_t gbps;       /* serialization rate; 0 = 100 */
+  /* state */
+  bool ge_bad;
+  uint64_t count;
+};
+
+struct ns_stats {
+  uint64_t sent, delivered, lost, corrupted, duplicated, parse_err, flipped;
+};
+
+struct ns_pkt;
+
+struct netsim {
+  uint64_t now;
+  int n;
+  struct uroce_eng *eng[NS_MAX_NODES];
+  uint8_t gid[NS_MAX_NODES][16];
+  bool silent[NS_MAX_NODES];
+  uint64_t busy_until[NS_MAX_NODES];
+  bool more[NS_MAX_NODES];
+  struct ns_link link[NS_MAX_NODES][NS_MAX_NODES]; /* [from][to] */
+  uint64_t rng;
+  struct ns_stats stats;
+  /* in-flight packets: a binary heap by (time, seq) */
+  struct ns_pkt **heap;
+  uint32_t nheap, cap;
+  uint64_t seq;
+  struct ns_pkt *free_list;
+  bool trace;
+};
+
+/* Creates n engines from cfg (each gets GID ::ffff:10.0.0.(i+1) and a seed
+ * derived from seed). Returns 0 or a negative error. */
+int ns_init(struct netsim *ns, int n, uint64_t seed,
+            const struct uroce_eng_cfg *cfg);
+void ns_free(struct netsim *ns);
+
+/* Advances to the next event and runs it. Returns false when nothing is
+ * left to happen (no packet in flight, no timer, nothing to send). */
+bool ns_step(struct netsim *ns);
+
+/* Steps until done(ctx) holds (returns true), the network is idle or the
+ * virtual time passes until (returns done(ctx)). */
+bool ns_run(struct netsim *ns, bool (*done)(void *ctx), void *ctx,
+            uint64_t until);
+
+/* Runs until idle or until; returns true if it went idle. */
+bool ns_run_idle(struct netsim *ns, uint64_t until);
+
+#endif

@@ -1,0 +1,427 @@
+/* Transport engine: every operation between two engines over the
+ * in-memory network, clean and impaired, for RC, UC and UD. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "netsim.h"
+#include "t.h"
+#include "tphelp.h"
+#include "transport/qp.h"
+#include "uroce/uroce.h"
+
+static struct netsim ns;
+static struct tp_end A, B;
+
+static void setup(const struct tp_opts *o, uint64_t seed) {
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  CHECK_EQ(ns_init(&ns, 2, seed, &cfg), 0);
+  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], o), 0);
+  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], o), 0);
+  if (o->type != UROCE_QPT_UD)
+    CHECK_EQ(tp_connect(&A, &B, o), 0);
+  for (size_t i = 0; A.mem && i < A.memlen; i++)
+    A.mem[i] = (uint8_t)(i * 7 + 1);
+  for (size_t i = 0; B.mem && i < B.memlen; i++)
+    B.mem[i] = (uint8_t)(i * 13 + 5);
+}
+
+static void teardown(void) {
+  tp_end_free(&A);
+  tp_end_free(&B);
+  ns_free(&ns);
+}
+
+/* Runs until cq has n completions (collected into wc) or 1 s passes. */
+static int wait_cq(struct uroce_cq *cq, struct uroce_wc *wc, int n) {
+  int got = 0;
+  uint64_t until = ns.now + 20000000000ull;
+  while (got < n) {
+    got += tp_poll(cq, wc + got, n - got);
+    if (got >= n || ns.now > until || !ns_step(&ns))
+      break;
+  }
+  got += tp_poll(cq, wc + got, n - got);
+  return got;
+}
+
+static void test_send_recv(void) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  setup(&o, 1);
+  struct uroce_wc wc[4];
+  CHECK_EQ(tp_post_recv(&B, 77, 0, 10000), 0);
+  CHECK_EQ(
+      tp_post_send(&A, UROCE_WR_SEND, 5, 100, 5000, UROCE_SEND_SIGNALED, 0, 0),
+      0);
+  CHECK_EQ(wait_cq(A.scq, wc, 1), 1);
+  CHECK_EQ(wc[0].wr_id, 5);
+  CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
+  CHECK_EQ(wc[0].opcode, UROCE_WC_SEND);
+  CHECK_EQ(wait_cq(B.rcq, wc, 1), 1);
+  CHECK_EQ(wc[0].wr_id, 77);
+  CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
+  CHECK_EQ(wc[0].opcode, UROCE_WC_RECV);
+  CHECK_EQ(wc[0].byte_len, 5000);
+  CHECK_EQ(wc[0].src_qp, uroce_qp_num(A.qp));
+  CHECK_EQ(wc[0].qp_num, uroce_qp_num(B.qp));
+  CHECK(memcmp(B.mem, A.mem + 100, 5000) == 0);
+  teardown();
+}
+
+static void test_write_read_atomic(void) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  setup(&o, 2);
+  struct uroce_wc wc[8];
+  uint64_t bva = B.mr->iova;
+  uint32_t rkey = B.mr->rkey;
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 70000,
+                        UROCE_SEND_SIGNALED, bva + 1000, rkey),
+           0);
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_READ, 2, 200000, 30001,
+                        UROCE_SEND_SIGNALED, bva + 500000, rkey),
+           0);
+  uint64_t word;
+  memcpy(&word, B.mem + 800000, 8);
+  struct uroce_sge sge = {
+      .addr = A.mr->iova + 300000, .length = 8, .lkey = A.mr->lkey};
+  struct uroce_send_wr wr, *bad;
+  memset(&wr, 0, sizeof(wr));
+  wr.wr_id = 3;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = UROCE_WR_ATOMIC_FETCH_AND_ADD;
+  wr.send_flags = UROCE_SEND_SIGNALED;
+  wr.wr.atomic.remote_addr = bva + 800000;
+  wr.wr.atomic.rkey = rkey;
+  wr.wr.atomic.compare_add = 42;
+  CHECK_EQ(uroce_qp_post_send(A.qp, &wr, &bad), 0);
+  wr.wr_id = 4;
+  wr.opcode = UROCE_WR_ATOMIC_CMP_AND_SWP;
+  wr.wr.atomic.compare_add = word + 42;
+  wr.wr.atomic.swap = 0x1122334455667788ull;
+  sge.addr += 8;
+  CHECK_EQ(uroce_qp_post_send(A.qp, &wr, &bad), 0);
+  CHECK_EQ(wait_cq(A.scq, wc, 4), 4);
+  for (int i = 0; i < 4; i++) {
+    CHECK_EQ(wc[i].wr_id, i + 1);
+    CHECK_EQ(wc[i].status, UROCE_WC_SUCCESS);
+  }
+  CHECK_EQ(wc[0].opcode, UROCE_WC_RDMA_WRITE);
+  CHECK_EQ(wc[1].opcode, UROCE_WC_RDMA_READ);
+  CHECK_EQ(wc[1].byte_len, 30001);
+  CHECK_EQ(wc[2].opcode, UROCE_WC_FETCH_ADD);
+  CHECK_EQ(wc[3].opcode, UROCE_WC_COMP_SWAP);
+  CHECK(memcmp(B.mem + 1000, A.mem, 70000) == 0);
+  CHECK(memcmp(A.mem + 200000, B.mem + 500000, 30001) == 0);
+  uint64_t r0, r1, now;
+  memcpy(&r0, A.mem + 300000, 8);
+  memcpy(&r1, A.mem + 300008, 8);
+  memcpy(&now, B.mem + 800000, 8);
+  CHECK(r0 == word);
+  CHECK(r1 == word + 42);
+  CHECK(now == 0x1122334455667788ull);
+  teardown();
+}
+
+/* UC: a message that lost a packet is dropped; the next one is delivered
+ * into the same receive WQE. */
+static void test_uc_loss(void) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  o.type = UROCE_QPT_UC;
+  setup(&o, 3);
+  ns.link[0][1].every_nth = 3; /* the LAST packet of message 1 */
+  CHECK_EQ(tp_post_recv(&B, 10, 0, 8192), 0);
+  CHECK_EQ(tp_post_recv(&B, 11, 8192, 8192), 0);
+  CHECK_EQ(
+      tp_post_send(&A, UROCE_WR_SEND, 1, 0, 3000, UROCE_SEND_SIGNALED, 0, 0),
+      0);
+  CHECK_EQ(
+      tp_post_send(&A, UROCE_WR_SEND, 2, 4000, 100, UROCE_SEND_SIGNALED, 0, 0),
+      0);
+  ns_run_idle(&ns, 100000000);
+  struct uroce_wc wc[4];
+  CHECK_EQ(tp_poll(A.scq, wc, 4), 2); /* UC completes once sent */
+  CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
+  CHECK_EQ(wc[1].status, UROCE_WC_SUCCESS);
+  CHECK_EQ(tp_poll(B.rcq, wc, 4), 1);
+  CHECK_EQ(wc[0].wr_id, 10);
+  CHECK_EQ(wc[0].byte_len, 100);
+  CHECK(memcmp(B.mem, A.mem + 4000, 100) == 0);
+  CHECK_EQ(ns.stats.lost, 1);
+  teardown();
+}
+
+static void test_ud(void) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  o.type = UROCE_QPT_UD;
+  setup(&o, 4);
+  CHECK_EQ(tp_bring_up(&A, 0, &o), 0);
+  CHECK_EQ(tp_bring_up(&B, 0, &o), 0);
+  struct uroce_ah_attr aa = {.is_global = 1};
+  memcpy(aa.dgid, ns.gid[1], 16);
+  struct uroce_ah *ah;
+  CHECK_EQ(uroce_ah_new(A.pd, &aa, &ah), 0);
+  CHECK_EQ(tp_post_recv(&B, 20, 0, 40 + 1000), 0);
+  CHECK_EQ(tp_post_recv(&B, 21, 2000, 40 + 1000), 0);
+  struct uroce_sge sge = {
+      .addr = A.mr->iova + 64, .length = 1000, .lkey = A.mr->lkey};
+  struct uroce_send_wr wr, *bad;
+  memset(&wr, 0, sizeof(wr));
+  wr.wr_id = 1;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = UROCE_WR_SEND_WITH_IMM;
+  wr.imm_data = 0x01020304;
+  wr.send_flags = UROCE_SEND_SIGNALED;
+  wr.wr.ud.ah = ah;
+  wr.wr.ud.remote_qpn = uroce_qp_num(B.qp);
+  wr.wr.ud.remote_qkey = o.qkey;
+  CHECK_EQ(uroce_qp_post_send(A.qp, &wr, &bad), 0);
+  wr.wr_id = 2;
+  wr.wr.ud.remote_qkey = o.qkey + 1; /* wrong Q_Key: dropped */
+  CHECK_EQ(uroce_qp_post_send(A.qp, &wr, &bad), 0);
+  ns_run_idle(&ns, 100000000);
+  struct uroce_wc wc[4];
+  CHECK_EQ(tp_poll(A.scq, wc, 4), 2);
+  CHECK_EQ(tp_poll(B.rcq, wc, 4), 1);
+  CHECK_EQ(wc[0].wr_id, 20);
+  CHECK_EQ(wc[0].byte_len, 1040);
+  CHECK_EQ(wc[0].wc_flags, UROCE_WC_GRH | UROCE_WC_WITH_IMM);
+  CHECK_EQ(wc[0].imm_data, 0x01020304);
+  CHECK_EQ(wc[0].src_qp, uroce_qp_num(A.qp));
+  CHECK(memcmp(B.mem + 40, A.mem + 64, 1000) == 0);
+  CHECK_EQ(B.mem[20], 0x45); /* IPv4 header in the GRH's last 20 bytes */
+  CHECK(memcmp(B.mem + 32, ns.gid[0] + 12, 4) == 0);
+  CHECK_EQ(uroce_eng_stats(ns.eng[1])->drops[UROCE_DROP_QKEY], 1);
+  uroce_ah_del(ah);
+  teardown();
+}
+
+/* Go-back-N under every-Nth and burst loss, reordering, duplication. */
+static void test_lossy_bulk(void) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  o.mtu = UROCE_MTU_4096;
+  setup(&o, 5);
+  ns.link[0][1].every_nth = 7;
+  ns.link[0][1].ge_good_bad = 0.02;
+  ns.link[0][1].ge_bad_good = 0.3;
+  ns.link[0][1].ge_bad_loss = 0.9;
+  ns.link[1][0].loss = 0.1;
+  ns.link[0][1].reorder = 0.1;
+  ns.link[0][1].reorder_ns = 3000;
+  ns.link[0][1].dup = 0.05;
+  ns.link[1][0].dup = 0.05;
+  for (int i = 0; i < 8; i++)
+    CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, (uint64_t)i,
+                          (uint64_t)i * 100000, 100000, UROCE_SEND_SIGNALED,
+                          B.mr->iova + (uint64_t)i * 100000, B.mr->rkey),
+             0);
+  struct uroce_wc wc[8];
+  CHECK_EQ(wait_cq(A.scq, wc, 8), 8);
+  for (int i = 0; i < 8; i++)
+    CHECK_EQ(wc[i].status, UROCE_WC_SUCCESS);
+  CHECK(memcmp(B.mem, A.mem, 800000) == 0);
+  CHECK(uroce_eng_stats(ns.eng[0])->retransmits > 0);
+  teardown();
+}
+
+/* Atomic acks lost: the requester retries, the responder answers from its
+ * saved result and never adds twice. */
+static void test_atomic_once(void) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  setup(&o, 6);
+  ns.link[1][0].loss = 0.5;
+  memset(B.mem, 0, 8);
+  struct uroce_sge sge = {.lkey = A.mr->lkey, .length = 8};
+  struct uroce_send_wr wr, *bad;
+  for (int i = 0; i < 20; i++) {
+    memset(&wr, 0, sizeof(wr));
+    sge.addr = A.mr->iova + 8 * (uint64_t)i;
+    wr.wr_id = (uint64_t)i;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = UROCE_WR_ATOMIC_FETCH_AND_ADD;
+    wr.send_flags = UROCE_SEND_SIGNALED;
+    wr.wr.atomic.remote_addr = B.mr->iova;
+    wr.wr.atomic.rkey = B.mr->rkey;
+    wr.wr.atomic.compare_add = 1;
+    CHECK_EQ(uroce_qp_post_send(A.qp, &wr, &bad), 0);
+  }
+  struct uroce_wc wc[20];
+  CHECK_EQ(wait_cq(A.scq, wc, 20), 20);
+  uint64_t v;
+  memcpy(&v, B.mem, 8);
+  CHECK_EQ(v, 20);
+  for (int i = 0; i < 20; i++) {
+    memcpy(&v, A.mem + 8 * i, 8);
+    CHECK_EQ(v, i); /* fetch results in order */
+  }
+  CHECK(uroce_eng_stats(ns.eng[0])->retransmits > 0);
+  teardown();
+}
+
+static void test_sge_inline_inv_zero(void) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  setup(&o, 7);
+  /* 16 SGEs each side, inline data, a zero-length send, invalidate. */
+  struct uroce_sge s[16], r[16];
+  for (int i = 0; i < 16; i++) {
+    s[i] = (struct uroce_sge){A.mr->iova + 1000 * (uint64_t)i, 100 + i,
+                              A.mr->lkey};
+    r[i] = (struct uroce_sge){B.mr->iova + 50000 + 200 * (uint64_t)i, 150,
+                              B.mr->lkey};
+  }
+  struct uroce_recv_wr rw = {.wr_id = 1, .sg_list = r, .num_sge = 16}, *rbad;
+  CHECK_EQ(uroce_qp_post_recv(B.qp, &rw, &rbad), 0);
+  rw.wr_id = 2;
+  rw.num_sge = 0;
+  CHECK_EQ(uroce_qp_post_recv(B.qp, &rw, &rbad), 0);
+  rw.wr_id = 3;
+  rw.num_sge = 1;
+  CHECK_EQ(uroce_qp_post_recv(B.qp, &rw, &rbad), 0);
+  struct uroce_mr *victim;
+  CHECK_EQ(uroce_mr_reg(B.pd, B.mem, 64, UROCE_ACCESS_ALL, &victim), 0);
+  struct uroce_send_wr w[3], *bad;
+  memset(w, 0, sizeof(w));
+  w[0].sg_list = s;
+  w[0].num_sge = 16;
+  w[0].opcode = UROCE_WR_SEND;
+  w[0].send_flags = UROCE_SEND_SIGNALED | UROCE_SEND_INLINE;
+  w[0].next = &w[1];
+  w[1].wr_id = 1;
+  w[1].opcode = UROCE_WR_SEND; /* zero length, unsignaled */
+  w[1].next = &w[2];
+  w[2].wr_id = 2;
+  w[2].sg_list = s;
+  w[2].num_sge = 1;
+  w[2].opcode = UROCE_WR_SEND_WITH_INV;
+  w[2].invalidate_rkey = victim->rkey;
+  w[2].send_flags = UROCE_SEND_SIGNALED;
+  o.max_inline = 256;
+  /* 16 SGEs of 100..115 bytes = 1720 bytes: too long for inline. */
+  CHECK_EQ(uroce_qp_post_send(A.qp, w, &bad), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK(bad == &w[0]);
+  w[0].send_flags = UROCE_SEND_SIGNALED;
+  CHECK_EQ(uroce_qp_post_send(A.qp, w, &bad), 0);
+  uint8_t saved[1720];
+  for (int i = 0, off = 0; i < 16; i++) {
+    memcpy(saved + off, A.mem + 1000 * i, 100 + i);
+    off += 100 + i;
+  }
+  struct uroce_wc wc[4];
+  CHECK_EQ(wait_cq(A.scq, wc, 2), 2);
+  CHECK_EQ(wait_cq(B.rcq, wc, 3), 3);
+  CHECK_EQ(wc[0].byte_len, 1720);
+  CHECK_EQ(wc[1].byte_len, 0);
+  CHECK_EQ(wc[2].wc_flags, UROCE_WC_WITH_INV);
+  CHECK_EQ(wc[2].imm_data, victim->rkey);
+  CHECK_EQ(victim->state, MR_INVALID);
+  for (int i = 0, off = 0; i < 16 && off < 1720; i++) {
+    uint32_t n = 1720 - off < 150 ? 1720 - off : 150;
+    CHECK(memcmp(B.mem + 50000 + 200 * i, saved + off, n) == 0);
+    off += n;
+  }
+  uroce_mr_dereg(victim);
+  teardown();
+}
+
+static void test_srq_limit_and_cq_overflow(void) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  o.use_srq = true;
+  o.srq_limit = 2;
+  o.cqe = 3;
+  setup(&o, 8);
+  for (int i = 0; i < 5; i++)
+    CHECK_EQ(tp_post_recv(&B, (uint64_t)i, 100 * (uint64_t)i, 100), 0);
+  for (int i = 0; i < 4; i++)
+    CHECK_EQ(tp_post_send(&A, UROCE_WR_SEND, (uint64_t)i, 0, 10,
+                          i == 3 ? UROCE_SEND_SIGNALED : 0, 0, 0),
+             0);
+  ns_run_idle(&ns, 100000000);
+  struct uroce_async_event ev;
+  int seen_limit = 0, seen_cq = 0;
+  while (uroce_eng_get_async_event(ns.eng[1], &ev)) {
+    seen_limit += ev.type == UROCE_EVENT_SRQ_LIMIT_REACHED;
+    seen_cq += ev.type == UROCE_EVENT_CQ_ERR;
+  }
+  CHECK_EQ(seen_limit, 1); /* once: the limit disarms itself */
+  CHECK_EQ(seen_cq, 1);    /* 4 receive completions into 3 entries */
+  struct uroce_wc wc[8];
+  CHECK_EQ(uroce_cq_poll(B.rcq, 8, wc), 3);
+  CHECK_EQ(uroce_cq_poll(B.rcq, 8, wc), UROCE_ERR_CQ_OVERFLOW);
+  teardown();
+}
+
+static void test_ecn_cnp(void) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  setup(&o, 9);
+  ns.link[0][1].ce = 1.0; /* every request arrives CE-marked */
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 500000,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           0);
+  struct uroce_wc wc[1];
+  CHECK_EQ(wait_cq(A.scq, wc, 1), 1);
+  const struct uroce_eng_stats *sb = uroce_eng_stats(ns.eng[1]);
+  CHECK(sb->ce_rx >= 400);
+  /* One CNP at most per 50 us per QP. */
+  CHECK(sb->cnps_tx >= 1);
+  CHECK(sb->cnps_tx <= 1 + ns.now / 50000);
+  CHECK_EQ(uroce_eng_stats(ns.eng[0])->cnps_rx, sb->cnps_tx);
+  teardown();
+}
+
+/* A 1 GiB RDMA WRITE and READ in phantom mode (lengths only). */
+static void test_one_gib_phantom(void) {
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.flags = UROCE_ENG_PHANTOM;
+  cfg.max_unacked_psn = 1024;
+  CHECK_EQ(ns_init(&ns, 2, 10, &cfg), 0);
+  struct tp_opts o;
+  tp_opts_default(&o);
+  o.mtu = UROCE_MTU_4096;
+  o.phantom_mem = true;
+  o.memlen = 1u << 30;
+  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], &o), 0);
+  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], &o), 0);
+  CHECK_EQ(tp_connect(&A, &B, &o), 0);
+  for (int d = 0; d < 2; d++) {
+    ns.link[d][1 - d].gbps = 400;
+    ns.link[d][1 - d].delay_ns = 500;
+  }
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 1u << 30,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           0);
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_READ, 2, 0, 1u << 30,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           0);
+  struct uroce_wc wc[2];
+  CHECK_EQ(wait_cq(A.scq, wc, 2), 2);
+  CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
+  CHECK_EQ(wc[1].status, UROCE_WC_SUCCESS);
+  CHECK_EQ(wc[1].byte_len, 1u << 30);
+  teardown();
+}
+
+int main(void) {
+  T_RUN(test_send_recv);
+  T_RUN(test_write_read_atomic);
+  T_RUN(test_uc_loss);
+  T_RUN(test_ud);
+  T_RUN(test_lossy_bulk);
+  T_RUN(test_atomic_once);
+  T_RUN(test_sge_inline_inv_zero);
+  T_RUN(test_srq_limit_and_cq_overflow);
+  T_RUN(test_ecn_cnp);
+  T_RUN(test_one_gib_phantom);
+  return T_DONE();
+}
