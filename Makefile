@@ -33,7 +33,7 @@ test: deps-test build
 test-asan: deps-test
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DUROCE_SANITIZE=ON >/dev/null
 	cmake --build build-asan -j$(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UROCE_TEST_SCALE=small \
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UROCE_PROP_N=2000 \
 	  ctest --output-on-failure -j$(JOBS)
 
 fuzz: deps-test

@@ -12,6 +12,7 @@ static const struct {
 } cmds[] = {
     {"dump", cmd_dump, "decode and check a RoCEv2 capture (pcap/pcapng)"},
     {"pktgen", cmd_pktgen, "write RoCEv2 packets to a pcap (demo, tests)"},
+    {"perf", cmd_perf, "RDMA bandwidth and latency tests (like perftest)"},
     {"sim", cmd_sim, "simulate a RoCEv2 fabric from a scenario (YAML)"},
 };
 

@@ -5,6 +5,7 @@
 
 int cmd_dump(int argc, char **argv);
 int cmd_pktgen(int argc, char **argv);
+int cmd_perf(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 
 #endif

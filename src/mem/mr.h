@@ -13,14 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Access flags, with the values of ibv_access_flags. */
-enum uroce_access {
-  UROCE_ACCESS_LOCAL_WRITE = 1,
-  UROCE_ACCESS_REMOTE_WRITE = 2,
-  UROCE_ACCESS_REMOTE_READ = 4,
-  UROCE_ACCESS_REMOTE_ATOMIC = 8,
-};
-#define UROCE_ACCESS_ALL 0xFu
+#include "uroce/verbs.h"
 
 enum uroce_mr_state { MR_FREE = 0, MR_VALID = 1, MR_INVALID = 2 };
 

@@ -1,0 +1,496 @@
+#include "uroce/uroce.h"
+#include "api/internal.h"
+
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uroce/uroce.h"
+#include "util/bytes.h"
+#include "wire/frame.h"
+#include "transport/cc_dcqcn.h"
+#include "wire/hdr.h"
+
+#define RX_MAX UROCE_DEV_RX_MAX
+#define TX_MAX UROCE_DEV_TX_MAX
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rnd(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* rxe's rule: the largest IB MTU that fits in the netdev MTU minus the
+ * RoCEv2 headers (about 80 bytes). */
+static int mtu_from_netdev(uint32_t netdev_mtu) {
+  static const uint32_t ib[] = {4096, 2048, 1024, 512, 256};
+  for (int i = 0; i < 5; i++)
+    if (netdev_mtu >= ib[i] + 80)
+      return UROCE_MTU_4096 - i;
+  return UROCE_MTU_256;
+}
+
+/* Whether addr lies in the interface address ifa's subnet (an exact
+ * address match when there is no netmask). Any 127.x address is on lo's
+ * 127.0.0.0/8 and can be bound without being configured. */
+static bool in_subnet(const struct ifaddrs *i, const uint8_t addr[16],
+                      int ipver) {
+  const uint8_t *a, *m;
+  size_t n;
+  if (ipver == 4 && i->ifa_addr->sa_family == AF_INET) {
+    a = (const uint8_t *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+    m = i->ifa_netmask
+            ? (const uint8_t *)&((struct sockaddr_in *)i->ifa_netmask)->sin_addr
+            : 0;
+    n = 4;
+    addr += 12;
+  } else if (ipver == 6 && i->ifa_addr->sa_family == AF_INET6) {
+    a = (const uint8_t *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+    m = i->ifa_netmask
+            ? (const uint8_t *)&((struct sockaddr_in6 *)i->ifa_netmask)
+                  ->sin6_addr
+            : 0;
+    n = 16;
+  } else {
+    return false;
+  }
+  for (size_t k = 0; k < n; k++) {
+    uint8_t mask = m ? m[k] : 0xFF;
+    if ((a[k] & mask) != (addr[k] & mask))
+      return false;
+  }
+  return true;
+}
+
+/* The MTU of the interface that has addr (exactly, else in its subnet),
+ * or 0 if none has it. */
+static uint32_t iface_mtu(const uint8_t addr[16], int ipver) {
+  struct ifaddrs *ifa, *i;
+  const char *name = 0;
+  uint32_t mtu = 0;
+  if (getifaddrs(&ifa) < 0)
+    return 0;
+  for (int pass = 0; pass < 2 && !name; pass++)
+    for (i = ifa; i && !name; i = i->ifa_next) {
+      if (!i->ifa_addr)
+        continue;
+      struct ifaddrs exact = *i;
+      if (pass == 0)
+        exact.ifa_netmask = 0; /* first look for the address itself */
+      if (in_subnet(&exact, addr, ipver))
+        name = i->ifa_name;
+    }
+  if (name) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+      struct ifreq ifr;
+      memset(&ifr, 0, sizeof(ifr));
+      snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+      if (ioctl(fd, SIOCGIFMTU, &ifr) == 0)
+        mtu = (uint32_t)ifr.ifr_mtu;
+      close(fd);
+    }
+  }
+  freeifaddrs(ifa);
+  return mtu;
+}
+
+/* Writes a packet to the capture with IP/UDP headers as they were (or
+ * would have been) on the wire. */
+static void capture(struct uroce_device *dev, const uint8_t src[16],
+                    const uint8_t dst[16], uint16_t sport, uint8_t tclass,
+                    const struct iovec *seg, int nseg, const uint8_t *icrc) {
+  uint8_t *bth = dev->frame + UROCE_FRAME_HEADROOM;
+  size_t len = 0;
+  for (int i = 0; i < nseg; i++) {
+    if (len + seg[i].iov_len + 4 > sizeof(dev->frame) - UROCE_FRAME_HEADROOM)
+      return;
+    memcpy(bth + len, seg[i].iov_base, seg[i].iov_len);
+    len += seg[i].iov_len;
+  }
+  memcpy(bth + len, icrc, 4);
+  len += 4;
+  struct uroce_frame_params fp = {.ipver = dev->sock.ipver,
+                                  .sport = sport,
+                                  .dport = dev->sock.port,
+                                  .tclass = tclass,
+                                  .eth = true};
+  memcpy(fp.src, src, 16);
+  memcpy(fp.dst, dst, 16);
+  memcpy(fp.smac, "\x02\x00\x00\x00\x00\x01", 6);
+  memcpy(fp.dmac, "\x02\x00\x00\x00\x00\x02", 6);
+  /* encap recomputes the ICRC; put back the one that was on the wire so
+   * the capture shows what really travelled. */
+  int start = uroce_frame_encap(dev->frame, UROCE_FRAME_HEADROOM, len, &fp);
+  if (start < 0)
+    return;
+  memcpy(bth + len - 4, icrc, 4);
+  uint64_t ts;
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  ts = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+  uroce_pcap_write(dev->pcap, ts, dev->frame + start,
+                   (size_t)(bth - dev->frame) + len - (size_t)start);
+}
+
+/* Receives and feeds what is waiting. Lock held. */
+static int do_rx(struct uroce_device *dev, uint64_t now) {
+  int n = uroce_udp_recv(&dev->sock, dev->rx, RX_MAX);
+  if (n <= 0)
+    return 0;
+  for (int i = 0; i < n; i++) {
+    struct uroce_udp_rx *r = &dev->rx[i];
+    if (dev->rx_drop > 0 &&
+        (double)(rnd(&dev->rng) >> 11) * 0x1p-53 < dev->rx_drop) {
+      dev->rx_dropped_impair++;
+      continue;
+    }
+    if (dev->pcap) {
+      struct iovec iov = {(void *)r->data, r->len >= 4 ? r->len - 4 : 0};
+      uint8_t icrc[4] = {0};
+      if (r->len >= 4)
+        memcpy(icrc, r->data + r->len - 4, 4);
+      capture(dev, r->src, dev->gid, r->sport, r->tclass, &iov, 1, icrc);
+    }
+    if (!uroce_udp_icrc_ok(&dev->sock, r)) {
+      dev->rx_bad_icrc++;
+      continue;
+    }
+    struct uroce_rx_pkt p;
+    if (uroce_pkt_parse(r->data, r->len, &p.pi) != 0) {
+      dev->rx_malformed++;
+      continue;
+    }
+    memcpy(p.sgid, r->src, 16);
+    memcpy(p.dgid, dev->gid, 16);
+    p.sport = r->sport;
+    p.ecn = r->tclass & 3;
+    uroce_eng_read_pkt(dev->eng, &p, now);
+  }
+  return n;
+}
+
+/* Takes every packet the engine has ready and sends it. Lock held. The
+ * engine's payload segments stay valid until the next call into it other
+ * than write_pkt, so a batch is gathered first, then sent. */
+static int do_tx(struct uroce_device *dev, uint64_t now) {
+  int total = 0;
+  for (;;) {
+    unsigned k = 0;
+    while (k < TX_MAX && uroce_eng_write_pkt(dev->eng, &dev->tp[k], now) == 1) {
+      struct uroce_tx_pkt *tp = &dev->tp[k];
+      struct uroce_udp_tx *t = &dev->tx[k];
+      memcpy(t->dst, tp->dgid, 16);
+      t->dport = dev->sock.port;
+      t->entropy = (uint8_t)(tp->sport % (unsigned)(dev->sock.n_entropy + 1));
+      unsigned s = 0;
+      t->seg[s++] = (struct iovec){tp->hdr, tp->hdr_len};
+      for (unsigned j = 0; j < tp->nseg && s < UROCE_UDP_MAX_SEGS - 1; j++)
+        if (tp->seg[j].len)
+          t->seg[s++] = (struct iovec){(void *)tp->seg[j].addr, tp->seg[j].len};
+      if (tp->pad)
+        t->seg[s++] = (struct iovec){dev->zeros, tp->pad};
+      t->nseg = (uint8_t)s;
+      t->bth_len = tp->hdr_len + tp->payload_len + tp->pad;
+      k++;
+    }
+    if (k == 0)
+      return total;
+    unsigned sent = 0;
+    while (sent < k) {
+      int r = uroce_udp_send(&dev->sock, dev->tx + sent, k - sent);
+      if (r < 0)
+        r = 0;
+      sent += (unsigned)r;
+      if (sent < k) {
+        /* The socket queue is full: wait for room rather than lose
+         * packets the engine considers sent. */
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, 0);
+      }
+    }
+    if (dev->pcap)
+      for (unsigned i = 0; i < k; i++)
+        capture(dev, dev->gid, dev->tx[i].dst,
+                uroce_udp_sport(&dev->sock, dev->tx[i].entropy), dev->sock.ecn,
+                dev->tx[i].seg, dev->tx[i].nseg, dev->tx[i].icrc);
+    total += (int)k;
+  }
+}
+
+static int progress_locked(struct uroce_device *dev) {
+  uint64_t now = now_ns();
+  int work = do_rx(dev, now);
+  if (uroce_eng_next_expiry(dev->eng) <= now) {
+    uroce_eng_handle_expiry(dev->eng, now);
+    work++;
+  }
+  work += do_tx(dev, now);
+  if (dev->narmed)
+    dev_fire_cq_events(dev);
+  dev_move_async_events(dev);
+  return work;
+}
+
+int uroce_device_progress(struct uroce_device *dev) {
+  pthread_mutex_lock(&dev->lock);
+  int work = progress_locked(dev);
+  pthread_mutex_unlock(&dev->lock);
+  return work;
+}
+
+static void *progress_thread(void *arg) {
+  struct uroce_device *dev = arg;
+  uint64_t last_work = now_ns();
+  struct epoll_event evs[4];
+  while (!atomic_load(&dev->stop)) {
+    int work = uroce_device_progress(dev);
+    uint64_t now = now_ns();
+    if (work) {
+      last_work = now;
+      continue;
+    }
+    if (now - last_work < dev->busy_ns)
+      continue;
+    /* Going to sleep: announce it, then look once more so that a post
+     * that raced with us either is seen here or rings the doorbell. */
+    atomic_store(&dev->sleeping, true);
+    if (uroce_device_progress(dev)) {
+      atomic_store(&dev->sleeping, false);
+      last_work = now_ns();
+      continue;
+    }
+    pthread_mutex_lock(&dev->lock);
+    uint64_t exp = uroce_eng_next_expiry(dev->eng);
+    pthread_mutex_unlock(&dev->lock);
+    now = now_ns();
+    struct timespec ts, *tsp = 0;
+    if (exp != UINT64_MAX) {
+      uint64_t d = exp > now ? exp - now : 0;
+      ts.tv_sec = (time_t)(d / 1000000000u);
+      ts.tv_nsec = (long)(d % 1000000000u);
+      tsp = &ts;
+    }
+    epoll_pwait2(dev->epfd, evs, 4, tsp, 0);
+    atomic_store(&dev->sleeping, false);
+    dev->wakeups++;
+    uint64_t v;
+    if (read(dev->doorbell, &v, sizeof(v)) < 0) {
+      /* nothing rang: woken by a packet or the timer */
+    }
+    last_work = now_ns();
+  }
+  return 0;
+}
+
+/* Called after every verbs call that gives the engine work. */
+void uroce_device_kick(struct uroce_device *dev) {
+  if (dev->progress == UROCE_PROGRESS_INLINE) {
+    uroce_device_progress(dev);
+    return;
+  }
+  if (atomic_load(&dev->sleeping)) {
+    uint64_t one = 1;
+    dev->doorbells++;
+    if (write(dev->doorbell, &one, sizeof(one)) < 0) {
+      /* the counter is saturated: the thread is being woken anyway */
+    }
+  }
+}
+
+int uroce_device_open(struct uroce_device **out,
+                      const struct uroce_device_attr *attr) {
+  int rv;
+  if (!out || !attr || !attr->addr)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (attr->progress != UROCE_PROGRESS_THREAD &&
+      attr->progress != UROCE_PROGRESS_INLINE)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (attr->rx_drop < 0 || attr->rx_drop >= 1)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = calloc(1, sizeof(*dev));
+  if (!dev)
+    return -ENOMEM;
+  dev->epfd = dev->doorbell = dev->async_fd = -1;
+  dev->sock.fd = -1;
+  pthread_mutex_init(&dev->lock, 0);
+  int ipver = uroce_addr_parse(attr->addr, dev->gid);
+  if (ipver < 0) {
+    rv = UROCE_ERR_INVALID_ARGUMENT;
+    goto fail;
+  }
+  uint32_t netdev_mtu =
+      attr->netdev_mtu ? attr->netdev_mtu : iface_mtu(dev->gid, ipver);
+  if (!netdev_mtu) {
+    rv = -EADDRNOTAVAIL;
+    goto fail;
+  }
+  dev->mtu = mtu_from_netdev(netdev_mtu);
+  dev->progress = attr->progress;
+  dev->busy_ns = attr->busy_poll_us < 0 ? 0
+                 : attr->busy_poll_us == 0
+                     ? 50000
+                     : (uint64_t)attr->busy_poll_us * 1000;
+  dev->rx_drop = attr->rx_drop;
+  dev->rng = attr->seed;
+  if (!dev->rng &&
+      getrandom(&dev->rng, sizeof(dev->rng), 0) != sizeof(dev->rng))
+    dev->rng = now_ns();
+
+  int n_entropy = attr->n_entropy < 0 ? 0
+                  : attr->n_entropy   ? attr->n_entropy
+                                      : 8;
+  rv = uroce_udp_open(&dev->sock, dev->gid, attr->port ? attr->port : 4791,
+                      n_entropy);
+  if (rv < 0)
+    goto fail;
+
+  struct uroce_eng_cfg cfg = {0};
+  cfg.seed = rnd(&dev->rng);
+  cfg.user = dev;
+  memcpy(cfg.gid, dev->gid, 16);
+  cfg.port_mtu = (uint8_t)dev->mtu;
+  if (!attr->cc || !strcmp(attr->cc, "none")) {
+    cfg.cc = &uroce_cc_noop;
+  } else if (!strcmp(attr->cc, "dcqcn")) {
+    cfg.cc = &uroce_cc_dcqcn;
+  } else {
+    rv = UROCE_ERR_INVALID_ARGUMENT;
+    goto fail;
+  }
+  cfg.max_qp = 4096;
+  cfg.max_mr = 4096;
+  rv = uroce_eng_new(&dev->eng, &cfg);
+  if (rv < 0)
+    goto fail;
+
+  dev->armed = calloc(UROCE_DEV_MAX_CQ, sizeof(*dev->armed));
+  dev->async_fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+  if (!dev->armed || dev->async_fd < 0) {
+    rv = dev->armed ? -errno : -ENOMEM;
+    goto fail;
+  }
+
+  if (attr->pcap) {
+    char err[256];
+    rv = uroce_pcap_open(&dev->pcap, attr->pcap, UROCE_LINK_ETHERNET, err,
+                         sizeof(err));
+    if (rv < 0)
+      goto fail;
+  }
+
+  if (dev->progress == UROCE_PROGRESS_THREAD) {
+    dev->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    dev->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (dev->doorbell < 0 || dev->epfd < 0) {
+      rv = -errno;
+      goto fail;
+    }
+    struct epoll_event ev = {.events = EPOLLIN};
+    ev.data.fd = dev->doorbell;
+    if (epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->doorbell, &ev) < 0) {
+      rv = -errno;
+      goto fail;
+    }
+    ev.data.fd = dev->sock.fd;
+    if (epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->sock.fd, &ev) < 0) {
+      rv = -errno;
+      goto fail;
+    }
+    rv = pthread_create(&dev->thread, 0, progress_thread, dev);
+    if (rv != 0) {
+      rv = -rv;
+      goto fail;
+    }
+    dev->thread_started = true;
+  }
+  *out = dev;
+  return 0;
+fail:
+  uroce_device_close(dev);
+  return rv;
+}
+
+void uroce_device_close(struct uroce_device *dev) {
+  if (!dev)
+    return;
+  if (dev->thread_started) {
+    atomic_store(&dev->stop, true);
+    uint64_t one = 1;
+    if (write(dev->doorbell, &one, sizeof(one)) < 0) {
+      /* saturated: the thread wakes anyway */
+    }
+    pthread_join(dev->thread, 0);
+  }
+  if (dev->eng)
+    uroce_eng_del(dev->eng);
+  if (dev->sock.fd >= 0 || dev->sock.rxbuf)
+    uroce_udp_close(&dev->sock);
+  if (dev->pcap)
+    uroce_pcap_close(dev->pcap);
+  if (dev->epfd >= 0)
+    close(dev->epfd);
+  if (dev->doorbell >= 0)
+    close(dev->doorbell);
+  if (dev->async_fd >= 0)
+    close(dev->async_fd);
+  free(dev->armed);
+  pthread_mutex_destroy(&dev->lock);
+  free(dev);
+}
+
+void uroce_device_get_stats(struct uroce_device *dev,
+                            struct uroce_device_stats *st) {
+  memset(st, 0, sizeof(*st));
+  pthread_mutex_lock(&dev->lock);
+  const struct uroce_eng_stats *e = uroce_eng_stats(dev->eng);
+  const struct uroce_udp_stats *u = &dev->sock.st;
+  st->rx_pkts = u->rx_pkts;
+  st->rx_bytes = u->rx_bytes;
+  st->tx_pkts = u->tx_pkts;
+  st->tx_bytes = u->tx_bytes;
+  st->rx_bad_icrc = dev->rx_bad_icrc;
+  st->rx_malformed = dev->rx_malformed;
+  st->rx_dropped_impair = dev->rx_dropped_impair;
+  for (int i = 0; i < UROCE_DROP_COUNT; i++)
+    st->rx_dropped_engine += e->drops[i];
+  st->retransmits = e->retransmits;
+  st->timeouts = e->timeouts;
+  st->naks_tx = e->naks_tx;
+  st->rnr_naks_tx = e->rnr_naks_tx;
+  st->acks_tx = e->acks_tx;
+  st->cnps_tx = e->cnps_tx;
+  st->cnps_rx = e->cnps_rx;
+  st->ce_rx = e->ce_rx;
+  st->tx_gso_calls = u->tx_gso_calls;
+  st->rx_gro_segs = u->rx_gro_segs;
+  st->tx_eagain = u->tx_eagain;
+  st->wakeups = dev->wakeups;
+  st->doorbells = dev->doorbells;
+  pthread_mutex_unlock(&dev->lock);
+}
+
+void uroce_device_gid(const struct uroce_device *dev, uint8_t gid[16]) {
+  memcpy(gid, dev->gid, 16);
+}
+
+int uroce_device_active_mtu(const struct uroce_device *dev) {
+  return dev->mtu;
+}

@@ -1,0 +1,87 @@
+/* The device's internals, shared by device.c (progress) and verbs.c (the
+ * API calls). Not API. */
+#ifndef UROCE_API_INTERNAL_H
+#define UROCE_API_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "uroce/uroce.h"
+#include "io/udp/sock.h"
+#include "transport/qp.h"
+#include "wire/frame.h"
+#include "wire/pcap.h"
+
+#define UROCE_DEV_RX_MAX 1024
+#define UROCE_DEV_TX_MAX UROCE_UDP_BATCH
+#define UROCE_CHANNEL_EVENTS 1024
+#define UROCE_ASYNC_EVENTS 256
+#define UROCE_DEV_MAX_CQ 4096
+
+struct uroce_comp_channel {
+  struct uroce_device *dev;
+  int fd; /* eventfd (semaphore): one count per queued event */
+  pthread_mutex_t lock;
+  struct dcq *ev[UROCE_CHANNEL_EVENTS];
+  uint32_t ev_head, ev_tail;
+  uint32_t refs; /* CQs using it; device lock */
+  uint64_t lost;
+};
+
+/* The device's state for one CQ (the engine CQ's user pointer). */
+struct dcq {
+  struct uroce_cq *cq;
+  struct uroce_comp_channel *ch;
+  void *context;
+  pthread_mutex_t poll_lock; /* between application threads only */
+  /* Under the device lock: */
+  bool is_armed, solicited_only;
+  uint32_t arm_head;
+  /* Under the channel lock: */
+  uint64_t events, acked;
+};
+
+struct uroce_device {
+  struct uroce_eng *eng;
+  struct uroce_udp_sock sock;
+  pthread_mutex_t lock; /* protects the engine and everything below */
+  int progress;
+  pthread_t thread;
+  bool thread_started;
+  atomic_bool stop;
+  atomic_bool sleeping;
+  int epfd, doorbell;
+  uint64_t busy_ns;
+  int mtu; /* enum uroce_mtu */
+  uint8_t gid[16];
+  struct uroce_pcap *pcap;
+  double rx_drop;
+  uint64_t rng;
+  uint64_t rx_bad_icrc, rx_malformed, rx_dropped_impair;
+  uint64_t wakeups, doorbells;
+  /* Completion notification. */
+  struct dcq **armed;
+  unsigned narmed;
+  unsigned nchannels;
+  /* Asynchronous events. */
+  int async_fd;
+  struct uroce_async_event async[UROCE_ASYNC_EVENTS];
+  uint32_t async_head, async_tail;
+  uint64_t async_lost;
+  /* Packet batches, owned by whoever holds the lock. */
+  struct uroce_udp_rx rx[UROCE_DEV_RX_MAX];
+  struct uroce_tx_pkt tp[UROCE_DEV_TX_MAX];
+  struct uroce_udp_tx tx[UROCE_DEV_TX_MAX];
+  uint8_t zeros[4];
+  uint8_t frame[UROCE_FRAME_HEADROOM + 65536];
+};
+
+/* After verbs calls that give the engine work. */
+void uroce_device_kick(struct uroce_device *dev);
+/* Progress helpers in verbs.c; device lock held. */
+void dev_fire_cq_events(struct uroce_device *dev);
+void dev_move_async_events(struct uroce_device *dev);
+
+#endif

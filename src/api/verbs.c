@@ -1,0 +1,499 @@
+/* The native API's verbs: thread-safe wrappers over the engine. Every call
+ * that changes engine state takes the device lock briefly, then kicks the
+ * progress thread (or, in inline mode, makes progress itself). poll_cq
+ * reads the engine's single-producer completion ring under a per-CQ
+ * consumer lock only, never the device lock. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "api/internal.h"
+#include "uroce/uroce.h"
+
+#define LOCK(d) pthread_mutex_lock(&(d)->lock)
+#define UNLOCK(d) pthread_mutex_unlock(&(d)->lock)
+
+static struct uroce_device *dev_of(struct uroce_eng *eng) {
+  return eng->cfg.user;
+}
+
+/* ---- protection domains ---- */
+
+int uroce_alloc_pd(struct uroce_device *dev, struct uroce_pd **out) {
+  if (!dev || !out)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  LOCK(dev);
+  int rv = uroce_pd_new(dev->eng, out);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_dealloc_pd(struct uroce_pd *pd) {
+  if (!pd)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(pd->eng);
+  LOCK(dev);
+  int rv = uroce_pd_del(pd);
+  UNLOCK(dev);
+  return rv;
+}
+
+/* ---- memory regions ---- */
+
+int uroce_reg_mr(struct uroce_pd *pd, void *addr, size_t length,
+                 uint32_t access, struct uroce_mr **out) {
+  if (!pd || !out)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(pd->eng);
+  LOCK(dev);
+  int rv = uroce_mr_reg(pd, addr, length, access, out);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_dereg_mr(struct uroce_mr *mr) {
+  if (!mr)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  const struct uroce_pd *pd = mr->pd;
+  struct uroce_device *dev = dev_of(pd->eng);
+  LOCK(dev);
+  int rv = uroce_mr_dereg(mr);
+  UNLOCK(dev);
+  return rv;
+}
+
+uint32_t uroce_mr_lkey(const struct uroce_mr *mr) {
+  return mr->lkey;
+}
+uint32_t uroce_mr_rkey(const struct uroce_mr *mr) {
+  return mr->rkey;
+}
+
+/* ---- address handles ---- */
+
+int uroce_create_ah(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
+                    struct uroce_ah **out) {
+  if (!pd || !attr || !out)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(pd->eng);
+  LOCK(dev);
+  int rv = uroce_ah_new(pd, attr, out);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_destroy_ah(struct uroce_ah *ah) {
+  if (!ah)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(ah->pd->eng);
+  LOCK(dev);
+  int rv = uroce_ah_del(ah);
+  UNLOCK(dev);
+  return rv;
+}
+
+/* ---- completion channels ---- */
+
+int uroce_create_comp_channel(struct uroce_device *dev,
+                              struct uroce_comp_channel **out) {
+  if (!dev || !out)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_comp_channel *ch = calloc(1, sizeof(*ch));
+  if (!ch)
+    return -ENOMEM;
+  ch->dev = dev;
+  ch->fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+  if (ch->fd < 0) {
+    int e = errno;
+    free(ch);
+    return -e;
+  }
+  pthread_mutex_init(&ch->lock, 0);
+  LOCK(dev);
+  dev->nchannels++;
+  UNLOCK(dev);
+  *out = ch;
+  return 0;
+}
+
+int uroce_destroy_comp_channel(struct uroce_comp_channel *ch) {
+  if (!ch)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = ch->dev;
+  LOCK(dev);
+  if (ch->refs) {
+    UNLOCK(dev);
+    return UROCE_ERR_BUSY;
+  }
+  dev->nchannels--;
+  UNLOCK(dev);
+  close(ch->fd);
+  pthread_mutex_destroy(&ch->lock);
+  free(ch);
+  return 0;
+}
+
+int uroce_comp_channel_fd(const struct uroce_comp_channel *ch) {
+  return ch->fd;
+}
+
+int uroce_get_cq_event(struct uroce_comp_channel *ch, struct uroce_cq **cq,
+                       void **cq_context) {
+  uint64_t one;
+  if (!ch || !cq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  /* One count per queued event; blocks unless the fd is non-blocking. */
+  if (read(ch->fd, &one, sizeof(one)) != sizeof(one))
+    return -errno;
+  pthread_mutex_lock(&ch->lock);
+  struct dcq *d = ch->ev[ch->ev_tail++ % UROCE_CHANNEL_EVENTS];
+  pthread_mutex_unlock(&ch->lock);
+  *cq = d->cq;
+  if (cq_context)
+    *cq_context = d->context;
+  return 0;
+}
+
+void uroce_ack_cq_events(struct uroce_cq *cq, unsigned n) {
+  struct dcq *d = cq->user;
+  pthread_mutex_lock(&d->ch->lock);
+  d->acked += n;
+  pthread_mutex_unlock(&d->ch->lock);
+}
+
+/* Queues an event for an armed CQ that has a new completion. Device lock
+ * held (called from progress). */
+void dev_fire_cq_events(struct uroce_device *dev) {
+  for (unsigned i = 0; i < dev->narmed;) {
+    struct dcq *d = dev->armed[i];
+    uint32_t head = __atomic_load_n(&d->cq->head, __ATOMIC_ACQUIRE);
+    if (head == d->arm_head && !d->cq->overflow) {
+      i++;
+      continue;
+    }
+    d->is_armed = false;
+    dev->armed[i] = dev->armed[--dev->narmed];
+    struct uroce_comp_channel *ch = d->ch;
+    pthread_mutex_lock(&ch->lock);
+    if (ch->ev_head - ch->ev_tail >= UROCE_CHANNEL_EVENTS) {
+      /* The application re-arms without reading its events: the queue
+       * already wakes it, so this one is dropped and counted. */
+      ch->lost++;
+      pthread_mutex_unlock(&ch->lock);
+      continue;
+    }
+    ch->ev[ch->ev_head++ % UROCE_CHANNEL_EVENTS] = d;
+    d->events++;
+    pthread_mutex_unlock(&ch->lock);
+    uint64_t one = 1;
+    if (write(ch->fd, &one, sizeof(one)) < 0) {
+      /* an eventfd only fails to count past 2^64 - 2 */
+    }
+  }
+}
+
+/* ---- completion queues ---- */
+
+int uroce_create_cq(struct uroce_device *dev, uint32_t cqe,
+                    struct uroce_comp_channel *ch, void *context,
+                    struct uroce_cq **out) {
+  if (!dev || !out || (ch && ch->dev != dev))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct dcq *d = calloc(1, sizeof(*d));
+  if (!d)
+    return -ENOMEM;
+  pthread_mutex_init(&d->poll_lock, 0);
+  d->ch = ch;
+  d->context = context;
+  LOCK(dev);
+  if (ch && ch->refs >= UROCE_CHANNEL_EVENTS) {
+    UNLOCK(dev);
+    free(d);
+    return UROCE_ERR_CAPS;
+  }
+  int rv = uroce_cq_new(dev->eng, cqe, &d->cq);
+  if (rv == 0) {
+    d->cq->user = d;
+    if (ch)
+      ch->refs++;
+    *out = d->cq;
+  }
+  UNLOCK(dev);
+  if (rv < 0) {
+    pthread_mutex_destroy(&d->poll_lock);
+    free(d);
+  }
+  return rv;
+}
+
+int uroce_destroy_cq(struct uroce_cq *cq) {
+  if (!cq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct dcq *d = cq->user;
+  struct uroce_device *dev = dev_of(cq->eng);
+  LOCK(dev);
+  if (d->ch) {
+    pthread_mutex_lock(&d->ch->lock);
+    bool unacked = d->acked != d->events;
+    pthread_mutex_unlock(&d->ch->lock);
+    if (unacked) {
+      UNLOCK(dev);
+      return UROCE_ERR_BUSY; /* ibv: every event must be acked first */
+    }
+  }
+  int rv = uroce_cq_del(cq);
+  if (rv == 0) {
+    if (d->is_armed)
+      for (unsigned i = 0; i < dev->narmed; i++)
+        if (dev->armed[i] == d) {
+          dev->armed[i] = dev->armed[--dev->narmed];
+          break;
+        }
+    if (d->ch)
+      d->ch->refs--;
+  }
+  UNLOCK(dev);
+  if (rv == 0) {
+    pthread_mutex_destroy(&d->poll_lock);
+    free(d);
+  }
+  return rv;
+}
+
+void *uroce_cq_context(const struct uroce_cq *cq) {
+  return ((struct dcq *)cq->user)->context;
+}
+
+int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
+  if (!cq || n < 0 || (n && !wc))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct dcq *d = cq->user;
+  struct uroce_device *dev = dev_of(cq->eng);
+  pthread_mutex_lock(&d->poll_lock);
+  int rv = uroce_cq_poll(cq, n, wc);
+  pthread_mutex_unlock(&d->poll_lock);
+  if (rv == 0 && dev->progress == UROCE_PROGRESS_INLINE) {
+    uroce_device_progress(dev);
+    pthread_mutex_lock(&d->poll_lock);
+    rv = uroce_cq_poll(cq, n, wc);
+    pthread_mutex_unlock(&d->poll_lock);
+  }
+  return rv;
+}
+
+int uroce_req_notify_cq(struct uroce_cq *cq, int solicited_only) {
+  if (!cq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct dcq *d = cq->user;
+  if (!d->ch)
+    return UROCE_ERR_INVALID_ARGUMENT; /* no channel to notify */
+  struct uroce_device *dev = dev_of(cq->eng);
+  LOCK(dev);
+  if (!d->is_armed && dev->narmed < UROCE_DEV_MAX_CQ) {
+    /* An event fires for the first completion added after this call;
+     * completions already in the ring do not count (ibv semantics). */
+    d->arm_head = __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE);
+    d->is_armed = true;
+    d->solicited_only = solicited_only != 0;
+    dev->armed[dev->narmed++] = d;
+  }
+  UNLOCK(dev);
+  return 0;
+}
+
+/* ---- shared receive queues ---- */
+
+int uroce_create_srq(struct uroce_pd *pd, const struct uroce_srq_attr *attr,
+                     struct uroce_srq **out) {
+  if (!pd || !attr || !out)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(pd->eng);
+  LOCK(dev);
+  int rv = uroce_srq_new(pd, attr, out);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_modify_srq(struct uroce_srq *srq, const struct uroce_srq_attr *attr,
+                     int mask) {
+  if (!srq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(srq->eng);
+  LOCK(dev);
+  int rv = uroce_srq_modify(srq, attr, mask);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_query_srq(struct uroce_srq *srq, struct uroce_srq_attr *attr) {
+  if (!srq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(srq->eng);
+  LOCK(dev);
+  int rv = uroce_srq_query(srq, attr);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_destroy_srq(struct uroce_srq *srq) {
+  if (!srq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(srq->eng);
+  LOCK(dev);
+  int rv = uroce_srq_del(srq);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_post_srq_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
+                        struct uroce_recv_wr **bad) {
+  if (!srq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(srq->eng);
+  LOCK(dev);
+  int rv = uroce_srq_post_recv(srq, wr, bad);
+  UNLOCK(dev);
+  uroce_device_kick(dev); /* an RNR-waiting sender may now proceed */
+  return rv;
+}
+
+/* ---- queue pairs ---- */
+
+int uroce_create_qp(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
+                    struct uroce_qp **out) {
+  if (!pd || !attr || !out)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(pd->eng);
+  LOCK(dev);
+  int rv = uroce_qp_new(pd, attr, out);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_destroy_qp(struct uroce_qp *qp) {
+  if (!qp)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(qp->eng);
+  LOCK(dev);
+  int rv = uroce_qp_del(qp);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_modify_qp(struct uroce_qp *qp, const struct uroce_qp_attr *attr,
+                    int mask) {
+  if (!qp || !attr)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(qp->eng);
+  LOCK(dev);
+  int rv = uroce_qp_modify(qp, attr, mask);
+  UNLOCK(dev);
+  uroce_device_kick(dev); /* e.g. to ERR: flushed completions to deliver */
+  return rv;
+}
+
+int uroce_query_qp(struct uroce_qp *qp, struct uroce_qp_attr *attr,
+                   struct uroce_qp_init_attr *init) {
+  if (!qp)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(qp->eng);
+  LOCK(dev);
+  int rv = uroce_qp_query(qp, attr, init);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
+                    struct uroce_send_wr **bad) {
+  if (!qp)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(qp->eng);
+  LOCK(dev);
+  int rv = uroce_qp_post_send(qp, wr, bad);
+  UNLOCK(dev);
+  uroce_device_kick(dev);
+  return rv;
+}
+
+int uroce_post_recv(struct uroce_qp *qp, struct uroce_recv_wr *wr,
+                    struct uroce_recv_wr **bad) {
+  if (!qp)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(qp->eng);
+  LOCK(dev);
+  int rv = uroce_qp_post_recv(qp, wr, bad);
+  UNLOCK(dev);
+  uroce_device_kick(dev);
+  return rv;
+}
+
+/* ---- asynchronous events ---- */
+
+int uroce_async_fd(const struct uroce_device *dev) {
+  return dev->async_fd;
+}
+
+int uroce_get_async_event(struct uroce_device *dev,
+                          struct uroce_async_event *ev) {
+  uint64_t one;
+  if (!dev || !ev)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (read(dev->async_fd, &one, sizeof(one)) != sizeof(one))
+    return -errno;
+  LOCK(dev);
+  *ev = dev->async[dev->async_tail++ % UROCE_ASYNC_EVENTS];
+  UNLOCK(dev);
+  return 0;
+}
+
+/* Moves the engine's async events to the device's queue. Lock held. */
+void dev_move_async_events(struct uroce_device *dev) {
+  struct uroce_async_event ev;
+  while (uroce_eng_get_async_event(dev->eng, &ev) == 1) {
+    if (dev->async_head - dev->async_tail >= UROCE_ASYNC_EVENTS) {
+      dev->async_lost++;
+      continue;
+    }
+    dev->async[dev->async_head++ % UROCE_ASYNC_EVENTS] = ev;
+    uint64_t one = 1;
+    if (write(dev->async_fd, &one, sizeof(one)) < 0) {
+      /* cannot overflow: bounded by the ring */
+    }
+  }
+}
+
+const char *uroce_wc_status_str(uint32_t status) {
+  switch (status) {
+  case UROCE_WC_SUCCESS:
+    return "success";
+  case UROCE_WC_LOC_LEN_ERR:
+    return "local length error";
+  case UROCE_WC_LOC_QP_OP_ERR:
+    return "local QP operation error";
+  case UROCE_WC_LOC_PROT_ERR:
+    return "local protection error";
+  case UROCE_WC_WR_FLUSH_ERR:
+    return "work request flushed";
+  case UROCE_WC_BAD_RESP_ERR:
+    return "bad response";
+  case UROCE_WC_LOC_ACCESS_ERR:
+    return "local access error";
+  case UROCE_WC_REM_INV_REQ_ERR:
+    return "remote invalid request";
+  case UROCE_WC_REM_ACCESS_ERR:
+    return "remote access error";
+  case UROCE_WC_REM_OP_ERR:
+    return "remote operational error";
+  case UROCE_WC_RETRY_EXC_ERR:
+    return "transport retry counter exceeded";
+  case UROCE_WC_RNR_RETRY_EXC_ERR:
+    return "RNR retry counter exceeded";
+  case UROCE_WC_FATAL_ERR:
+    return "fatal error";
+  case UROCE_WC_GENERAL_ERR:
+    return "general error";
+  }
+  return "unknown status";
+}

@@ -1,0 +1,267 @@
+/* The native API over real UDP: two devices in one process on two
+ * loopback addresses, each with its progress thread, move data with every
+ * RC operation and check it; completion channels are file descriptors;
+ * the responder needs no calls from its application. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uroce/uroce.h"
+#include "t.h"
+#include "uroce/uroce.h"
+
+struct side {
+  struct uroce_device *dev;
+  struct uroce_pd *pd;
+  struct uroce_cq *cq;
+  struct uroce_comp_channel *ch;
+  struct uroce_qp *qp;
+  struct uroce_mr *mr;
+  uint8_t *buf;
+  size_t len;
+};
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int open_side(struct side *s, const char *addr, int progress,
+                     size_t len) {
+  struct uroce_device_attr a = {.addr = addr, .progress = progress};
+  int rv = uroce_device_open(&s->dev, &a);
+  if (rv < 0)
+    return rv;
+  CHECK_EQ(uroce_alloc_pd(s->dev, &s->pd), 0);
+  CHECK_EQ(uroce_create_comp_channel(s->dev, &s->ch), 0);
+  CHECK_EQ(uroce_create_cq(s->dev, 256, s->ch, s, &s->cq), 0);
+  s->len = len;
+  s->buf = calloc(1, len);
+  CHECK_EQ(uroce_reg_mr(s->pd, s->buf, len,
+                        UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE |
+                            UROCE_ACCESS_REMOTE_READ |
+                            UROCE_ACCESS_REMOTE_ATOMIC,
+                        &s->mr),
+           0);
+  struct uroce_qp_init_attr ia = {
+      .send_cq = s->cq, .recv_cq = s->cq, .qp_type = UROCE_QPT_RC};
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = 64;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 2;
+  ia.cap.max_inline_data = 64;
+  CHECK_EQ(uroce_create_qp(s->pd, &ia, &s->qp), 0);
+  return 0;
+}
+
+static void connect_qp(struct side *s, struct side *peer) {
+  struct uroce_qp_attr a = {0};
+  a.qp_state = UROCE_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_READ |
+                      UROCE_ACCESS_REMOTE_ATOMIC;
+  CHECK_EQ(uroce_modify_qp(s->qp, &a,
+                           UROCE_QP_STATE | UROCE_QP_PKEY_INDEX |
+                               UROCE_QP_PORT | UROCE_QP_ACCESS_FLAGS),
+           0);
+  memset(&a, 0, sizeof(a));
+  a.qp_state = UROCE_QPS_RTR;
+  a.path_mtu = UROCE_MTU_1024;
+  a.dest_qp_num = uroce_qp_num(peer->qp);
+  a.rq_psn = 1000;
+  a.max_dest_rd_atomic = 4;
+  a.min_rnr_timer = 1;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.hop_limit = 64;
+  uroce_device_gid(peer->dev, a.ah_attr.dgid);
+  CHECK_EQ(uroce_modify_qp(s->qp, &a,
+                           UROCE_QP_STATE | UROCE_QP_AV | UROCE_QP_PATH_MTU |
+                               UROCE_QP_DEST_QPN | UROCE_QP_RQ_PSN |
+                               UROCE_QP_MAX_DEST_RD_ATOMIC |
+                               UROCE_QP_MIN_RNR_TIMER),
+           0);
+  memset(&a, 0, sizeof(a));
+  a.qp_state = UROCE_QPS_RTS;
+  a.sq_psn = 1000;
+  a.timeout = 10;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 4;
+  CHECK_EQ(uroce_modify_qp(s->qp, &a,
+                           UROCE_QP_STATE | UROCE_QP_SQ_PSN | UROCE_QP_TIMEOUT |
+                               UROCE_QP_RETRY_CNT | UROCE_QP_RNR_RETRY |
+                               UROCE_QP_MAX_QP_RD_ATOMIC),
+           0);
+}
+
+static void close_side(struct side *s) {
+  if (!s->dev)
+    return;
+  CHECK_EQ(uroce_destroy_qp(s->qp), 0);
+  CHECK_EQ(uroce_dereg_mr(s->mr), 0);
+  CHECK_EQ(uroce_destroy_cq(s->cq), 0);
+  CHECK_EQ(uroce_destroy_comp_channel(s->ch), 0);
+  CHECK_EQ(uroce_dealloc_pd(s->pd), 0);
+  uroce_device_close(s->dev);
+  free(s->buf);
+  memset(s, 0, sizeof(*s));
+}
+
+/* Waits up to 5 s for one completion. */
+static int wait_wc(struct side *s, struct uroce_wc *wc) {
+  uint64_t end = now_ms() + 5000;
+  while (now_ms() < end) {
+    int n = uroce_poll_cq(s->cq, 1, wc);
+    if (n != 0)
+      return n;
+  }
+  return 0;
+}
+
+static struct uroce_send_wr wr_of(struct side *s, uint32_t opcode,
+                                  struct uroce_sge *sge, uint64_t local_off,
+                                  uint32_t len, struct side *peer,
+                                  uint64_t remote_off) {
+  struct uroce_send_wr wr = {0};
+  sge->addr = (uint64_t)(uintptr_t)(s->buf + local_off);
+  sge->length = len;
+  sge->lkey = uroce_mr_lkey(s->mr);
+  wr.sg_list = sge;
+  wr.num_sge = 1;
+  wr.opcode = opcode;
+  wr.send_flags = UROCE_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)(peer->buf + remote_off);
+  wr.wr.rdma.rkey = uroce_mr_rkey(peer->mr);
+  return wr;
+}
+
+static void run_ops(int progress_a, int progress_b) {
+  struct side a = {0}, b = {0};
+  size_t len = 1 << 20;
+  CHECK_EQ(open_side(&a, "127.0.0.21", progress_a, len), 0);
+  CHECK_EQ(open_side(&b, "127.0.0.22", progress_b, len), 0);
+  if (!a.dev || !b.dev)
+    goto out;
+  connect_qp(&a, &b);
+  connect_qp(&b, &a);
+  for (size_t i = 0; i < len; i++)
+    a.buf[i] = (uint8_t)(i * 13 + 1);
+
+  struct uroce_sge sge;
+  struct uroce_send_wr *bad;
+  struct uroce_wc wc;
+  /* RDMA WRITE of 300 KB: b's application makes no call. */
+  struct uroce_send_wr wr =
+      wr_of(&a, UROCE_WR_RDMA_WRITE, &sge, 0, 300000, &b, 4096);
+  CHECK_EQ(uroce_post_send(a.qp, &wr, &bad), 0);
+  CHECK_EQ(wait_wc(&a, &wc), 1);
+  CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+  CHECK_EQ(wc.opcode, UROCE_WC_RDMA_WRITE);
+  CHECK(memcmp(b.buf + 4096, a.buf, 300000) == 0);
+
+  /* RDMA READ back 200 KB into another part of a's buffer. */
+  wr = wr_of(&a, UROCE_WR_RDMA_READ, &sge, 600000, 200000, &b, 4096);
+  CHECK_EQ(uroce_post_send(a.qp, &wr, &bad), 0);
+  CHECK_EQ(wait_wc(&a, &wc), 1);
+  CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+  CHECK_EQ(wc.opcode, UROCE_WC_RDMA_READ);
+  CHECK_EQ(wc.byte_len, 200000);
+  CHECK(memcmp(a.buf + 600000, a.buf, 200000) == 0);
+
+  /* Fetch-and-add and compare-and-swap on b's memory. */
+  uint64_t v = 40;
+  memcpy(b.buf + 8, &v, 8);
+  wr = wr_of(&a, UROCE_WR_ATOMIC_FETCH_AND_ADD, &sge, 900000, 8, &b, 0);
+  wr.wr.atomic.remote_addr = (uint64_t)(uintptr_t)(b.buf + 8);
+  wr.wr.atomic.rkey = uroce_mr_rkey(b.mr);
+  wr.wr.atomic.compare_add = 2;
+  CHECK_EQ(uroce_post_send(a.qp, &wr, &bad), 0);
+  CHECK_EQ(wait_wc(&a, &wc), 1);
+  CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+  memcpy(&v, a.buf + 900000, 8);
+  CHECK_EQ(v, 40);
+  memcpy(&v, b.buf + 8, 8);
+  CHECK_EQ(v, 42);
+
+  /* SEND with immediate into a posted receive, with a completion event
+   * on b's channel fd. */
+  struct uroce_sge rsge = {(uint64_t)(uintptr_t)(b.buf + 800000), 100000,
+                           uroce_mr_lkey(b.mr)};
+  struct uroce_recv_wr rwr = {.wr_id = 77, .sg_list = &rsge, .num_sge = 1},
+                       *rbad;
+  CHECK_EQ(uroce_post_recv(b.qp, &rwr, &rbad), 0);
+  CHECK_EQ(uroce_req_notify_cq(b.cq, 0), 0);
+  wr = wr_of(&a, UROCE_WR_SEND_WITH_IMM, &sge, 1000, 5000, &b, 0);
+  wr.imm_data = 0x12345678;
+  CHECK_EQ(uroce_post_send(a.qp, &wr, &bad), 0);
+  struct pollfd pfd = {.fd = uroce_comp_channel_fd(b.ch), .events = POLLIN};
+  CHECK_EQ(poll(&pfd, 1, 5000), 1);
+  struct uroce_cq *evcq = 0;
+  void *ctx = 0;
+  CHECK_EQ(uroce_get_cq_event(b.ch, &evcq, &ctx), 0);
+  CHECK(evcq == b.cq);
+  CHECK(ctx == &b);
+  uroce_ack_cq_events(b.cq, 1);
+  CHECK_EQ(wait_wc(&b, &wc), 1);
+  CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+  CHECK_EQ(wc.opcode, UROCE_WC_RECV);
+  CHECK_EQ(wc.wr_id, 77);
+  CHECK_EQ(wc.byte_len, 5000);
+  CHECK_EQ(wc.imm_data, 0x12345678);
+  CHECK(wc.wc_flags & UROCE_WC_WITH_IMM);
+  CHECK(memcmp(b.buf + 800000, a.buf + 1000, 5000) == 0);
+  CHECK_EQ(wait_wc(&a, &wc), 1);
+  CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+
+  /* Bad rkey: remote access error on the requester. */
+  wr = wr_of(&a, UROCE_WR_RDMA_WRITE, &sge, 0, 100, &b, 0);
+  wr.wr.rdma.rkey ^= 0x5A5A;
+  CHECK_EQ(uroce_post_send(a.qp, &wr, &bad), 0);
+  CHECK_EQ(wait_wc(&a, &wc), 1);
+  CHECK_EQ(wc.status, UROCE_WC_REM_ACCESS_ERR);
+
+  struct uroce_device_stats st;
+  uroce_device_get_stats(b.dev, &st);
+  CHECK_EQ(st.rx_bad_icrc, 0);
+  CHECK(st.rx_pkts > 300);
+out:
+  close_side(&a);
+  close_side(&b);
+}
+
+static void test_thread(void) {
+  run_ops(UROCE_PROGRESS_THREAD, UROCE_PROGRESS_THREAD);
+}
+
+/* The requester without a thread: its progress happens inside poll_cq
+ * (and post_send). The responder keeps its thread: its application only
+ * calls in for the SEND's receive completion. */
+static void test_inline(void) {
+  run_ops(UROCE_PROGRESS_INLINE, UROCE_PROGRESS_THREAD);
+}
+
+static void test_bad_args(void) {
+  struct uroce_device *d;
+  struct uroce_device_attr a = {.addr = "not-an-address"};
+  CHECK_EQ(uroce_device_open(&d, &a), UROCE_ERR_INVALID_ARGUMENT);
+  a.addr = "192.0.2.77"; /* not on this host */
+  CHECK_EQ(uroce_device_open(&d, &a), -EADDRNOTAVAIL);
+  a.addr = "127.0.0.23";
+  CHECK_EQ(uroce_device_open(&d, &a), 0);
+  struct uroce_device *d2;
+  CHECK_EQ(uroce_device_open(&d2, &a), -EADDRINUSE);
+  struct uroce_cq *cq;
+  CHECK_EQ(uroce_create_cq(d, 16, 0, 0, &cq), 0);
+  CHECK_EQ(uroce_req_notify_cq(cq, 0), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_destroy_cq(cq), 0);
+  uroce_device_close(d);
+}
+
+int main(void) {
+  T_RUN(test_thread);
+  T_RUN(test_inline);
+  T_RUN(test_bad_args);
+  return T_DONE();
+}
