@@ -1,0 +1,327 @@
+/* uroce collectives: allreduce, reduce-scatter, allgather, broadcast, reduce
+ * and all-to-all over RDMA WRITE with immediate.
+ *
+ * A communicator is built on a small transport interface
+ * (uroce_coll_transport) that the native API over UDP, the simulator and the
+ * in-memory test fabric implement. Every collective is a non-blocking
+ * progress machine: *_start() builds a schedule and returns a request;
+ * uroce_coll_test() polls the transport and advances the schedule;
+ * uroce_coll_wait() calls test() until the request completes or a timeout.
+ * Nothing here starts a thread.
+ *
+ * Functions return 0 (or a non-negative value) on success and a negative
+ * error: one of UROCE_COLL_ERR_* below, a UROCE_ERR_* from uroce.h, or a
+ * negated errno. uroce_coll_strerror() names any of them; after a failed
+ * collective uroce_coll_errmsg() says what happened and which rank. */
+#ifndef UROCE_COLL_H
+#define UROCE_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "uroce/uroce.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* -1300..-1399: collectives. */
+enum uroce_coll_error {
+  UROCE_COLL_ERR_PEER_TIMEOUT = -1301,  /* a peer made no progress within the
+                                           communicator's timeout */
+  UROCE_COLL_ERR_PEER_FAILED = -1302,   /* the transport reported an error
+                                           completion for a peer */
+  UROCE_COLL_ERR_ABORTED = -1303,       /* another rank aborted the collective
+                                           after it saw a peer fail */
+  UROCE_COLL_ERR_COMM_FAILED = -1304,   /* the communicator failed earlier and
+                                           can no longer be used */
+  UROCE_COLL_ERR_TIMEOUT = -1305,       /* uroce_coll_wait()'s own timeout
+                                           passed; the request is still live */
+  UROCE_COLL_ERR_MISMATCH = -1306,      /* a peer sent data that does not fit
+                                           this rank's schedule (ranks called
+                                           different collectives or counts) */
+  UROCE_COLL_ERR_NOT_CONNECTED = -1307, /* comm_connect() was not called */
+  UROCE_COLL_ERR_BOOTSTRAP = -1308,     /* bootstrap environment or rendezvous
+                                           is missing or inconsistent */
+};
+
+/* Returned by uroce_coll_test() while a request is still running. */
+#define UROCE_COLL_INPROGRESS 1
+
+typedef enum uroce_coll_dtype {
+  UROCE_COLL_FLOAT32 = 0,
+  UROCE_COLL_FLOAT16, /* IEEE 754 binary16 */
+  UROCE_COLL_BFLOAT16,
+  UROCE_COLL_INT32,
+  UROCE_COLL_INT64,
+  UROCE_COLL_FLOAT64,
+  UROCE_COLL_DTYPE_COUNT
+} uroce_coll_dtype;
+
+typedef enum uroce_coll_op {
+  UROCE_COLL_SUM = 0,
+  UROCE_COLL_PROD,
+  UROCE_COLL_MIN, /* NaN in any input gives NaN */
+  UROCE_COLL_MAX, /* NaN in any input gives NaN */
+  UROCE_COLL_OP_COUNT
+} uroce_coll_op;
+
+typedef enum uroce_coll_algo {
+  UROCE_COLL_ALGO_AUTO = 0,
+  UROCE_COLL_ALGO_RING, /* ring; a pipelined chain for broadcast and reduce */
+  UROCE_COLL_ALGO_TREE, /* double binary tree: allreduce, broadcast, reduce */
+  UROCE_COLL_ALGO_RHD,  /* recursive halving/doubling: allreduce
+                           (Rabenseifner), reduce-scatter, allgather */
+  UROCE_COLL_ALGO_PAIRWISE, /* pairwise exchange: all-to-all */
+  UROCE_COLL_ALGO_COUNT
+} uroce_coll_algo;
+
+typedef enum uroce_coll_kind {
+  UROCE_COLL_ALLREDUCE = 0,
+  UROCE_COLL_REDUCE_SCATTER,
+  UROCE_COLL_ALLGATHER,
+  UROCE_COLL_BROADCAST,
+  UROCE_COLL_REDUCE,
+  UROCE_COLL_ALLTOALL,
+  UROCE_COLL_KIND_COUNT
+} uroce_coll_kind;
+
+/* ---- transport interface ------------------------------------------------
+ *
+ * One reliable connection (an RC QP) to every other rank, a memory
+ * registration call, RDMA WRITE with immediate, and one completion queue for
+ * everything. Maps 1:1 onto verbs: reg_mr = ibv_reg_mr with LOCAL_WRITE and
+ * REMOTE_WRITE; post_write_imm = ibv_post_send of IBV_WR_RDMA_WRITE_WITH_IMM,
+ * signaled; poll = ibv_poll_cq on one CQ shared by all QPs' send and receive
+ * sides, with the binding reposting receive WQEs (write-with-imm consumes one
+ * at the target; the collectives have at most 2 * slots + 1 of them
+ * outstanding per connection and direction). Arrivals need not be ordered:
+ * the collectives match them by header, not by order. */
+
+typedef struct uroce_coll_mr {
+  void *addr;
+  size_t length;
+  uint64_t remote_addr; /* what a peer passes as remote_addr to reach addr */
+  uint32_t lkey;
+  uint32_t rkey;
+  void *handle; /* the binding's own object (an ibv_mr, ...) */
+} uroce_coll_mr;
+
+enum uroce_coll_cqe_kind {
+  UROCE_COLL_CQE_WRITE_DONE = 1, /* a post_write_imm of this rank finished */
+  UROCE_COLL_CQE_RECV_IMM = 2,   /* a peer's write with immediate landed */
+};
+
+typedef struct uroce_coll_cqe {
+  uint64_t wr_id;    /* WRITE_DONE: the wr_id given to post_write_imm */
+  uint32_t imm;      /* RECV_IMM: the immediate (host order) */
+  uint32_t byte_len; /* RECV_IMM: bytes written */
+  int32_t peer;      /* the other rank */
+  int16_t kind;      /* enum uroce_coll_cqe_kind */
+  int16_t status;    /* 0, or negative: the connection to peer failed
+                        (retry exceeded, flushed) */
+} uroce_coll_cqe;
+
+typedef struct uroce_coll_transport {
+  void *ctx;
+  int rank;
+  int size;
+  /* Register [addr, addr+len) for local access and remote write. 0 or a
+   * negative error. */
+  int (*reg_mr)(void *ctx, void *addr, size_t len, uroce_coll_mr *mr);
+  void (*dereg_mr)(void *ctx, uroce_coll_mr *mr);
+  /* RDMA WRITE of len bytes at mr->addr + offset to remote_addr/rkey of
+   * peer, with immediate imm. len may be 0 (then mr may be NULL): a pure
+   * notification. Always signaled: one WRITE_DONE with wr_id follows. 0,
+   * UROCE_ERR_QUEUE_FULL (try again later) or another negative error. */
+  int (*post_write_imm)(void *ctx, int peer, const uroce_coll_mr *mr,
+                        size_t offset, size_t len, uint64_t remote_addr,
+                        uint32_t rkey, uint32_t imm, uint64_t wr_id);
+  /* Up to max completions into cqes; returns how many (0 if none) or a
+   * negative error. Never blocks. */
+  int (*poll)(void *ctx, uroce_coll_cqe *cqes, int max);
+  /* Monotonic time in nanoseconds (virtual in the simulator). */
+  uint64_t (*now_ns)(void *ctx);
+} uroce_coll_transport;
+
+/* ---- communicator ------------------------------------------------------- */
+
+typedef struct uroce_coll_config {
+  size_t chunk_bytes;   /* payload per RDMA WRITE; default 64 KiB */
+  int slots;            /* staging slots per peer (credits); default 8 */
+  uint64_t timeout_ns;  /* no progress this long fails a collective with
+                           PEER_TIMEOUT; default 30 s; env
+                           UROCE_COLL_TIMEOUT_MS overrides */
+  uroce_coll_algo algo; /* AUTO by default; env UROCE_COLL_ALGO
+                           (ring|tree|rhd|pairwise|auto) overrides AUTO */
+} uroce_coll_config;
+
+typedef struct uroce_coll_comm uroce_coll_comm;
+typedef struct uroce_coll_req uroce_coll_req;
+
+/* Defaults for every field. */
+UROCE_EXPORT void uroce_coll_config_init(uroce_coll_config *cfg);
+
+/* Create a communicator over tp (copied; tp->ctx must outlive the comm) and
+ * register its staging memory. cfg may be NULL for defaults. Then exchange
+ * every rank's uroce_coll_comm_info() blob (e.g. with
+ * uroce_coll_rendezvous()) and call uroce_coll_comm_connect().
+ * Returns 0, UROCE_ERR_INVALID_ARGUMENT, -ENOMEM or reg_mr's error. */
+UROCE_EXPORT int uroce_coll_comm_new(const uroce_coll_transport *tp,
+                                     const uroce_coll_config *cfg,
+                                     uroce_coll_comm **out);
+/* Drains outstanding write completions briefly, then frees everything. */
+UROCE_EXPORT void uroce_coll_comm_del(uroce_coll_comm *comm);
+
+/* Size of the blob that describes this rank's staging memory. */
+UROCE_EXPORT size_t uroce_coll_comm_info_size(void);
+/* Write this rank's blob. Returns its size or UROCE_ERR_NOBUF. */
+UROCE_EXPORT int uroce_coll_comm_info(const uroce_coll_comm *comm, void *blob,
+                                      size_t len);
+/* blobs: size * info_size bytes, rank order. Returns 0,
+ * UROCE_ERR_INVALID_ARGUMENT or UROCE_COLL_ERR_MISMATCH (a blob names the
+ * wrong rank or a different slot geometry). */
+UROCE_EXPORT int uroce_coll_comm_connect(uroce_coll_comm *comm,
+                                         const void *blobs, size_t len);
+
+UROCE_EXPORT int uroce_coll_comm_rank(const uroce_coll_comm *comm);
+UROCE_EXPORT int uroce_coll_comm_size(const uroce_coll_comm *comm);
+/* The algorithm used when a collective is started with AUTO. */
+UROCE_EXPORT void uroce_coll_comm_set_algo(uroce_coll_comm *comm,
+                                           uroce_coll_algo algo);
+/* What AUTO picks for this collective, size in bytes and this comm. */
+UROCE_EXPORT uroce_coll_algo uroce_coll_choose_algo(const uroce_coll_comm *comm,
+                                                    uroce_coll_kind kind,
+                                                    size_t bytes);
+/* The last failure, in words, naming the rank involved ("" if none). */
+UROCE_EXPORT const char *uroce_coll_errmsg(const uroce_coll_comm *comm);
+
+/* ---- collectives ---------------------------------------------------------
+ *
+ * One collective at a time per communicator: a start while another request
+ * is running returns UROCE_ERR_BUSY. Buffers must stay valid until the
+ * request completes. Counts are in elements. In-place works as in NCCL:
+ * sendbuf == recvbuf for allreduce, broadcast, reduce and all-to-all;
+ * recvbuf == sendbuf + rank * recvcount for reduce-scatter; sendbuf ==
+ * recvbuf + rank * sendcount for allgather. Start returns 0,
+ * UROCE_ERR_INVALID_ARGUMENT, UROCE_ERR_BUSY, UROCE_COLL_ERR_NOT_CONNECTED,
+ * UROCE_COLL_ERR_COMM_FAILED or -ENOMEM. */
+
+/* recvbuf[count] = op over ranks of sendbuf[count]. */
+UROCE_EXPORT int uroce_coll_allreduce_start(uroce_coll_comm *comm,
+                                            const void *sendbuf, void *recvbuf,
+                                            size_t count, uroce_coll_dtype dt,
+                                            uroce_coll_op op,
+                                            uroce_coll_req **req);
+/* sendbuf[size * recvcount]; rank r gets block r of the reduction. */
+UROCE_EXPORT int uroce_coll_reduce_scatter_start(
+    uroce_coll_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+    uroce_coll_dtype dt, uroce_coll_op op, uroce_coll_req **req);
+/* recvbuf[size * sendcount]; block r is rank r's sendbuf. */
+UROCE_EXPORT int uroce_coll_allgather_start(uroce_coll_comm *comm,
+                                            const void *sendbuf, void *recvbuf,
+                                            size_t sendcount,
+                                            uroce_coll_dtype dt,
+                                            uroce_coll_req **req);
+/* Every recvbuf[count] = root's sendbuf (read only at root). */
+UROCE_EXPORT int uroce_coll_broadcast_start(uroce_coll_comm *comm,
+                                            const void *sendbuf, void *recvbuf,
+                                            size_t count, uroce_coll_dtype dt,
+                                            int root, uroce_coll_req **req);
+/* root's recvbuf[count] = op over ranks (recvbuf unused elsewhere). */
+UROCE_EXPORT int uroce_coll_reduce_start(uroce_coll_comm *comm,
+                                         const void *sendbuf, void *recvbuf,
+                                         size_t count, uroce_coll_dtype dt,
+                                         uroce_coll_op op, int root,
+                                         uroce_coll_req **req);
+/* sendbuf and recvbuf hold size blocks of count: block j of rank i's
+ * sendbuf becomes block i of rank j's recvbuf. */
+UROCE_EXPORT int uroce_coll_alltoall_start(uroce_coll_comm *comm,
+                                           const void *sendbuf, void *recvbuf,
+                                           size_t count, uroce_coll_dtype dt,
+                                           uroce_coll_req **req);
+
+/* Start with an explicit algorithm (AUTO = the comm's choice). An algorithm
+ * that does not implement the collective falls back to AUTO's choice. */
+UROCE_EXPORT int uroce_coll_start(uroce_coll_comm *comm, uroce_coll_kind kind,
+                                  const void *sendbuf, void *recvbuf,
+                                  size_t count, uroce_coll_dtype dt,
+                                  uroce_coll_op op, int root,
+                                  uroce_coll_algo algo, uroce_coll_req **req);
+
+/* Advance: 0 when done, UROCE_COLL_INPROGRESS, or the collective's error
+ * (PEER_TIMEOUT, PEER_FAILED, ABORTED, MISMATCH); after an error the
+ * communicator is failed. */
+UROCE_EXPORT int uroce_coll_test(uroce_coll_req *req);
+/* test() until done, failed, or timeout_ns passed (then
+ * UROCE_COLL_ERR_TIMEOUT; the request stays live). */
+UROCE_EXPORT int uroce_coll_wait(uroce_coll_req *req, uint64_t timeout_ns);
+/* The algorithm a request runs. */
+UROCE_EXPORT uroce_coll_algo uroce_coll_req_algo(const uroce_coll_req *req);
+
+/* ---- reductions, types, names ------------------------------------------- */
+
+UROCE_EXPORT size_t uroce_coll_dtype_size(uroce_coll_dtype dt);
+/* dst[i] = dst[i] op src[i] for n elements (vectorised; AVX2/F16C when the
+ * CPU has them). */
+UROCE_EXPORT void uroce_coll_reduce_local(void *dst, const void *src, size_t n,
+                                          uroce_coll_dtype dt,
+                                          uroce_coll_op op);
+/* Which reduction kernels run: "avx2+f16c" or "generic". */
+UROCE_EXPORT const char *uroce_coll_reduce_impl(void);
+/* Force the generic kernels (1) or allow the CPU-specific ones (0). */
+UROCE_EXPORT void uroce_coll_reduce_force_generic(int on);
+UROCE_EXPORT float uroce_coll_f16_to_f32(uint16_t h);
+UROCE_EXPORT uint16_t uroce_coll_f32_to_f16(float f); /* nearest even */
+UROCE_EXPORT float uroce_coll_bf16_to_f32(uint16_t h);
+UROCE_EXPORT uint16_t uroce_coll_f32_to_bf16(float f); /* nearest even */
+
+UROCE_EXPORT const char *uroce_coll_dtype_name(uroce_coll_dtype dt);
+UROCE_EXPORT const char *uroce_coll_op_name(uroce_coll_op op);
+UROCE_EXPORT const char *uroce_coll_algo_name(uroce_coll_algo algo);
+UROCE_EXPORT const char *uroce_coll_kind_name(uroce_coll_kind kind);
+/* "ring" -> UROCE_COLL_ALGO_RING, ...; -1 if unknown. */
+UROCE_EXPORT int uroce_coll_algo_parse(const char *name);
+/* Names UROCE_COLL_ERR_* and falls back to uroce_strerror(). */
+UROCE_EXPORT const char *uroce_coll_strerror(int err);
+
+/* ---- bootstrap ------------------------------------------------------------
+ *
+ * Rank, size and the rendezvous address from a launcher's environment:
+ * torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), Open
+ * MPI (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK), MPICH/Hydra and Intel MPI
+ * (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID), Slurm (SLURM_PROCID,
+ * SLURM_NTASKS, SLURM_LOCALID). UROCE_RANK/UROCE_SIZE win over all;
+ * UROCE_MASTER_ADDR/UROCE_MASTER_PORT over MASTER_ADDR/MASTER_PORT. */
+
+typedef struct uroce_coll_env {
+  int rank;
+  int size;
+  int local_rank; /* -1 if the launcher does not say */
+  char master_addr[256];
+  uint16_t master_port;
+  const char *launcher; /* "uroce", "torchrun", "openmpi", "pmi", "slurm" */
+} uroce_coll_env;
+
+/* getenv_fn(ctx, name) returns the variable or NULL (NULL getenv_fn: the
+ * process environment). Returns 0 or UROCE_COLL_ERR_BOOTSTRAP (no rank/size,
+ * rank out of range, bad number, no master address or port). */
+UROCE_EXPORT int uroce_coll_env_parse(const char *(*getenv_fn)(void *ctx,
+                                                               const char *),
+                                      void *ctx, uroce_coll_env *env);
+
+/* All-gather of one fixed-size blob per rank over TCP: rank 0 listens on
+ * master_addr:port, the others connect (retrying until the master is up).
+ * all receives size * len bytes in rank order. Blocks up to timeout_ns.
+ * Returns 0, UROCE_COLL_ERR_BOOTSTRAP (wrong size/len/duplicate rank from a
+ * peer), UROCE_COLL_ERR_TIMEOUT, or a negated errno. */
+UROCE_EXPORT int uroce_coll_rendezvous(const char *master_addr, uint16_t port,
+                                       int rank, int size, const void *blob,
+                                       size_t len, void *all,
+                                       uint64_t timeout_ns);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,127 @@
+/* Collectives internals: schedules and the progress engine that runs them.
+ *
+ * A collective is compiled at start into a schedule: a short list of steps,
+ * each with up to MAX_XFER sends and MAX_XFER receives of byte regions of
+ * the request's buffers. The engine (comm.c) cuts every region into chunks
+ * and moves each chunk with one RDMA WRITE with immediate into a staging
+ * slot at the peer; a header in the slot says which collective, tag and
+ * chunk it is, so arrivals may come in any order. Receivers copy or reduce
+ * the slot into their working buffer and give the slot back with a credit
+ * (a zero-length write whose immediate names the slot).
+ *
+ * Ordering rules, per rank:
+ *  - sends are posted step by step (all chunks of step s before any of
+ *    s + 1), chunk by chunk;
+ *  - a send chunk waits for its dependency: the receive step dep (all of
+ *    it, or only the same chunk of receives of the identical region, which
+ *    is what pipelines a ring or a tree);
+ *  - receive step r is processed only after send steps 0..r-1 are posted,
+ *    so a receive never overwrites data that still has to be sent. */
+#ifndef UROCE_COLL_INT_H
+#define UROCE_COLL_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "uroce/coll.h"
+
+#define MAX_XFER 4
+#define MAX_SLOTS 64
+
+enum { BUF_WORK = 0, BUF_SRC = 1 };
+
+typedef struct xfer {
+  int peer;
+  uint8_t buf;     /* sends: BUF_WORK or BUF_SRC; receives: BUF_WORK */
+  uint8_t reduce;  /* receives: reduce into the region instead of copy */
+  uint16_t tag;    /* matches a send with its receive at the peer */
+  int dep;         /* sends: receive step this waits for, or -1 */
+  size_t off, len; /* bytes */
+} xfer;
+
+typedef struct step {
+  xfer send[MAX_XFER];
+  xfer recv[MAX_XFER];
+  uint32_t sdone[MAX_XFER]; /* chunks posted */
+  uint32_t rdone[MAX_XFER]; /* chunks consumed */
+  uint8_t nsend, nrecv;
+} step;
+
+/* Header at the start of every staging slot. */
+typedef struct slot_hdr {
+  uint32_t seq; /* collective number on this communicator */
+  uint16_t tag;
+  uint16_t flags;
+  uint32_t chunk;
+  uint32_t len; /* payload bytes after the header */
+} slot_hdr;
+#define HDR_BYTES 16
+
+/* Immediate: 2 bits of kind, then a slot index or a rank. */
+#define IMM_DATA 0u
+#define IMM_CREDIT 1u
+#define IMM_ABORT 2u
+#define IMM_PING 3u /* liveness probe; its completion proves the peer is up */
+#define IMM_KIND(imm) ((imm) >> 30)
+#define IMM_ARG(imm) ((imm)&0xffffu)
+#define IMM_MAKE(k, a) (((uint32_t)(k) << 30) | ((uint32_t)(a)&0xffffu))
+
+typedef struct coll_peer {
+  uint64_t raddr; /* the peer's staging ring (its slots for this rank) */
+  uint32_t rkey;
+  uint64_t await_credit; /* slots written, peer has not given back */
+  uint64_t await_comp;   /* slots written, local completion not seen */
+  uint64_t arrived;      /* this rank's slots holding unconsumed data */
+  uint64_t credit_owed;  /* consumed slots to give back */
+  uint64_t alive_at;     /* last completion that proved the peer is up */
+  uint64_t ping_at;      /* when the outstanding probe went out, 0: none */
+} coll_peer;
+
+struct uroce_coll_req {
+  uroce_coll_comm *comm;
+  uroce_coll_kind kind;
+  uroce_coll_algo algo;
+  uroce_coll_dtype dt;
+  uroce_coll_op op;
+  size_t esize;
+  size_t chunk; /* bytes per chunk, a multiple of esize */
+  char *work;
+  const char *src;
+  step *steps;
+  int nsteps, ss, rs;
+  /* copy done after the last step (reduce-scatter's own block, ...) */
+  void *fin_dst;
+  const void *fin_src;
+  size_t fin_len;
+  int state; /* UROCE_COLL_INPROGRESS, 0, or a negative error */
+  uint64_t last_progress;
+};
+
+struct uroce_coll_comm {
+  uroce_coll_transport tp;
+  int rank, size, slots;
+  size_t chunk_bytes, slot_bytes;
+  uint64_t timeout_ns;
+  uroce_coll_algo algo;
+  char *recv_ring, *send_ring;
+  uroce_coll_mr recv_mr, send_mr;
+  coll_peer *peers;
+  int connected;
+  int failed;
+  uint32_t seq;
+  char *scratch[2];
+  size_t scratch_len[2];
+  step *steps;
+  int steps_cap;
+  uroce_coll_req req;
+  char errmsg[256];
+};
+
+/* sched.c: fill req->steps for the request's kind and algorithm. count is
+ * the caller's element count (per rank for reduce-scatter, allgather and
+ * all-to-all). Returns 0 or -ENOMEM. */
+int coll_sched_build(uroce_coll_req *req, size_t count, int root);
+/* Can algo run kind? */
+int coll_algo_supports(uroce_coll_algo algo, uroce_coll_kind kind);
+
+#endif
