@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,30 +64,35 @@ struct ctx {
 };
 
 static void usage(FILE *out) {
-  fprintf(out,
-          "usage: uroce perf {write|read|send|atomic} {bw|lat} [options] "
-          "[SERVER]\n"
-          "\n"
-          "Without SERVER, waits for a client; with it, connects to the\n"
-          "server's TCP port at that address and runs the test.\n"
-          "\n"
-          "  --addr IP        this side's uroce address (default 127.0.0.1 "
-          "for the\n"
-          "                   server, 127.0.0.2 for the client)\n"
-          "  -p, --port N     TCP port for the handshake (18515)\n"
-          "  --udp-port N     RoCEv2 UDP port (4791; both sides alike)\n"
-          "  -s, --size N     message size in bytes (bw 65536, lat 2)\n"
-          "  -a, --all        sweep sizes 2 B .. 8 MiB\n"
-          "  -n, --iters N    iterations (bw 5000, lat 10000)\n"
-          "  -D, --duration S run for S seconds instead of N iterations\n"
-          "  -q, --qps N      queue pairs (bw; default 1)\n"
-          "  -t, --tx-depth N outstanding work requests per QP (128)\n"
-          "  -m, --mtu N      path MTU: 256, 512, 1024, 2048, 4096\n"
-          "  -I, --inline N   send up to N bytes inline (lat; default 0)\n"
-          "  --inline-progress  no progress thread: progress in poll calls\n"
-          "  --verify         check the data that moved\n"
-          "  --json           one JSON object per size\n"
-          "  --stats          print this side's device counters at the end\n");
+  fprintf(
+      out,
+      "usage: uroce perf {write|read|send|atomic} {bw|lat} [options] "
+      "[SERVER]\n"
+      "\n"
+      "Without SERVER, waits for a client; with it, connects to the\n"
+      "server's TCP port at that address and runs the test.\n"
+      "\n"
+      "  --addr IP        this side's uroce address (default 127.0.0.1 "
+      "for the\n"
+      "                   server, 127.0.0.2 for the client)\n"
+      "  -p, --port N     TCP port for the handshake (18515)\n"
+      "  --udp-port N     RoCEv2 UDP port (4791; both sides alike)\n"
+      "  -s, --size N     message size in bytes (bw 65536, lat 2)\n"
+      "  -a, --all        sweep sizes 2 B .. 8 MiB\n"
+      "  -n, --iters N    iterations (bw 5000, lat 10000)\n"
+      "  -D, --duration S run for S seconds instead of N iterations\n"
+      "  -q, --qps N      queue pairs (bw; default 1)\n"
+      "  -t, --tx-depth N outstanding work requests per QP (128)\n"
+      "  -m, --mtu N      path MTU: 256, 512, 1024, 2048, 4096\n"
+      "  -I, --inline N   send up to N bytes inline (lat; default 0)\n"
+      "  --progress MODE  inline (default): progress inside poll calls, one\n"
+      "                   spinning thread per side; thread: a progress\n"
+      "                   thread plays the NIC while the test thread\n"
+      "                   posts and polls (what unmodified verbs\n"
+      "                   programs get)\n"
+      "  --verify         check the data that moved\n"
+      "  --json           one JSON object per size\n"
+      "  --stats          print this side's device counters at the end\n");
 }
 
 static double now_s(void) {
@@ -238,49 +244,74 @@ static int setup(struct ctx *x) {
   return perf_barrier(x->fd) < 0 ? die("barrier", -EPROTO) : 0;
 }
 
-/* Posts one work request of the test's operation on QP q. */
-static int post(struct ctx *x, unsigned q, uint64_t size, bool signaled,
-                uint64_t wr_id) {
+/* Fills one work request of the test's operation on QP q into *wr, with
+ * its gather entry in *sge. */
+static void build_wr(struct ctx *x, unsigned q, uint64_t size, bool signaled,
+                     uint64_t wr_id, struct uroce_sge *sge,
+                     struct uroce_send_wr *wr) {
   struct opts *o = x->o;
   struct conn *c = &x->c[q];
   uint8_t *local = x->buf + q * x->buf_size;
-  struct uroce_sge sge = {(uint64_t)(uintptr_t)local, (uint32_t)size,
-                          uroce_mr_lkey(x->mr)};
-  struct uroce_send_wr wr = {0}, *bad;
-  wr.wr_id = wr_id;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.send_flags = signaled ? UROCE_SEND_SIGNALED : 0;
+  *sge = (struct uroce_sge){(uint64_t)(uintptr_t)local, (uint32_t)size,
+                            uroce_mr_lkey(x->mr)};
+  memset(wr, 0, sizeof(*wr));
+  wr->wr_id = wr_id;
+  wr->sg_list = sge;
+  wr->num_sge = 1;
+  wr->send_flags = signaled ? UROCE_SEND_SIGNALED : 0;
   if (o->test == T_LAT && size <= o->inline_size && o->op != OP_READ &&
       o->op != OP_ATOMIC)
-    wr.send_flags |= UROCE_SEND_INLINE;
+    wr->send_flags |= UROCE_SEND_INLINE;
   switch (o->op) {
   case OP_WRITE:
     /* Into the peer's receive half. */
-    wr.opcode = UROCE_WR_RDMA_WRITE;
-    wr.wr.rdma.remote_addr = c->remote.vaddr + c->remote.size / 2;
-    wr.wr.rdma.rkey = c->remote.rkey;
+    wr->opcode = UROCE_WR_RDMA_WRITE;
+    wr->wr.rdma.remote_addr = c->remote.vaddr + c->remote.size / 2;
+    wr->wr.rdma.rkey = c->remote.rkey;
     break;
   case OP_READ:
     /* Read the peer's send half into our receive half. */
-    sge.addr += x->buf_size / 2;
-    wr.opcode = UROCE_WR_RDMA_READ;
-    wr.wr.rdma.remote_addr = c->remote.vaddr;
-    wr.wr.rdma.rkey = c->remote.rkey;
+    sge->addr += x->buf_size / 2;
+    wr->opcode = UROCE_WR_RDMA_READ;
+    wr->wr.rdma.remote_addr = c->remote.vaddr;
+    wr->wr.rdma.rkey = c->remote.rkey;
     break;
   case OP_SEND:
-    wr.opcode = UROCE_WR_SEND;
+    wr->opcode = UROCE_WR_SEND;
     break;
   case OP_ATOMIC:
-    sge.addr += x->buf_size / 2;
-    sge.length = 8;
-    wr.opcode = UROCE_WR_ATOMIC_FETCH_AND_ADD;
-    wr.wr.atomic.remote_addr = c->remote.vaddr + c->remote.size / 2;
-    wr.wr.atomic.rkey = c->remote.rkey;
-    wr.wr.atomic.compare_add = 1;
+    sge->addr += x->buf_size / 2;
+    sge->length = 8;
+    wr->opcode = UROCE_WR_ATOMIC_FETCH_AND_ADD;
+    wr->wr.atomic.remote_addr = c->remote.vaddr + c->remote.size / 2;
+    wr->wr.atomic.rkey = c->remote.rkey;
+    wr->wr.atomic.compare_add = 1;
     break;
   }
-  return uroce_post_send(c->qp, &wr, &bad);
+}
+
+/* Posts one work request. */
+static int post(struct ctx *x, unsigned q, uint64_t size, bool signaled,
+                uint64_t wr_id) {
+  struct uroce_sge sge;
+  struct uroce_send_wr wr, *bad;
+  build_wr(x, q, size, signaled, wr_id, &sge, &wr);
+  return uroce_post_send(x->c[q].qp, &wr, &bad);
+}
+
+/* Posts a run of n work requests as one list (one doorbell), the last
+ * signaled with wr_id. */
+static int post_run(struct ctx *x, unsigned q, uint64_t size, unsigned n,
+                    uint64_t wr_id) {
+  struct uroce_sge sge[64];
+  struct uroce_send_wr wr[64], *bad;
+  if (n == 0 || n > 64)
+    return -EINVAL;
+  for (unsigned i = 0; i < n; i++) {
+    build_wr(x, q, size, i == n - 1, i == n - 1 ? wr_id : 0, &sge[i], &wr[i]);
+    wr[i].next = i + 1 < n ? &wr[i + 1] : 0;
+  }
+  return uroce_post_send(x->c[q].qp, wr, &bad);
 }
 
 static int post_recv(struct ctx *x, unsigned q, uint64_t size) {
@@ -338,12 +369,9 @@ static int client_bw(struct ctx *x, uint64_t size, struct result *r) {
         unsigned run = left < sig ? (unsigned)left : sig;
         if (run == 0)
           break;
-        for (unsigned i = 0; i < run; i++) {
-          bool last = i == run - 1;
-          rv = post(x, q, size, last, last ? ((uint64_t)q << 16 | run) : 0);
-          if (rv < 0)
-            goto out;
-        }
+        rv = post_run(x, q, size, run, (uint64_t)q << 16 | run);
+        if (rv < 0)
+          goto out;
         posted[q] += run;
       }
     }
@@ -399,6 +427,17 @@ static int server_send_bw(struct ctx *x, uint64_t size, uint64_t expect,
   return 0;
 }
 
+/* In inline-progress mode nothing moves unless someone calls in: a side
+ * that only waits for its peer (a WRITE/READ/atomic server) keeps making
+ * progress until the peer speaks on the TCP connection. */
+static void serve_until_peer_speaks(struct ctx *x) {
+  if (!x->o->inline_progress)
+    return;
+  struct pollfd p = {.fd = x->fd, .events = POLLIN};
+  while (poll(&p, 1, 0) == 0)
+    uroce_device_progress(x->dev);
+}
+
 /* Latency: ping-pong for write and send (each side answers the other),
  * request-response timing for read and atomic (only the client acts). */
 static int run_lat(struct ctx *x, uint64_t size, struct result *r) {
@@ -416,8 +455,10 @@ static int run_lat(struct ctx *x, uint64_t size, struct result *r) {
   for (i = 0; i < iters; i++) {
     uint64_t t0 = perf_now_ns();
     if (o->op == OP_READ || o->op == OP_ATOMIC) {
-      if (!client)
-        break; /* the server makes no call at all */
+      if (!client) {
+        serve_until_peer_speaks(x); /* no verbs call: only the NIC works */
+        break;
+      }
       if ((rv = post(x, 0, size, true, 0)) < 0)
         break;
       int n;
@@ -608,6 +649,8 @@ static int run_size(struct ctx *x, uint64_t size, struct result *r) {
       rv = server_send_bw(x, size,
                           o->duration > 0 ? UINT64_MAX : o->iters * o->qps, r);
     }
+    if (rv == 0)
+      serve_until_peer_speaks(x);
     if (rv == 0 && read(x->fd, &n, sizeof(n)) != sizeof(n))
       rv = -EIO;
   }
@@ -683,7 +726,7 @@ int cmd_perf(int argc, char **argv) {
                                      {"tx-depth", required_argument, 0, 't'},
                                      {"mtu", required_argument, 0, 'm'},
                                      {"inline", required_argument, 0, 'I'},
-                                     {"inline-progress", no_argument, 0, 'P'},
+                                     {"progress", required_argument, 0, 'P'},
                                      {"verify", no_argument, 0, 'V'},
                                      {"json", no_argument, 0, 'J'},
                                      {"stats", no_argument, 0, 'S'},
@@ -695,6 +738,7 @@ int cmd_perf(int argc, char **argv) {
   o.tx_depth = 128;
   uint64_t v;
   bool size_set = false, iters_set = false;
+  int progress_mode = 1; /* inline */
   if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
     usage(stdout);
     return 0;
@@ -799,7 +843,14 @@ int cmd_perf(int argc, char **argv) {
       o.inline_size = (unsigned)v;
       break;
     case 'P':
-      o.inline_progress = true;
+      if (!strcmp(optarg, "inline"))
+        progress_mode = 1;
+      else if (!strcmp(optarg, "thread"))
+        progress_mode = 0;
+      else {
+        fprintf(stderr, "uroce perf: --progress thread or inline\n");
+        return 2;
+      }
       break;
     case 'V':
       o.verify = true;
@@ -826,6 +877,7 @@ int cmd_perf(int argc, char **argv) {
   }
   if (!o.addr)
     o.addr = o.server ? "127.0.0.2" : "127.0.0.1";
+  o.inline_progress = progress_mode != 0;
   if (!size_set)
     o.size = o.test == T_BW ? 65536 : 2;
   if (!iters_set)

@@ -59,7 +59,13 @@ UROCE_EXPORT const char *uroce_version(void);
 /* ---- devices ---- */
 
 enum uroce_progress {
+  /* A progress thread plays the NIC: the application need not call in. */
   UROCE_PROGRESS_THREAD = 0,
+  /* No thread: posted work leaves at once (a post list as one batch), but
+   * packets are received and timers run only inside uroce_poll_cq and
+   * uroce_device_progress, so the application must keep polling (a
+   * blocking wait on a completion channel would wait forever). Lowest
+   * latency and CPU for a busy-polling caller. */
   UROCE_PROGRESS_INLINE = 1,
 };
 

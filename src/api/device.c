@@ -300,10 +300,15 @@ static void *progress_thread(void *arg) {
   return 0;
 }
 
-/* Called after every verbs call that gives the engine work. */
+/* Called after every verbs call that gives the engine work. With a
+ * thread: ring the doorbell if it sleeps. Inline: send what is ready now
+ * (a post list goes out as one batch), so that nothing posted waits for a
+ * poll that may never come; receiving is left to the next poll. */
 void uroce_device_kick(struct uroce_device *dev) {
   if (dev->progress == UROCE_PROGRESS_INLINE) {
-    uroce_device_progress(dev);
+    pthread_mutex_lock(&dev->lock);
+    do_tx(dev, now_ns());
+    pthread_mutex_unlock(&dev->lock);
     return;
   }
   if (atomic_load(&dev->sleeping)) {

@@ -271,15 +271,13 @@ int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
     return UROCE_ERR_INVALID_ARGUMENT;
   struct dcq *d = cq->user;
   struct uroce_device *dev = dev_of(cq->eng);
+  /* Inline mode: every poll first makes progress (sends what was
+   * posted, receives, runs timers), as a NIC would have meanwhile. */
+  if (dev->progress == UROCE_PROGRESS_INLINE)
+    uroce_device_progress(dev);
   pthread_mutex_lock(&d->poll_lock);
   int rv = uroce_cq_poll(cq, n, wc);
   pthread_mutex_unlock(&d->poll_lock);
-  if (rv == 0 && dev->progress == UROCE_PROGRESS_INLINE) {
-    uroce_device_progress(dev);
-    pthread_mutex_lock(&d->poll_lock);
-    rv = uroce_cq_poll(cq, n, wc);
-    pthread_mutex_unlock(&d->poll_lock);
-  }
   return rv;
 }
 
