@@ -14,7 +14,7 @@
 #include "wire/frame.h"
 #include "wire/pcap.h"
 
-#define UROCE_DEV_RX_MAX 1024
+#define UROCE_DEV_RX_MAX 4096 /* 64 datagrams x up to 64 GRO segments */
 #define UROCE_DEV_TX_MAX UROCE_UDP_BATCH
 #define UROCE_CHANNEL_EVENTS 1024
 #define UROCE_ASYNC_EVENTS 256
