@@ -1,5 +1,6 @@
 # The two commands a newcomer needs:
-#   make demo   build, then show the stack's packets decoded and checked
+#   make demo   build, then move data over RDMA between two processes, decode
+#               the packets, and simulate a fabric
 #   make test   install what the tests need, build, run every test
 # Everything else is a convenience over CMake; build/ is the normal build,
 # build-asan/ the ASan+UBSan one, build-fuzz/ the libFuzzer one.
@@ -23,9 +24,7 @@ build: deps
 	cmake --build build -j$(JOBS)
 
 demo: build
-	@build/uroce pktgen --demo --out build/demo.pcap
-	@echo "--- uroce dump build/demo.pcap ---"
-	@build/uroce dump build/demo.pcap
+	@scripts/demo.sh
 
 test: deps-test build
 	cd build && ctest --output-on-failure -j$(JOBS)

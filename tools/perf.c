@@ -43,6 +43,7 @@ struct opts {
   unsigned tx_depth;
   int mtu; /* enum uroce_mtu, 0 = device's */
   bool json, verify, inline_progress, stats;
+  const char *pcap;
   unsigned inline_size;
 };
 
@@ -92,7 +93,9 @@ static void usage(FILE *out) {
       "                   programs get)\n"
       "  --verify         check the data that moved\n"
       "  --json           one JSON object per size\n"
-      "  --stats          print this side's device counters at the end\n");
+      "  --stats          print this side's device counters at the end\n"
+      "  --pcap FILE      capture every RoCEv2 packet this side sends and\n"
+      "                   receives (read it with uroce dump)\n");
 }
 
 static double now_s(void) {
@@ -115,6 +118,7 @@ static int setup(struct ctx *x) {
   struct uroce_device_attr da = {0};
   da.addr = o->addr;
   da.port = o->udp_port;
+  da.pcap = o->pcap;
   da.progress =
       o->inline_progress ? UROCE_PROGRESS_INLINE : UROCE_PROGRESS_THREAD;
   int rv = uroce_device_open(&x->dev, &da);
@@ -730,6 +734,7 @@ int cmd_perf(int argc, char **argv) {
                                      {"verify", no_argument, 0, 'V'},
                                      {"json", no_argument, 0, 'J'},
                                      {"stats", no_argument, 0, 'S'},
+                                     {"pcap", required_argument, 0, 'C'},
                                      {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
   struct opts o = {0};
@@ -861,6 +866,9 @@ int cmd_perf(int argc, char **argv) {
     case 'S':
       o.stats = true;
       break;
+    case 'C':
+      o.pcap = optarg;
+      break;
     case 'h':
       usage(stdout);
       return 0;
@@ -923,6 +931,18 @@ int cmd_perf(int argc, char **argv) {
     close(x.fd);
   if (o.stats)
     print_stats(x.dev);
+  for (unsigned q = 0; q < o.qps && x.c; q++)
+    if (x.c[q].qp)
+      uroce_destroy_qp(x.c[q].qp);
+  if (x.mr)
+    uroce_dereg_mr(x.mr);
+  if (x.cq)
+    uroce_destroy_cq(x.cq);
+  if (x.pd)
+    uroce_dealloc_pd(x.pd);
   uroce_device_close(x.dev);
+  free(x.c);
+  if (x.buf && x.buf != MAP_FAILED)
+    munmap(x.buf, x.buf_size * o.qps);
   return status;
 }

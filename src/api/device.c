@@ -444,8 +444,21 @@ void uroce_device_close(struct uroce_device *dev) {
     }
     pthread_join(dev->thread, 0);
   }
-  if (dev->eng)
+  if (dev->eng) {
+    /* The engine frees what the application left; the device's own
+     * per-CQ state goes with it. */
+    struct ulist *l = &dev->eng->cqs;
+    for (struct ulist *n = l->next; n != l; n = n->next) {
+      struct uroce_cq *cq = ULIST_ENTRY(n, struct uroce_cq, link);
+      struct dcq *d = cq->user;
+      if (d) {
+        pthread_mutex_destroy(&d->poll_lock);
+        free(d);
+        cq->user = 0;
+      }
+    }
     uroce_eng_del(dev->eng);
+  }
   if (dev->sock.fd >= 0 || dev->sock.rxbuf)
     uroce_udp_close(&dev->sock);
   if (dev->pcap)
