@@ -46,6 +46,8 @@ fuzz: deps-test
 
 bench: build
 	build/bench/bench_icrc
+	build/bench/bench_engine
+	build/bench/bench_sim
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
