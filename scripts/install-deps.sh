@@ -5,8 +5,10 @@
 # Runs apt-get as root, or through sudo; says what to install otherwise.
 set -euo pipefail
 
-build_pkgs=(build-essential cmake pkg-config libpcap-dev libisal-dev libyaml-dev zlib1g-dev gnuplot-nox)
-test_pkgs=(python3 python3-scapy tshark clang libclang-rt-14-dev iproute2)
+build_pkgs=(build-essential cmake pkg-config libpcap-dev libisal-dev libyaml-dev zlib1g-dev gnuplot-nox
+  libibverbs-dev)
+test_pkgs=(python3 python3-scapy tshark clang libclang-rt-14-dev iproute2
+  ibverbs-utils perftest)
 
 want=("${build_pkgs[@]}")
 case "${1:-build}" in

@@ -14,6 +14,7 @@ static const struct {
     {"pktgen", cmd_pktgen, "write RoCEv2 packets to a pcap (demo, tests)"},
     {"perf", cmd_perf, "RDMA bandwidth and latency tests (like perftest)"},
     {"sim", cmd_sim, "simulate a RoCEv2 fabric from a scenario (YAML)"},
+    {"run", cmd_run, "run an unmodified verbs program on uroce"},
 };
 
 static void usage(FILE *out) {

@@ -7,5 +7,6 @@ int cmd_dump(int argc, char **argv);
 int cmd_pktgen(int argc, char **argv);
 int cmd_perf(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 #endif

@@ -1,0 +1,116 @@
+/* libibverbs.so.1 drop-in: the wrappers that pair each libibverbs object
+ * (laid out as the system's infiniband/verbs.h says) with the uroce object
+ * behind it. Not API. */
+#ifndef UROCE_COMPAT_IBVERBS_H
+#define UROCE_COMPAT_IBVERBS_H
+
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "uroce/uroce.h"
+
+#define UV_EXPORT __attribute__((visibility("default")))
+#define UV_CONTAINER(p, type, member)                                          \
+  ((type *)(void *)((char *)(p)-offsetof(type, member)))
+
+/* GID table: index 0 the link-local GID, index 1 the endpoint's address
+ * (IPv4-mapped for IPv4), both RoCE v2 as rxe reports them. */
+#define UV_GID_TBL_LEN 2
+
+struct uv_device {
+  struct ibv_device dev; /* what ibv_get_device_list hands out */
+};
+
+/* One per ibv_open_device. Every context of the process shares one uroce
+ * device (the endpoint address can be bound only once). */
+struct uv_context {
+  struct uroce_device *udev;
+  uint8_t gid[UV_GID_TBL_LEN][16];
+  int ifindex;
+  uint32_t netdev_mtu;
+  pthread_mutex_t lock; /* the QP and SRQ lists below */
+  struct uv_qp *qps;
+  struct uv_srq *srqs;
+  struct verbs_context vctx; /* last: verbs_context embeds ibv_context */
+};
+
+struct uv_pd {
+  struct ibv_pd pd;
+  struct uroce_pd *upd;
+};
+
+struct uv_mr {
+  struct ibv_mr mr;
+  struct uroce_mr *umr;
+};
+
+struct uv_channel {
+  struct ibv_comp_channel ch;
+  struct uroce_comp_channel *uch;
+};
+
+struct uv_cq {
+  struct ibv_cq_ex cqx; /* first: an ibv_cq is its prefix */
+  struct uroce_cq *ucq;
+  /* Extended polling: the completion start_poll/next_poll took. */
+  struct uroce_wc cur;
+};
+
+struct uv_srq {
+  struct ibv_srq srq;
+  struct uroce_srq *usrq;
+  struct uv_srq *next; /* the context's list, for async events */
+};
+
+struct uv_ah {
+  struct ibv_ah ah;
+  struct uroce_ah *uah;
+};
+
+#define UV_WR_BATCH 64
+
+struct uv_qp {
+  struct ibv_qp_ex qpx; /* first: an ibv_qp is its prefix */
+  struct uroce_qp *uqp;
+  struct uv_qp *next; /* the context's list, to name QPs in async events */
+  int is_ex;          /* created with send_ops_flags: ibv_qp_to_qp_ex works */
+  uint32_t max_inline;
+  /* ibv_wr_* builder state between wr_start and wr_complete. */
+  int wr_err;
+  unsigned nwr;
+  struct uroce_send_wr wr[UV_WR_BATCH];
+  struct uroce_sge *sge; /* UV_WR_BATCH x UROCE_MAX_SGE */
+  uint8_t *inl;          /* inline copies: UV_WR_BATCH x max_inline */
+  size_t inl_used;
+};
+
+static inline struct uv_context *uv_ctx(struct ibv_context *c) {
+  return UV_CONTAINER(c, struct uv_context, vctx.context);
+}
+
+/* A uroce error as a positive errno value. */
+int uv_errno(int err);
+/* Sets errno from a uroce error; returns NULL for the caller's return. */
+void *uv_fail(int err);
+
+/* verbs.c */
+void uv_set_context_ops(struct uv_context *ctx);
+/* ex.c */
+struct ibv_qp *uv_create_qp_ex(struct ibv_context *context,
+                               struct ibv_qp_init_attr_ex *attr);
+struct ibv_cq_ex *uv_create_cq_ex(struct ibv_context *context,
+                                  struct ibv_cq_init_attr_ex *attr);
+void uv_qp_ex_init(struct uv_qp *qp);
+void uv_cq_ex_init(struct uv_cq *cq);
+/* device.c */
+int uv_query_port(struct ibv_context *context, uint8_t port_num,
+                  struct ibv_port_attr *attr, size_t attr_len);
+int uv_query_device_ex(struct ibv_context *context,
+                       const struct ibv_query_device_ex_input *input,
+                       struct ibv_device_attr_ex *attr, size_t attr_size);
+
+#endif

@@ -1,0 +1,888 @@
+/* libibverbs drop-in: protection domains, memory regions, completion
+ * channels and queues, shared receive queues, queue pairs, address handles,
+ * the data path (post/poll, called inline through context->ops) and
+ * asynchronous events, each over the uroce object of the same name. */
+#include <arpa/inet.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat.h"
+
+/* Work requests, scatter/gather entries and completions have the same
+ * layout in uroce and libibverbs, so lists pass through without copying. */
+_Static_assert(sizeof(struct ibv_sge) == sizeof(struct uroce_sge), "sge");
+_Static_assert(offsetof(struct ibv_sge, lkey) ==
+                   offsetof(struct uroce_sge, lkey),
+               "sge.lkey");
+_Static_assert(sizeof(struct ibv_recv_wr) == sizeof(struct uroce_recv_wr),
+               "recv_wr");
+_Static_assert(offsetof(struct ibv_recv_wr, next) ==
+                       offsetof(struct uroce_recv_wr, next) &&
+                   offsetof(struct ibv_recv_wr, sg_list) ==
+                       offsetof(struct uroce_recv_wr, sg_list) &&
+                   offsetof(struct ibv_recv_wr, num_sge) ==
+                       offsetof(struct uroce_recv_wr, num_sge),
+               "recv_wr fields");
+_Static_assert(sizeof(struct ibv_wc) == sizeof(struct uroce_wc), "wc");
+_Static_assert(offsetof(struct ibv_wc, status) ==
+                       offsetof(struct uroce_wc, status) &&
+                   offsetof(struct ibv_wc, byte_len) ==
+                       offsetof(struct uroce_wc, byte_len) &&
+                   offsetof(struct ibv_wc, imm_data) ==
+                       offsetof(struct uroce_wc, imm_data) &&
+                   offsetof(struct ibv_wc, wc_flags) ==
+                       offsetof(struct uroce_wc, wc_flags) &&
+                   offsetof(struct ibv_wc, pkey_index) ==
+                       offsetof(struct uroce_wc, pkey_index) &&
+                   offsetof(struct ibv_wc, dlid_path_bits) ==
+                       offsetof(struct uroce_wc, dlid_path_bits),
+               "wc fields");
+
+static struct uroce_device *udev_of(struct ibv_context *c) {
+  return uv_ctx(c)->udev;
+}
+
+/* ---- protection domains ---- */
+
+UV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context) {
+  struct uv_pd *pd = calloc(1, sizeof(*pd));
+  if (!pd) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  int rv = uroce_alloc_pd(udev_of(context), &pd->upd);
+  if (rv < 0) {
+    free(pd);
+    return uv_fail(rv);
+  }
+  pd->pd.context = context;
+  return &pd->pd;
+}
+
+UV_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd) {
+  struct uv_pd *pd = UV_CONTAINER(ibpd, struct uv_pd, pd);
+  int rv = uroce_dealloc_pd(pd->upd);
+  if (rv < 0)
+    return uv_errno(rv);
+  free(pd);
+  return 0;
+}
+
+/* ---- memory regions ---- */
+
+/* Access bits uroce honours; the others are hints (relaxed ordering, huge
+ * pages, optional-range bits) that change nothing without a real NIC. */
+#define UV_ACCESS_UNSUPPORTED (IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND)
+
+static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
+                             uint64_t iova, unsigned access) {
+  if (!ibpd) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if ((access & UV_ACCESS_UNSUPPORTED) || iova != (uintptr_t)addr) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
+  /* Remote write or atomic access requires local write, as on a NIC. */
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(access & IBV_ACCESS_LOCAL_WRITE)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct uv_pd *pd = UV_CONTAINER(ibpd, struct uv_pd, pd);
+  struct uv_mr *mr = calloc(1, sizeof(*mr));
+  if (!mr) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  int rv =
+      uroce_reg_mr(pd->upd, addr, length, access & UROCE_ACCESS_ALL, &mr->umr);
+  if (rv < 0) {
+    free(mr);
+    return uv_fail(rv);
+  }
+  mr->mr.context = ibpd->context;
+  mr->mr.pd = ibpd;
+  mr->mr.addr = addr;
+  mr->mr.length = length;
+  mr->mr.lkey = uroce_mr_lkey(mr->umr);
+  mr->mr.rkey = uroce_mr_rkey(mr->umr);
+  mr->mr.handle = mr->mr.lkey;
+  return &mr->mr;
+}
+
+#undef ibv_reg_mr
+UV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr,
+                                    size_t length, int access) {
+  return reg_mr(pd, addr, length, (uintptr_t)addr, (unsigned)access);
+}
+
+#undef ibv_reg_mr_iova
+UV_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
+                                         size_t length, uint64_t iova,
+                                         int access) {
+  return reg_mr(pd, addr, length, iova, (unsigned)access);
+}
+
+UV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
+                                          size_t length, uint64_t iova,
+                                          unsigned int access) {
+  return reg_mr(pd, addr, length, iova, access);
+}
+
+UV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr) {
+  struct uv_mr *mr = UV_CONTAINER(ibmr, struct uv_mr, mr);
+  int rv = uroce_dereg_mr(mr->umr);
+  if (rv < 0)
+    return uv_errno(rv);
+  free(mr);
+  return 0;
+}
+
+/* Changing a registration in place is not supported: deregister and
+ * register again. */
+UV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
+                           void *addr, size_t length, int access) {
+  errno = EOPNOTSUPP;
+  return IBV_REREG_MR_ERR_INPUT;
+}
+
+/* ---- completion channels ---- */
+
+UV_EXPORT struct ibv_comp_channel *
+ibv_create_comp_channel(struct ibv_context *context) {
+  struct uv_channel *ch = calloc(1, sizeof(*ch));
+  if (!ch) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  int rv = uroce_create_comp_channel(udev_of(context), &ch->uch);
+  if (rv < 0) {
+    free(ch);
+    return uv_fail(rv);
+  }
+  ch->ch.context = context;
+  ch->ch.fd = uroce_comp_channel_fd(ch->uch);
+  return &ch->ch;
+}
+
+UV_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ibch) {
+  struct uv_channel *ch = UV_CONTAINER(ibch, struct uv_channel, ch);
+  int rv = uroce_destroy_comp_channel(ch->uch);
+  if (rv < 0) {
+    errno = uv_errno(rv);
+    return -1;
+  }
+  free(ch);
+  return 0;
+}
+
+UV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ibch,
+                               struct ibv_cq **cq, void **cq_context) {
+  struct uv_channel *ch = UV_CONTAINER(ibch, struct uv_channel, ch);
+  struct uroce_cq *ucq;
+  void *uctx;
+  int rv = uroce_get_cq_event(ch->uch, &ucq, &uctx);
+  if (rv < 0) {
+    errno = uv_errno(rv);
+    return -1;
+  }
+  struct uv_cq *c = uctx;
+  *cq = ibv_cq_ex_to_cq(&c->cqx);
+  if (cq_context)
+    *cq_context = c->cqx.cq_context;
+  return 0;
+}
+
+UV_EXPORT void ibv_ack_cq_events(struct ibv_cq *ibcq, unsigned int nevents) {
+  struct uv_cq *cq = (struct uv_cq *)(void *)ibcq;
+  if (ibcq->channel && nevents) /* a CQ without a channel has no events */
+    uroce_ack_cq_events(cq->ucq, nevents);
+}
+
+/* ---- completion queues ---- */
+
+struct uv_cq *uv_cq_new(struct ibv_context *context, int cqe, void *cq_context,
+                        struct ibv_comp_channel *channel) {
+  if (!context || cqe <= 0 || cqe > (1 << 22) - 1) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct uv_cq *cq = calloc(1, sizeof(*cq));
+  if (!cq) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  struct uroce_comp_channel *uch =
+      channel ? UV_CONTAINER(channel, struct uv_channel, ch)->uch : NULL;
+  int rv = uroce_create_cq(udev_of(context), (uint32_t)cqe, uch, cq, &cq->ucq);
+  if (rv < 0) {
+    free(cq);
+    return uv_fail(rv);
+  }
+  struct ibv_cq_ex *x = &cq->cqx;
+  x->context = context;
+  x->channel = channel;
+  x->cq_context = cq_context;
+  x->cqe = cqe;
+  pthread_mutex_init(&x->mutex, NULL);
+  pthread_cond_init(&x->cond, NULL);
+  uv_cq_ex_init(cq);
+  if (channel)
+    __atomic_add_fetch(&channel->refcnt, 1, __ATOMIC_RELAXED);
+  return cq;
+}
+
+UV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
+                                       void *cq_context,
+                                       struct ibv_comp_channel *channel,
+                                       int comp_vector) {
+  struct uv_cq *cq = uv_cq_new(context, cqe, cq_context, channel);
+  return cq ? ibv_cq_ex_to_cq(&cq->cqx) : NULL;
+}
+
+/* Growing a CQ in place is not supported; a request that the CQ already
+ * meets succeeds. */
+UV_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe) {
+  if (cqe > 0 && cqe <= cq->cqe)
+    return 0;
+  return EOPNOTSUPP;
+}
+
+UV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq) {
+  struct uv_cq *cq = (struct uv_cq *)(void *)ibcq;
+  struct ibv_comp_channel *ch = ibcq->channel;
+  int rv = uroce_destroy_cq(cq->ucq);
+  if (rv < 0)
+    return uv_errno(rv);
+  if (ch)
+    __atomic_sub_fetch(&ch->refcnt, 1, __ATOMIC_RELAXED);
+  pthread_mutex_destroy(&cq->cqx.mutex);
+  pthread_cond_destroy(&cq->cqx.cond);
+  free(cq);
+  return 0;
+}
+
+static int op_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc) {
+  struct uv_cq *cq = (struct uv_cq *)(void *)ibcq;
+  int rv = uroce_poll_cq(cq->ucq, n, (struct uroce_wc *)(void *)wc);
+  /* Programs spin on an empty CQ; the progress thread (the "NIC") needs the
+   * CPU to fill it, and cores are often fewer than spinning threads. */
+  if (rv == 0)
+    sched_yield();
+  return rv < 0 ? -uv_errno(rv) : rv;
+}
+
+static int op_req_notify_cq(struct ibv_cq *ibcq, int solicited_only) {
+  struct uv_cq *cq = (struct uv_cq *)(void *)ibcq;
+  return uv_errno(uroce_req_notify_cq(cq->ucq, solicited_only));
+}
+
+/* ---- object lookup for asynchronous events ---- */
+
+static void ctx_add_qp(struct uv_context *ctx, struct uv_qp *qp) {
+  pthread_mutex_lock(&ctx->lock);
+  qp->next = ctx->qps;
+  ctx->qps = qp;
+  pthread_mutex_unlock(&ctx->lock);
+}
+
+static void ctx_del_qp(struct uv_context *ctx, struct uv_qp *qp) {
+  pthread_mutex_lock(&ctx->lock);
+  for (struct uv_qp **p = &ctx->qps; *p; p = &(*p)->next)
+    if (*p == qp) {
+      *p = qp->next;
+      break;
+    }
+  pthread_mutex_unlock(&ctx->lock);
+}
+
+/* ---- shared receive queues ---- */
+
+static struct uv_srq *srq_new(struct ibv_pd *ibpd, void *srq_context,
+                              struct ibv_srq_attr *attr) {
+  if (!ibpd || !attr) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct uv_pd *pd = UV_CONTAINER(ibpd, struct uv_pd, pd);
+  struct uv_srq *srq = calloc(1, sizeof(*srq));
+  if (!srq) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  struct uroce_srq_attr a = {.max_wr = attr->max_wr,
+                             .max_sge = attr->max_sge ? attr->max_sge : 1,
+                             .srq_limit = attr->srq_limit};
+  int rv = uroce_create_srq(pd->upd, &a, &srq->usrq);
+  if (rv < 0) {
+    free(srq);
+    return uv_fail(rv);
+  }
+  if (uroce_query_srq(srq->usrq, &a) == 0) {
+    attr->max_wr = a.max_wr;
+    attr->max_sge = a.max_sge;
+  }
+  srq->srq.context = ibpd->context;
+  srq->srq.srq_context = srq_context;
+  srq->srq.pd = ibpd;
+  pthread_mutex_init(&srq->srq.mutex, NULL);
+  pthread_cond_init(&srq->srq.cond, NULL);
+  struct uv_context *ctx = uv_ctx(ibpd->context);
+  pthread_mutex_lock(&ctx->lock);
+  srq->next = ctx->srqs;
+  ctx->srqs = srq;
+  pthread_mutex_unlock(&ctx->lock);
+  return srq;
+}
+
+UV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
+                                         struct ibv_srq_init_attr *init) {
+  if (!init) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct uv_srq *srq = srq_new(pd, init->srq_context, &init->attr);
+  return srq ? &srq->srq : NULL;
+}
+
+static struct ibv_srq *op_create_srq_ex(struct ibv_context *context,
+                                        struct ibv_srq_init_attr_ex *init) {
+  if (!init || !(init->comp_mask & IBV_SRQ_INIT_ATTR_PD)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if ((init->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
+      init->srq_type != IBV_SRQT_BASIC) {
+    errno = EOPNOTSUPP; /* XRC and tag-matching SRQs */
+    return NULL;
+  }
+  struct uv_srq *srq = srq_new(init->pd, init->srq_context, &init->attr);
+  return srq ? &srq->srq : NULL;
+}
+
+UV_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
+                             int mask) {
+  struct uv_srq *srq = UV_CONTAINER(ibsrq, struct uv_srq, srq);
+  if (!attr || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)))
+    return EINVAL;
+  struct uroce_srq_attr a = {.max_wr = attr->max_wr,
+                             .max_sge = attr->max_sge,
+                             .srq_limit = attr->srq_limit};
+  return uv_errno(uroce_modify_srq(srq->usrq, &a, mask));
+}
+
+UV_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr) {
+  struct uv_srq *srq = UV_CONTAINER(ibsrq, struct uv_srq, srq);
+  struct uroce_srq_attr a;
+  int rv = uroce_query_srq(srq->usrq, &a);
+  if (rv < 0)
+    return uv_errno(rv);
+  attr->max_wr = a.max_wr;
+  attr->max_sge = a.max_sge;
+  attr->srq_limit = a.srq_limit;
+  return 0;
+}
+
+UV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq) {
+  struct uv_srq *srq = UV_CONTAINER(ibsrq, struct uv_srq, srq);
+  int rv = uroce_destroy_srq(srq->usrq);
+  if (rv < 0)
+    return uv_errno(rv);
+  struct uv_context *ctx = uv_ctx(ibsrq->context);
+  pthread_mutex_lock(&ctx->lock);
+  for (struct uv_srq **p = &ctx->srqs; *p; p = &(*p)->next)
+    if (*p == srq) {
+      *p = srq->next;
+      break;
+    }
+  pthread_mutex_unlock(&ctx->lock);
+  pthread_mutex_destroy(&srq->srq.mutex);
+  pthread_cond_destroy(&srq->srq.cond);
+  free(srq);
+  return 0;
+}
+
+static int op_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+                            struct ibv_recv_wr **bad) {
+  struct uv_srq *srq = UV_CONTAINER(ibsrq, struct uv_srq, srq);
+  return uv_errno(uroce_post_srq_recv(srq->usrq,
+                                      (struct uroce_recv_wr *)(void *)wr,
+                                      (struct uroce_recv_wr **)(void *)bad));
+}
+
+/* ---- address handles ---- */
+
+static int ah_attr_to_uroce(const struct ibv_ah_attr *a,
+                            struct uroce_ah_attr *u) {
+  memset(u, 0, sizeof(*u));
+  if (!a->is_global)
+    return EINVAL; /* RoCE addresses by GID: a GRH is required */
+  if (a->grh.sgid_index >= UV_GID_TBL_LEN || (a->port_num && a->port_num != 1))
+    return EINVAL;
+  memcpy(u->dgid, a->grh.dgid.raw, 16);
+  u->is_global = 1;
+  u->traffic_class = a->grh.traffic_class;
+  u->hop_limit = a->grh.hop_limit;
+  u->flow_label = a->grh.flow_label;
+  return 0;
+}
+
+UV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
+                                       struct ibv_ah_attr *attr) {
+  struct uroce_ah_attr ua;
+  if (!ibpd || !attr) {
+    errno = EINVAL;
+    return NULL;
+  }
+  int e = ah_attr_to_uroce(attr, &ua);
+  if (e) {
+    errno = e;
+    return NULL;
+  }
+  struct uv_pd *pd = UV_CONTAINER(ibpd, struct uv_pd, pd);
+  struct uv_ah *ah = calloc(1, sizeof(*ah));
+  if (!ah) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  int rv = uroce_create_ah(pd->upd, &ua, &ah->uah);
+  if (rv < 0) {
+    free(ah);
+    return uv_fail(rv);
+  }
+  ah->ah.context = ibpd->context;
+  ah->ah.pd = ibpd;
+  return &ah->ah;
+}
+
+UV_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah) {
+  struct uv_ah *ah = UV_CONTAINER(ibah, struct uv_ah, ah);
+  int rv = uroce_destroy_ah(ah->uah);
+  if (rv < 0)
+    return uv_errno(rv);
+  free(ah);
+  return 0;
+}
+
+/* The source GID of a received UD datagram, from the 40 bytes before its
+ * payload: an IPv6 header, or 20 bytes and an IPv4 header for IPv4. */
+UV_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
+                                  struct ibv_wc *wc, struct ibv_grh *grh,
+                                  struct ibv_ah_attr *ah_attr) {
+  if (!wc || !ah_attr || !grh || !(wc->wc_flags & IBV_WC_GRH) ||
+      port_num != 1) {
+    errno = EINVAL;
+    return -1;
+  }
+  memset(ah_attr, 0, sizeof(*ah_attr));
+  const uint8_t *raw = (const uint8_t *)grh;
+  ah_attr->is_global = 1;
+  ah_attr->port_num = port_num;
+  ah_attr->grh.hop_limit = 0xff;
+  ah_attr->grh.sgid_index = 1;
+  if ((raw[20] >> 4) == 4) {
+    uint8_t *d = ah_attr->grh.dgid.raw;
+    d[10] = d[11] = 0xff;
+    memcpy(d + 12, raw + 20 + 12, 4);
+    ah_attr->grh.traffic_class = raw[21];
+  } else {
+    memcpy(ah_attr->grh.dgid.raw, grh->sgid.raw, 16);
+    uint32_t vtf = ntohl(grh->version_tclass_flow);
+    ah_attr->grh.traffic_class = (uint8_t)(vtf >> 20);
+    ah_attr->grh.flow_label = vtf & 0xfffff;
+  }
+  return 0;
+}
+
+UV_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd,
+                                               struct ibv_wc *wc,
+                                               struct ibv_grh *grh,
+                                               uint8_t port_num) {
+  struct ibv_ah_attr a;
+  if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &a))
+    return NULL;
+  return ibv_create_ah(pd, &a);
+}
+
+/* Ethernet L2 addresses belong to the kernel's neighbour table; uroce's
+ * packets travel in UDP and never need them. */
+UV_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *context,
+                                          struct ibv_ah_attr *attr,
+                                          uint8_t eth_mac[6], uint16_t *vid) {
+  return EOPNOTSUPP;
+}
+
+/* ---- queue pairs ---- */
+
+struct ibv_qp *uv_qp_new(struct ibv_context *context,
+                         struct ibv_qp_init_attr_ex *init) {
+  if (!init || !(init->comp_mask & IBV_QP_INIT_ATTR_PD) || !init->pd ||
+      !init->send_cq || !init->recv_cq) {
+    errno = EINVAL;
+    return NULL;
+  }
+  uint32_t supported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  if ((init->comp_mask & ~supported) ||
+      (init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UC &&
+       init->qp_type != IBV_QPT_UD)) {
+    errno = EOPNOTSUPP; /* XRC, raw packet, RSS, TSO, create flags */
+    return NULL;
+  }
+  struct uv_qp *qp = calloc(1, sizeof(*qp));
+  if (!qp) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  struct uroce_qp_init_attr a;
+  memset(&a, 0, sizeof(a));
+  a.send_cq = ((struct uv_cq *)(void *)init->send_cq)->ucq;
+  a.recv_cq = ((struct uv_cq *)(void *)init->recv_cq)->ucq;
+  a.srq = init->srq ? UV_CONTAINER(init->srq, struct uv_srq, srq)->usrq : 0;
+  a.cap.max_send_wr = init->cap.max_send_wr;
+  a.cap.max_recv_wr = init->cap.max_recv_wr;
+  a.cap.max_send_sge = init->cap.max_send_sge;
+  a.cap.max_recv_sge = init->cap.max_recv_sge;
+  a.cap.max_inline_data = init->cap.max_inline_data;
+  a.qp_type = init->qp_type;
+  a.sq_sig_all = init->sq_sig_all;
+  struct uv_pd *pd = UV_CONTAINER(init->pd, struct uv_pd, pd);
+  int rv = uroce_create_qp(pd->upd, &a, &qp->uqp);
+  if (rv < 0) {
+    free(qp);
+    return uv_fail(rv);
+  }
+  qp->max_inline = init->cap.max_inline_data;
+  struct ibv_qp *q = &qp->qpx.qp_base;
+  q->context = context;
+  q->qp_context = init->qp_context;
+  q->pd = init->pd;
+  q->send_cq = init->send_cq;
+  q->recv_cq = init->recv_cq;
+  q->srq = init->srq;
+  q->qp_num = uroce_qp_num(qp->uqp);
+  q->handle = q->qp_num;
+  q->state = IBV_QPS_RESET;
+  q->qp_type = init->qp_type;
+  pthread_mutex_init(&q->mutex, NULL);
+  pthread_cond_init(&q->cond, NULL);
+  if (init->srq)
+    init->cap.max_recv_wr = init->cap.max_recv_sge = 0;
+  if (init->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+    qp->is_ex = 1;
+    uv_qp_ex_init(qp);
+  }
+  ctx_add_qp(uv_ctx(context), qp);
+  return q;
+}
+
+UV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
+                                       struct ibv_qp_init_attr *init) {
+  if (!pd || !init) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct ibv_qp_init_attr_ex x;
+  memset(&x, 0, sizeof(x));
+  x.qp_context = init->qp_context;
+  x.send_cq = init->send_cq;
+  x.recv_cq = init->recv_cq;
+  x.srq = init->srq;
+  x.cap = init->cap;
+  x.qp_type = init->qp_type;
+  x.sq_sig_all = init->sq_sig_all;
+  x.comp_mask = IBV_QP_INIT_ATTR_PD;
+  x.pd = pd;
+  struct ibv_qp *qp = uv_qp_new(pd->context, &x);
+  if (qp)
+    init->cap = x.cap;
+  return qp;
+}
+
+UV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp) {
+  struct uv_qp *qp = (struct uv_qp *)(void *)ibqp;
+  return qp->is_ex ? &qp->qpx : NULL;
+}
+
+UV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp) {
+  struct uv_qp *qp = (struct uv_qp *)(void *)ibqp;
+  int rv = uroce_destroy_qp(qp->uqp);
+  if (rv < 0)
+    return uv_errno(rv);
+  ctx_del_qp(uv_ctx(ibqp->context), qp);
+  pthread_mutex_destroy(&ibqp->mutex);
+  pthread_cond_destroy(&ibqp->cond);
+  free(qp->inl);
+  free(qp->sge);
+  free(qp);
+  return 0;
+}
+
+UV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+                            int mask) {
+  struct uv_qp *qp = (struct uv_qp *)(void *)ibqp;
+  if (!attr)
+    return EINVAL;
+  struct uroce_qp_attr a;
+  memset(&a, 0, sizeof(a));
+  a.qp_state = attr->qp_state;
+  a.cur_qp_state = attr->cur_qp_state;
+  a.path_mtu = attr->path_mtu;
+  a.path_mig_state = attr->path_mig_state;
+  a.qkey = attr->qkey;
+  a.rq_psn = attr->rq_psn;
+  a.sq_psn = attr->sq_psn;
+  a.dest_qp_num = attr->dest_qp_num;
+  a.qp_access_flags = attr->qp_access_flags & UROCE_ACCESS_ALL;
+  a.cap.max_send_wr = attr->cap.max_send_wr;
+  a.cap.max_recv_wr = attr->cap.max_recv_wr;
+  a.cap.max_send_sge = attr->cap.max_send_sge;
+  a.cap.max_recv_sge = attr->cap.max_recv_sge;
+  a.cap.max_inline_data = attr->cap.max_inline_data;
+  if (mask & IBV_QP_AV) {
+    int e = ah_attr_to_uroce(&attr->ah_attr, &a.ah_attr);
+    if (e)
+      return e;
+  }
+  a.pkey_index = attr->pkey_index;
+  a.en_sqd_async_notify = attr->en_sqd_async_notify;
+  a.max_rd_atomic = attr->max_rd_atomic;
+  a.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+  a.min_rnr_timer = attr->min_rnr_timer;
+  a.port_num = attr->port_num;
+  a.timeout = attr->timeout;
+  a.retry_cnt = attr->retry_cnt;
+  a.rnr_retry = attr->rnr_retry;
+  /* Alternate paths (automatic path migration) are accepted and unused. */
+  int rv = uroce_modify_qp(qp->uqp, &a, mask & 0x1FFFFF);
+  if (rv < 0)
+    return uv_errno(rv);
+  if (mask & IBV_QP_STATE)
+    ibqp->state = attr->qp_state;
+  return 0;
+}
+
+UV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+                           int mask, struct ibv_qp_init_attr *init) {
+  struct uv_qp *qp = (struct uv_qp *)(void *)ibqp;
+  struct uroce_qp_attr a;
+  struct uroce_qp_init_attr ia;
+  if (!attr)
+    return EINVAL;
+  int rv = uroce_query_qp(qp->uqp, &a, &ia);
+  if (rv < 0)
+    return uv_errno(rv);
+  memset(attr, 0, sizeof(*attr));
+  attr->qp_state = a.qp_state;
+  attr->cur_qp_state = a.qp_state;
+  attr->path_mtu = a.path_mtu;
+  attr->path_mig_state = IBV_MIG_MIGRATED;
+  attr->qkey = a.qkey;
+  attr->rq_psn = a.rq_psn;
+  attr->sq_psn = a.sq_psn;
+  attr->dest_qp_num = a.dest_qp_num;
+  attr->qp_access_flags = a.qp_access_flags;
+  attr->cap.max_send_wr = a.cap.max_send_wr;
+  attr->cap.max_recv_wr = a.cap.max_recv_wr;
+  attr->cap.max_send_sge = a.cap.max_send_sge;
+  attr->cap.max_recv_sge = a.cap.max_recv_sge;
+  attr->cap.max_inline_data = a.cap.max_inline_data;
+  memcpy(attr->ah_attr.grh.dgid.raw, a.ah_attr.dgid, 16);
+  attr->ah_attr.grh.flow_label = a.ah_attr.flow_label;
+  attr->ah_attr.grh.hop_limit = a.ah_attr.hop_limit;
+  attr->ah_attr.grh.traffic_class = a.ah_attr.traffic_class;
+  attr->ah_attr.grh.sgid_index = 1;
+  attr->ah_attr.is_global = a.ah_attr.is_global;
+  attr->ah_attr.port_num = 1;
+  attr->pkey_index = a.pkey_index;
+  attr->en_sqd_async_notify = a.en_sqd_async_notify;
+  attr->sq_draining = a.sq_draining;
+  attr->max_rd_atomic = a.max_rd_atomic;
+  attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
+  attr->min_rnr_timer = a.min_rnr_timer;
+  attr->port_num = 1;
+  attr->timeout = a.timeout;
+  attr->retry_cnt = a.retry_cnt;
+  attr->rnr_retry = a.rnr_retry;
+  if (init) {
+    memset(init, 0, sizeof(*init));
+    init->qp_context = ibqp->qp_context;
+    init->send_cq = ibqp->send_cq;
+    init->recv_cq = ibqp->recv_cq;
+    init->srq = ibqp->srq;
+    init->cap = attr->cap;
+    init->qp_type = ibqp->qp_type;
+    init->sq_sig_all = ia.sq_sig_all;
+  }
+  return 0;
+}
+
+/* Translates one ibv send WR. Returns 0 or an errno value. */
+int uv_send_wr(const struct ibv_send_wr *w, struct uroce_send_wr *u) {
+  memset(u, 0, sizeof(*u));
+  switch (w->opcode) {
+  case IBV_WR_RDMA_WRITE:
+  case IBV_WR_RDMA_WRITE_WITH_IMM:
+  case IBV_WR_SEND:
+  case IBV_WR_SEND_WITH_IMM:
+  case IBV_WR_RDMA_READ:
+  case IBV_WR_ATOMIC_CMP_AND_SWP:
+  case IBV_WR_ATOMIC_FETCH_AND_ADD:
+  case IBV_WR_SEND_WITH_INV:
+    break;
+  default:
+    return EINVAL; /* memory windows, local invalidate, TSO */
+  }
+  u->wr_id = w->wr_id;
+  u->sg_list = (struct uroce_sge *)(void *)w->sg_list;
+  u->num_sge = w->num_sge;
+  u->opcode = w->opcode;
+  u->send_flags = w->send_flags & 0xF;
+  u->imm_data = w->imm_data;
+  u->invalidate_rkey = w->invalidate_rkey;
+  switch (w->opcode) {
+  case IBV_WR_ATOMIC_CMP_AND_SWP:
+  case IBV_WR_ATOMIC_FETCH_AND_ADD:
+    u->wr.atomic.remote_addr = w->wr.atomic.remote_addr;
+    u->wr.atomic.compare_add = w->wr.atomic.compare_add;
+    u->wr.atomic.swap = w->wr.atomic.swap;
+    u->wr.atomic.rkey = w->wr.atomic.rkey;
+    break;
+  case IBV_WR_RDMA_WRITE:
+  case IBV_WR_RDMA_WRITE_WITH_IMM:
+  case IBV_WR_RDMA_READ:
+    u->wr.rdma.remote_addr = w->wr.rdma.remote_addr;
+    u->wr.rdma.rkey = w->wr.rdma.rkey;
+    break;
+  default:
+    if (w->wr.ud.ah) {
+      u->wr.ud.ah = UV_CONTAINER(w->wr.ud.ah, struct uv_ah, ah)->uah;
+      u->wr.ud.remote_qpn = w->wr.ud.remote_qpn;
+      u->wr.ud.remote_qkey = w->wr.ud.remote_qkey;
+    }
+    break;
+  }
+  return 0;
+}
+
+static int op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+                        struct ibv_send_wr **bad) {
+  struct uv_qp *qp = (struct uv_qp *)(void *)ibqp;
+  struct uroce_send_wr batch[UV_WR_BATCH];
+  struct ibv_send_wr *src[UV_WR_BATCH];
+  bool ud = ibqp->qp_type == IBV_QPT_UD;
+  while (wr) {
+    unsigned n = 0;
+    int e = 0;
+    for (; wr && n < UV_WR_BATCH; wr = wr->next, n++) {
+      e = uv_send_wr(wr, &batch[n]);
+      if (!e && ud && !wr->wr.ud.ah)
+        e = EINVAL;
+      if (e)
+        break;
+      src[n] = wr;
+      if (n)
+        batch[n - 1].next = &batch[n];
+    }
+    if (n) {
+      struct uroce_send_wr *ubad = NULL;
+      int rv = uroce_post_send(qp->uqp, batch, &ubad);
+      if (rv < 0) {
+        if (bad)
+          *bad = ubad ? src[ubad - batch] : src[0];
+        return uv_errno(rv);
+      }
+    }
+    if (e) {
+      if (bad)
+        *bad = wr;
+      return e;
+    }
+  }
+  return 0;
+}
+
+static int op_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+                        struct ibv_recv_wr **bad) {
+  struct uv_qp *qp = (struct uv_qp *)(void *)ibqp;
+  return uv_errno(uroce_post_recv(qp->uqp, (struct uroce_recv_wr *)(void *)wr,
+                                  (struct uroce_recv_wr **)(void *)bad));
+}
+
+/* ---- multicast: not supported (RoCE multicast needs IGMP and a switch) */
+
+UV_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+                               uint16_t lid) {
+  return EOPNOTSUPP;
+}
+
+UV_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+                               uint16_t lid) {
+  return EOPNOTSUPP;
+}
+
+/* ---- asynchronous events ---- */
+
+UV_EXPORT int ibv_get_async_event(struct ibv_context *context,
+                                  struct ibv_async_event *event) {
+  struct uv_context *ctx = uv_ctx(context);
+  struct uroce_async_event ev;
+  for (;;) {
+    int rv = uroce_get_async_event(ctx->udev, &ev);
+    if (rv < 0) {
+      errno = uv_errno(rv);
+      return -1;
+    }
+    memset(event, 0, sizeof(*event));
+    event->event_type = (enum ibv_event_type)ev.type;
+    switch (ev.type) {
+    case UROCE_EVENT_CQ_ERR:
+      event->element.cq =
+          ibv_cq_ex_to_cq(&((struct uv_cq *)uroce_cq_context(ev.obj))->cqx);
+      return 0;
+    case UROCE_EVENT_SRQ_LIMIT_REACHED:
+      pthread_mutex_lock(&ctx->lock);
+      for (struct uv_srq *q = ctx->srqs; q; q = q->next)
+        if (q->usrq == ev.obj) {
+          event->element.srq = &q->srq;
+          break;
+        }
+      pthread_mutex_unlock(&ctx->lock);
+      if (event->element.srq)
+        return 0;
+      continue; /* the SRQ is gone */
+    default:
+      pthread_mutex_lock(&ctx->lock);
+      for (struct uv_qp *q = ctx->qps; q; q = q->next)
+        if (q->uqp == ev.obj) {
+          event->element.qp = &q->qpx.qp_base;
+          break;
+        }
+      pthread_mutex_unlock(&ctx->lock);
+      if (event->element.qp)
+        return 0;
+      continue; /* the QP is gone */
+    }
+  }
+}
+
+UV_EXPORT void ibv_ack_async_event(struct ibv_async_event *event) {}
+
+/* ---- the context's operation tables ---- */
+
+void uv_set_context_ops(struct uv_context *ctx) {
+  struct ibv_context_ops *o = &ctx->vctx.context.ops;
+  o->poll_cq = op_poll_cq;
+  o->req_notify_cq = op_req_notify_cq;
+  o->post_send = op_post_send;
+  o->post_recv = op_post_recv;
+  o->post_srq_recv = op_post_srq_recv;
+  struct verbs_context *v = &ctx->vctx;
+  v->query_port = uv_query_port;
+  v->query_device_ex = uv_query_device_ex;
+  v->create_qp_ex = uv_create_qp_ex;
+  v->create_cq_ex = uv_create_cq_ex;
+  v->create_srq_ex = op_create_srq_ex;
+}

@@ -1,0 +1,352 @@
+#!/usr/bin/python3
+"""Unmodified Debian 12 verbs programs (ibverbs-utils, perftest) over uroce's
+libibverbs.so.1 drop-in, each started through `uroce run`:
+
+  - between two processes on one host (endpoints 127.0.0.2 and 127.0.0.3);
+  - between two network namespaces joined by a veth pair (10.77.0.1/2 and
+    one IPv6 pair, fd77::1/2), made by tests/net/netns.sh (needs root).
+
+A run passes only if both ends exit 0 and their output shows the data
+moved: the pingpongs' byte and iteration counts and a non-zero rate (with
+-c, their own check of every received buffer), perftest's result table with
+the requested size and iteration count and real figures (bandwidth and
+message rate above zero; 0 < t_min <= t_avg <= t_max). GIDs are chosen by
+index (-g 1 / -x 1: the IPv4-mapped RoCE v2 GID) and, for perftest, also
+automatically.
+
+Programs that are not installed are reported as skipped; the test fails if
+ibverbs-utils or perftest is missing entirely unless --allow-missing.
+Prints one line per case and `N passed, M failed` at the end."""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NETNS = os.path.join(HERE, "netns.sh")
+
+results = []
+
+
+def report(name, ok, detail=""):
+    results.append((name, ok))
+    print("%-58s %s %s" % (name, "ok" if ok else "FAIL", detail), flush=True)
+
+
+class Side:
+    """Where one end runs: its endpoint address and network namespace."""
+
+    def __init__(self, addr, ns=None, tcp=None):
+        self.addr = addr
+        self.ns = ns
+        # Where the programs' own TCP exchange connects to; perftest and
+        # the pingpongs listen on IPv4 only.
+        self.tcp = tcp or addr
+
+    def cmd(self, uroce, argv):
+        c = [uroce, "run", "--addr", self.addr]
+        if self.ns:
+            c += ["--ns", self.ns]
+        return c + ["--"] + argv
+
+
+def listening(port, ns, deadline):
+    """Waits until something listens on TCP port (in ns)."""
+    pre = ["ip", "netns", "exec", ns] if ns else []
+    while time.time() < deadline:
+        out = subprocess.run(pre + ["ss", "-Hltn", "sport = :%d" % port],
+                             capture_output=True, text=True).stdout
+        if out.strip():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def run_pair(uroce, srv, cli, argv_srv, argv_cli, port, timeout=40):
+    """Runs a server and a client; returns (rc_srv, rc_cli, out_srv,
+    out_cli)."""
+    s = subprocess.Popen(srv.cmd(uroce, argv_srv), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    if not listening(port, srv.ns, time.time() + 10):
+        s.kill()
+        return -1, -1, s.communicate()[0] + "\n<server never listened>", ""
+    c = subprocess.Popen(cli.cmd(uroce, argv_cli), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        out_c, _ = c.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        c.kill()
+        out_c = c.communicate()[0] + "\n<client timed out>"
+    try:
+        out_s, _ = s.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        s.kill()
+        out_s = s.communicate()[0] + "\n<server timed out>"
+    return s.returncode, c.returncode, out_s, out_c
+
+
+# ---- output checks: each returns None when good, else what is wrong ----
+
+PP_BYTES = re.compile(r"^(\d+) bytes in ([\d.]+) seconds = ([\d.]+) Mbit/sec",
+                      re.M)
+PP_ITERS = re.compile(r"^(\d+) iters in ([\d.]+) seconds = ([\d.]+) usec/iter",
+                      re.M)
+
+
+def check_pingpong(out, size, iters):
+    if re.search(r"mismatch|Failed|failed|Couldn't|error", out):
+        return "error in output"
+    b = PP_BYTES.search(out)
+    i = PP_ITERS.search(out)
+    if not b or not i:
+        return "no result lines"
+    # Every iteration sends and receives one message of size bytes
+    # (ibv_srq_pingpong: iterations are shared among its QPs).
+    if int(b.group(1)) != 2 * size * iters:
+        return "moved %s bytes, expected %d" % (b.group(1), 2 * size * iters)
+    if int(i.group(1)) != iters:
+        return "%s iterations, expected %d" % (i.group(1), iters)
+    if not float(b.group(3)) > 0 or not float(i.group(3)) > 0:
+        return "zero rate"
+    return None
+
+
+def perftest_rows(out):
+    """The numeric rows of perftest's result table."""
+    rows, in_table = [], False
+    for line in out.splitlines():
+        if "#bytes" in line:
+            in_table = True
+            continue
+        if in_table:
+            f = line.split()
+            if f and re.match(r"^\d+$", f[0]):
+                rows.append(f)
+            elif line.startswith("---"):
+                in_table = rows == [] and in_table
+    return rows
+
+
+def check_perftest(out, kind, size, iters, server=False):
+    if re.search(r"(?i)\b(error|failed|unable|couldn't)\b", out):
+        return "error in output"
+    rows = perftest_rows(out)
+    if not rows:
+        return "no result table"
+    f = rows[-1]
+    try:
+        if int(f[0]) != size:
+            return "size %s, expected %d" % (f[0], size)
+        if int(f[1]) != iters:
+            return "%s iterations, expected %d" % (f[1], iters)
+        if kind == "bw":
+            peak, avg, rate = float(f[2]), float(f[3]), float(f[4])
+            # A send_bw server reports no peak (0.00): it only receives.
+            if not (avg > 0 and rate > 0 and (peak > 0 or server)):
+                return "zero figures: %s" % " ".join(f)
+        else:
+            tmin, tmax, ttyp, tavg = (float(f[2]), float(f[3]), float(f[4]),
+                                      float(f[5]))
+            if not (0 < tmin <= tavg <= tmax and 0 < ttyp <= tmax):
+                return "implausible latencies: %s" % " ".join(f)
+    except (ValueError, IndexError):
+        return "unparsable row: %s" % " ".join(f)
+    return None
+
+
+def summary(out, kind):
+    if kind == "pp":
+        i = PP_ITERS.search(out)
+        b = PP_BYTES.search(out)
+        return "%s Mbit/s, %s us/iter" % (b.group(3), i.group(3)) if b and i \
+            else ""
+    rows = perftest_rows(out)
+    if not rows:
+        return ""
+    f = rows[-1]
+    if kind == "bw":
+        return "%s B: %s MB/s avg" % (f[0], f[3])
+    return "%s B: t_typical %s us" % (f[0], f[4])
+
+
+# ---- cases ----
+
+def pingpong_cases(quick):
+    """(name, argv without address/port, size, iters, QPs)."""
+    n = 200 if quick else 500
+    return [
+        ("ibv_rc_pingpong", ["ibv_rc_pingpong", "-g", "1", "-c"], 4096, n, 1),
+        ("ibv_rc_pingpong -s 64K", ["ibv_rc_pingpong", "-g", "1", "-c",
+                                    "-s", "65536"], 65536, n // 2, 1),
+        ("ibv_rc_pingpong -e", ["ibv_rc_pingpong", "-g", "1", "-c", "-e"],
+         4096, n, 1),
+        ("ibv_rc_pingpong -N", ["ibv_rc_pingpong", "-g", "1", "-c", "-N",
+                                "-s", "1024"], 1024, n, 1),
+        ("ibv_uc_pingpong", ["ibv_uc_pingpong", "-g", "1", "-c", "-s",
+                             "2048"], 2048, n, 1),
+        ("ibv_ud_pingpong", ["ibv_ud_pingpong", "-g", "1", "-c", "-s",
+                             "1024"], 1024, n, 1),
+        ("ibv_ud_pingpong -e", ["ibv_ud_pingpong", "-g", "1", "-c", "-e",
+                                "-s", "2048"], 2048, n, 1),
+        ("ibv_srq_pingpong", ["ibv_srq_pingpong", "-g", "1", "-c", "-q", "4",
+                              "-s", "4096"], 4096, n, 4),
+    ]
+
+
+def perftest_cases(quick):
+    """(name, argv, kind, size, iters). '-x 1' picks the IPv4/IPv6 RoCE v2
+    GID by index; cases without -x let perftest choose."""
+    n = 300 if quick else 1000
+    nl = 200 if quick else 500
+    return [
+        ("ib_write_bw -x 1 64K", ["ib_write_bw", "-x", "1", "-s", "65536"],
+         "bw", 65536, n),
+        ("ib_write_bw auto-gid 4K", ["ib_write_bw", "-s", "4096"], "bw",
+         4096, n),
+        ("ib_write_bw old post_send 1M", ["ib_write_bw", "-x", "1", "-s",
+                                          "1048576", "--use_old_post_send"],
+         "bw", 1048576, n // 10),
+        ("ib_write_lat", ["ib_write_lat", "-x", "1"], "lat", 2, nl),
+        ("ib_write_lat auto-gid 4K", ["ib_write_lat", "-s", "4096"], "lat",
+         4096, nl),
+        ("ib_read_bw 64K", ["ib_read_bw", "-x", "1", "-s", "65536"], "bw",
+         65536, n),
+        ("ib_read_bw auto-gid 1K", ["ib_read_bw", "-s", "1024"], "bw", 1024,
+         n),
+        ("ib_read_lat", ["ib_read_lat", "-x", "1"], "lat", 2, nl),
+        ("ib_send_bw 64K", ["ib_send_bw", "-x", "1", "-s", "65536"], "bw",
+         65536, n),
+        ("ib_send_bw auto-gid 512", ["ib_send_bw", "-s", "512"], "bw", 512,
+         n),
+        ("ib_send_lat", ["ib_send_lat", "-x", "1"], "lat", 2, nl),
+        ("ib_send_lat auto-gid 8K", ["ib_send_lat", "-s", "8192"], "lat",
+         8192, nl),
+        ("ib_atomic_bw fetch_add", ["ib_atomic_bw", "-x", "1", "-A",
+                                    "FETCH_AND_ADD"], "bw", 8, n),
+        ("ib_atomic_bw cmp_swap auto-gid", ["ib_atomic_bw", "-A",
+                                            "CMP_AND_SWAP"], "bw", 8, n),
+        ("ib_atomic_lat", ["ib_atomic_lat", "-x", "1"], "lat", 8, nl),
+    ]
+
+
+def run_local_tools(uroce, side, where):
+    """ibv_devices, ibv_devinfo, ibv_devinfo -v on one endpoint."""
+    for argv, want in (
+            (["ibv_devices"], [r"uroce0\s+[0-9a-f]{16}"]),
+            (["ibv_devinfo"], [r"hca_id:\s+uroce0", r"PORT_ACTIVE",
+                               r"link_layer:\s+Ethernet",
+                               r"active_mtu:\s+\d+ \(\d\)"]),
+            (["ibv_devinfo", "-v"],
+             [r"GID\[\s*0\]:\s+fe80::", r"GID\[\s*1\]:\s+%s, RoCE v2" %
+              re.escape(("::ffff:" if "." in side.addr else "") + side.addr),
+              r"atomic_cap:\s+ATOMIC_HCA", r"max_qp_rd_atom:\s+\d+",
+              r"max_sge:\s+\d+"])):
+        name = "%s %s" % (where, " ".join(argv))
+        p = subprocess.run(side.cmd(uroce, argv), capture_output=True,
+                           text=True, timeout=30)
+        miss = [w for w in want if not re.search(w, p.stdout)]
+        ok = p.returncode == 0 and not miss
+        report(name, ok, "" if ok else "rc=%d missing %s\n%s%s" %
+               (p.returncode, miss, p.stdout[-2000:], p.stderr[-2000:]))
+
+
+def run_suite(uroce, srv, cli, where, quick, port, only):
+    for name, argv, size, iters, _ in pingpong_cases(quick):
+        if only and not re.search(only, name):
+            continue
+        port += 1
+        base = argv + ["-n", str(iters), "-p", str(port)]
+        t0 = time.time()
+        rs, rc, os_, oc = run_pair(uroce, srv, cli, base, base + [srv.tcp],
+                                   port)
+        bad = None if rs == 0 and rc == 0 else "rc server %d client %d" % (
+            rs, rc)
+        bad = bad or check_pingpong(os_, size, iters) or \
+            check_pingpong(oc, size, iters)
+        report("%s %s" % (where, name), bad is None,
+               ("%s (%.1fs)" % (summary(oc, "pp"), time.time() - t0))
+               if bad is None else "%s\n--- server\n%s\n--- client\n%s" %
+               (bad, os_[-1500:], oc[-1500:]))
+    for name, argv, kind, size, iters in perftest_cases(quick):
+        if only and not re.search(only, name):
+            continue
+        port += 1
+        base = argv + ["-n", str(iters), "-p", str(port)]
+        t0 = time.time()
+        rs, rc, os_, oc = run_pair(uroce, srv, cli, base, base + [srv.tcp],
+                                   port)
+        bad = None if rs == 0 and rc == 0 else "rc server %d client %d" % (
+            rs, rc)
+        bad = bad or check_perftest(oc, kind, size, iters)
+        # The bandwidth servers print the same table; latency servers
+        # print none for write/read.
+        if not bad and kind == "bw":
+            bad = check_perftest(os_, kind, size, iters, server=True)
+        report("%s %s" % (where, name), bad is None,
+               ("%s (%.1fs)" % (summary(oc, kind), time.time() - t0))
+               if bad is None else "%s\n--- server\n%s\n--- client\n%s" %
+               (bad, os_[-1500:], oc[-1500:]))
+    return port
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--uroce", required=True, help="the uroce program")
+    ap.add_argument("--quick", action="store_true",
+                    help="fewer iterations")
+    ap.add_argument("--no-netns", action="store_true",
+                    help="skip the network namespace cases")
+    ap.add_argument("--only", help="regex: run only matching cases")
+    ap.add_argument("--port", type=int, default=18600,
+                    help="first TCP port for the programs' exchange")
+    ap.add_argument("--allow-missing", action="store_true",
+                    help="skip, not fail, when the programs are missing")
+    a = ap.parse_args()
+
+    missing = [p for p in ("ibv_devinfo", "ibv_rc_pingpong", "ib_write_bw")
+               if not shutil.which(p)]
+    if missing:
+        print("missing programs: %s (apt-get install ibverbs-utils perftest)"
+              % " ".join(missing))
+        return 0 if a.allow_missing else 1
+    t0 = time.time()
+    lo_srv, lo_cli = Side("127.0.0.2"), Side("127.0.0.3")
+    run_local_tools(a.uroce, lo_srv, "lo")
+    port = run_suite(a.uroce, lo_srv, lo_cli, "lo", a.quick, a.port, a.only)
+
+    if not a.no_netns:
+        if os.geteuid() != 0:
+            print("netns cases need root: skipped")
+        else:
+            sfx = "v%d" % (os.getpid() % 10000)
+            up = subprocess.run(["bash", NETNS, "up", sfx],
+                                capture_output=True, text=True)
+            if up.returncode != 0:
+                report("netns setup", False, up.stderr)
+            else:
+                try:
+                    na = Side("10.77.0.1", "uroce-a" + sfx)
+                    nb = Side("10.77.0.2", "uroce-b" + sfx)
+                    run_local_tools(a.uroce, na, "netns")
+                    port = run_suite(a.uroce, na, nb, "netns", a.quick,
+                                     port + 100, a.only)
+                    # IPv6 endpoints: GID 1 is the IPv6 address itself.
+                    v6a = Side("fd77::1", "uroce-a" + sfx, "10.77.0.1")
+                    v6b = Side("fd77::2", "uroce-b" + sfx, "10.77.0.2")
+                    run_local_tools(a.uroce, v6a, "netns6")
+                    run_suite(a.uroce, v6a, v6b, "netns6", True, port + 100,
+                              a.only or r"^(ibv_rc_pingpong|ib_write_bw -x 1 "
+                              r"64K|ib_send_lat)$")
+                finally:
+                    subprocess.run(["bash", NETNS, "down", sfx])
+    bad = sum(1 for _, ok in results if not ok)
+    print("%d passed, %d failed (%.0f s)" % (len(results) - bad, bad,
+                                             time.time() - t0))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

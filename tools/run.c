@@ -1,0 +1,174 @@
+/* uroce run: runs an unmodified verbs program on uroce. It puts the
+ * libibverbs.so.1 drop-in (and the provider stand-ins perftest links) first
+ * on the library path, gives the process its own endpoint address, and
+ * optionally runs it inside a network namespace. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tool.h"
+
+#ifndef UROCE_COMPAT_BUILD_LIBDIR
+#define UROCE_COMPAT_BUILD_LIBDIR ""
+#endif
+#ifndef UROCE_COMPAT_INSTALL_LIBDIR
+#define UROCE_COMPAT_INSTALL_LIBDIR "lib/uroce"
+#endif
+#ifndef UROCE_INSTALL_BINDIR
+#define UROCE_INSTALL_BINDIR "bin"
+#endif
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: uroce run [--addr IP] [--port UDP] [--ns NETNS] "
+          "[--pcap FILE] [--dev NAME] -- PROGRAM [ARGS...]\n"
+          "\n"
+          "Runs PROGRAM with uroce's libibverbs.so.1, so that an unmodified\n"
+          "verbs program (ibv_rc_pingpong, ib_write_bw, ...) runs over\n"
+          "RoCEv2 in UDP with no RDMA NIC. Its device is uroce0.\n"
+          "\n"
+          "  --addr IP    the endpoint address (IPv4 or IPv6) of this "
+          "process\n"
+          "               (default 127.0.0.1); two processes on one host "
+          "need two\n"
+          "               (any 127.x.y.z works on loopback)\n"
+          "  --port UDP   UDP port (default 4791; peers must agree)\n"
+          "  --ns NETNS   run inside network namespace NETNS (ip netns "
+          "exec)\n"
+          "  --pcap FILE  write every RoCEv2 packet to FILE\n"
+          "  --dev NAME   name the device NAME instead of uroce0\n"
+          "\n"
+          "The programs' GID index for RoCE v2 over the address is 1\n"
+          "(e.g. ibv_rc_pingpong -g 1). UROCE_LIBDIR overrides where the\n"
+          "libraries are looked for.\n");
+}
+
+static int has_lib(const char *dir) {
+  char p[PATH_MAX + 32];
+  if (!dir || !*dir)
+    return 0;
+  snprintf(p, sizeof(p), "%.*s/libibverbs.so.1", PATH_MAX, dir);
+  return access(p, R_OK) == 0;
+}
+
+/* The directory with the drop-in: next to this program in a build tree
+ * (build/uroce -> build/compat/lib), in the installed libdir relative to
+ * the bindir, or where this build put it. */
+static int find_libdir(char *out, size_t n) {
+  const char *env = getenv("UROCE_LIBDIR");
+  if (env && *env) {
+    snprintf(out, n, "%s", env);
+    return has_lib(out) ? 0 : -1;
+  }
+  char exe[PATH_MAX];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (len > 0) {
+    exe[len] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+      *slash = 0;
+      if (snprintf(out, n, "%.*s/compat/lib", PATH_MAX, exe) >= (int)n)
+        return -1;
+      if (has_lib(out))
+        return 0;
+      /* <prefix>/bin/uroce -> <prefix>/<libdir>/uroce */
+      const char *bindir = UROCE_INSTALL_BINDIR;
+      size_t bl = strlen(bindir), el = strlen(exe);
+      if (el >= bl && !strcmp(exe + el - bl, bindir)) {
+        exe[el - bl] = 0;
+        snprintf(out, n, "%s%s", exe, UROCE_COMPAT_INSTALL_LIBDIR);
+        if (has_lib(out))
+          return 0;
+      }
+    }
+  }
+  snprintf(out, n, "%s", UROCE_COMPAT_BUILD_LIBDIR);
+  return has_lib(out) ? 0 : -1;
+}
+
+int cmd_run(int argc, char **argv) {
+  const char *addr = "127.0.0.1", *ns = NULL, *port = NULL, *pcap = NULL;
+  const char *dev = NULL;
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--")) {
+      i++;
+      break;
+    }
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    }
+    const char **opt = !strcmp(a, "--addr")   ? &addr
+                       : !strcmp(a, "--ns")   ? &ns
+                       : !strcmp(a, "--port") ? &port
+                       : !strcmp(a, "--pcap") ? &pcap
+                       : !strcmp(a, "--dev")  ? &dev
+                                              : NULL;
+    if (opt) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "uroce run: %s needs a value\n", a);
+        return 2;
+      }
+      *opt = argv[++i];
+      continue;
+    }
+    if (a[0] == '-') {
+      fprintf(stderr, "uroce run: unknown option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+    break; /* the program, without "--" */
+  }
+  if (i >= argc) {
+    usage(stderr);
+    return 2;
+  }
+  char libdir[PATH_MAX + 32];
+  if (find_libdir(libdir, sizeof(libdir)) < 0) {
+    fprintf(stderr,
+            "uroce run: libibverbs.so.1 drop-in not found (looked in %s); "
+            "build it (needs libibverbs-dev) or set UROCE_LIBDIR\n",
+            libdir);
+    return 1;
+  }
+  const char *old = getenv("LD_LIBRARY_PATH");
+  size_t need = strlen(libdir) + (old ? strlen(old) + 1 : 0) + 1;
+  char *path = malloc(need);
+  if (!path)
+    return 1;
+  snprintf(path, need, "%s%s%s", libdir, old && *old ? ":" : "",
+           old ? old : "");
+  setenv("LD_LIBRARY_PATH", path, 1);
+  free(path);
+  setenv("UROCE_ADDR", addr, 1);
+  if (port)
+    setenv("UROCE_PORT", port, 1);
+  if (pcap)
+    setenv("UROCE_PCAP", pcap, 1);
+  if (dev)
+    setenv("UROCE_DEV_NAME", dev, 1);
+
+  char **args = argv + i;
+  if (ns) {
+    /* ip netns exec keeps the environment set above. */
+    int n = argc - i;
+    char **v = calloc((size_t)n + 5, sizeof(*v));
+    if (!v)
+      return 1;
+    v[0] = "ip";
+    v[1] = "netns";
+    v[2] = "exec";
+    v[3] = (char *)ns;
+    memcpy(v + 4, args, (size_t)n * sizeof(*v));
+    args = v;
+  }
+  fflush(NULL);
+  execvp(args[0], args);
+  fprintf(stderr, "uroce run: cannot run %s: %s\n", args[0], strerror(errno));
+  return 127;
+}
