@@ -15,6 +15,8 @@ static const struct {
     {"perf", cmd_perf, "RDMA bandwidth and latency tests (like perftest)"},
     {"sim", cmd_sim, "simulate a RoCEv2 fabric from a scenario (YAML)"},
     {"run", cmd_run, "run an unmodified verbs program on uroce"},
+    {"launch", cmd_launch, "start N local ranks of a program (torchrun-like)"},
+    {"coll-bench", cmd_coll_bench, "collective bandwidth (like nccl-tests)"},
 };
 
 static void usage(FILE *out) {

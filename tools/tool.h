@@ -8,5 +8,7 @@ int cmd_pktgen(int argc, char **argv);
 int cmd_perf(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_launch(int argc, char **argv);
+int cmd_coll_bench(int argc, char **argv);
 
 #endif

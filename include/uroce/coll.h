@@ -320,6 +320,73 @@ UROCE_EXPORT int uroce_coll_rendezvous(const char *master_addr, uint16_t port,
                                        size_t len, void *all,
                                        uint64_t timeout_ns);
 
+/* ---- native binding: the transport over uroce's own API -------------------
+ *
+ * One uroce device (a UDP endpoint, with its progress thread) per rank, one
+ * RC QP to every other rank, one CQ, receive WQEs kept posted (2 * slots + 4
+ * per QP), RDMA WRITE with immediate. A failed connection (retry counter
+ * exceeded after about qp_timeout * (retry_cnt + 1)) becomes an error
+ * completion naming the peer, so a dead rank fails the collective instead of
+ * hanging it. */
+
+typedef struct uroce_coll_native uroce_coll_native;
+
+typedef struct uroce_coll_native_attr {
+  const char *addr;     /* this rank's local address (required; setup()
+                           falls back to $UROCE_ADDR) */
+  uint16_t udp_port;    /* 0: 4791 (every rank must use the same) */
+  int progress;         /* enum uroce_progress; default THREAD, so that a
+                           rank busy elsewhere still acknowledges packets */
+  int32_t busy_poll_us; /* the device's; 0 = its default */
+  uint8_t qp_timeout;   /* retransmit after 4.096 us * 2^qp_timeout;
+                           default 15 (134 ms) */
+  uint8_t retry_cnt;    /* default 6; 7 would retry forever */
+  int slots;            /* the communicator's slots (sizes the queues);
+                           default 8; setup() takes it from the config */
+  int yield;            /* 1 (default): poll() yields the CPU when it finds
+                           nothing, for hosts with more ranks than cores */
+} uroce_coll_native_attr;
+
+UROCE_EXPORT void uroce_coll_native_attr_init(uroce_coll_native_attr *attr);
+/* Opens the device and creates the PD, the CQ and one QP per peer (RESET).
+ * Returns 0, UROCE_ERR_INVALID_ARGUMENT, -ENOMEM, or the device's or a
+ * verb's error (e.g. -EADDRNOTAVAIL, -EADDRINUSE). */
+UROCE_EXPORT int uroce_coll_native_new(const uroce_coll_native_attr *attr,
+                                       int rank, int size,
+                                       uroce_coll_native **out);
+/* Destroys the QPs, the CQ, the PD and the device. Delete the comm first. */
+UROCE_EXPORT void uroce_coll_native_del(uroce_coll_native *n);
+/* The transport to give uroce_coll_comm_new(). */
+UROCE_EXPORT const uroce_coll_transport *
+uroce_coll_native_transport(const uroce_coll_native *n);
+UROCE_EXPORT struct uroce_device *
+uroce_coll_native_device(const uroce_coll_native *n);
+/* The first transport failure in words, naming the peer ("" if none). */
+UROCE_EXPORT const char *uroce_coll_native_errmsg(const uroce_coll_native *n);
+/* Endpoint blob (GID, and QPN and PSN of the QP for each rank). */
+UROCE_EXPORT size_t uroce_coll_native_ep_size(int size);
+/* Returns the blob's size or UROCE_ERR_NOBUF. */
+UROCE_EXPORT int uroce_coll_native_ep(const uroce_coll_native *n, void *blob,
+                                      size_t len);
+/* eps: size blobs in rank order. Posts the receive WQEs and takes every QP
+ * through INIT, RTR and RTS. Returns 0, UROCE_ERR_INVALID_ARGUMENT,
+ * UROCE_COLL_ERR_MISMATCH (a malformed blob) or a verb's error. */
+UROCE_EXPORT int uroce_coll_native_connect(uroce_coll_native *n,
+                                           const void *eps, size_t len);
+/* The whole start-up of a rank: env (NULL: parse the process environment),
+ * attr (NULL: defaults; addr NULL: $UROCE_ADDR), cfg (NULL: defaults).
+ * Opens the device, creates the comm, runs one uroce_coll_rendezvous() of
+ * comm info plus endpoint, connects the QPs and the comm, and proves every
+ * connection with a one-element all-to-all. On failure prints why to stderr
+ * and returns the error (UROCE_COLL_ERR_BOOTSTRAP, a rendezvous error, ...).
+ * Free with uroce_coll_comm_del(*comm), then uroce_coll_native_del(*n). */
+UROCE_EXPORT int uroce_coll_native_setup(const uroce_coll_env *env,
+                                         const uroce_coll_native_attr *attr,
+                                         const uroce_coll_config *cfg,
+                                         uint64_t timeout_ns,
+                                         uroce_coll_native **n,
+                                         uroce_coll_comm **comm);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,236 @@
+#!/bin/bash
+# Allreduce bus bandwidth, 8 ranks on this host, side by side in one run:
+#   uroce coll-bench (uroce launch, one uroce device per rank, RC QPs over
+#   UDP on loopback) vs Open MPI's MPI_Allreduce over TCP (--mca btl
+#   tcp,self) vs PyTorch's Gloo backend (torch.distributed, TCP loopback).
+# float32 sum, out of place, sizes MIN..MAX bytes by factor 4; busbw =
+# size/time * 2(n-1)/n (nccl-tests). Prints a table and uroce / best(other).
+#
+#   bench/coll_bench.sh [BUILD_DIR]      env: RANKS=8 MIN=1K MAX=256M
+#
+# Installs openmpi-bin, libopenmpi-dev and python3-torch with apt-get when
+# they are missing. With more ranks than cores every contender is
+# oversubscribed alike; read the ratios, not the absolute figures.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(dirname "$HERE")
+BUILD=${1:-$ROOT/build}
+UROCE=${UROCE:-$BUILD/uroce}
+RANKS=${RANKS:-8}
+MIN=${MIN:-1K}
+MAX=${MAX:-256M}
+PY=/usr/bin/python3 # Debian's python3-torch lives there, not in a venv
+
+[ -x "$UROCE" ] || { echo "no $UROCE: build first" >&2; exit 1; }
+
+tobytes() {
+  local v=$1
+  case $v in
+  *K) echo $((${v%K} * 1024)) ;;
+  *M) echo $((${v%M} * 1024 * 1024)) ;;
+  *G) echo $((${v%G} * 1024 * 1024 * 1024)) ;;
+  *) echo "$v" ;;
+  esac
+}
+MINB=$(tobytes "$MIN")
+MAXB=$(tobytes "$MAX")
+
+need_apt=()
+command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
+  need_apt+=(openmpi-bin libopenmpi-dev)
+$PY -c 'import torch.distributed' 2>/dev/null || need_apt+=(python3-torch)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "# installing ${need_apt[*]}" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need_apt[@]}" \
+    >/dev/null 2>&1 || echo "# apt-get install failed" >&2
+fi
+HAVE_MPI=1
+command -v mpicc >/dev/null || HAVE_MPI=0
+HAVE_GLOO=1
+$PY -c 'import torch.distributed as d; assert d.is_gloo_available()' \
+  2>/dev/null || HAVE_GLOO=0
+
+TMP=$(mktemp -d /tmp/uroce-coll-bench.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+# Iterations per size: enough to average small sizes, few for the big ones
+# so that the sweep ends in minutes on a small machine. The same rule for
+# every contender.
+iters_for() { # bytes -> "warmup iters"
+  local b=$1
+  if [ "$b" -le 65536 ]; then echo "5 50"
+  elif [ "$b" -le 1048576 ]; then echo "3 20"
+  elif [ "$b" -le 16777216 ]; then echo "2 5"
+  else echo "1 3"; fi
+}
+SIZES=()
+for ((b = MINB; b <= MAXB; b *= 4)); do SIZES+=("$b"); done
+
+# ---- Open MPI -------------------------------------------------------------
+cat >"$TMP/mpi_allreduce.c" <<'EOF'
+/* MPI_Allreduce timing: float32 sum, out of place; prints "bytes usec",
+ * the slowest rank's mean time per call. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank, n;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  for (int a = 1; a + 2 < argc; a += 3) {
+    size_t bytes = strtoull(argv[a], NULL, 10);
+    int warm = atoi(argv[a + 1]), iters = atoi(argv[a + 2]);
+    size_t count = bytes / sizeof(float);
+    float *s = malloc(count * sizeof(float) + 64);
+    float *r = malloc(count * sizeof(float) + 64);
+    for (size_t i = 0; i < count; i++)
+      s[i] = (float)((i + (size_t)rank) % 7);
+    memset(r, 0, count * sizeof(float));
+    for (int i = 0; i < warm; i++)
+      MPI_Allreduce(s, r, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++)
+      MPI_Allreduce(s, r, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double t = (MPI_Wtime() - t0) / iters * 1e6, tmax;
+    MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+      printf("%zu %.3f\n", count * sizeof(float), tmax);
+      fflush(stdout);
+    }
+    free(s);
+    free(r);
+  }
+  MPI_Finalize();
+  return 0;
+}
+EOF
+
+# ---- Gloo -------------------------------------------------------------------
+cat >"$TMP/gloo_allreduce.py" <<'EOF'
+"""torch.distributed all_reduce with the gloo backend: float32 sum; prints
+"bytes usec", the slowest rank's mean time per call."""
+import os, sys, time
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def worker(rank, n, port, plan):
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
+                            rank=rank, world_size=n)
+    for bytes_, warm, iters in plan:
+        x = torch.arange(bytes_ // 4, dtype=torch.float32).remainder_(7)
+        for _ in range(warm):
+            dist.all_reduce(x)
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(x)
+        t = torch.tensor([(time.perf_counter() - t0) / iters * 1e6],
+                         dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        if rank == 0:
+            print("%d %.3f" % (bytes_ // 4 * 4, t.item()), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    n, port = int(sys.argv[1]), int(sys.argv[2])
+    a = sys.argv[3:]
+    plan = [(int(a[i]), int(a[i + 1]), int(a[i + 2]))
+            for i in range(0, len(a), 3)]
+    mp.start_processes(worker, args=(n, port, plan), nprocs=n, join=True,
+                       start_method="fork")
+EOF
+
+PLAN=()
+for b in "${SIZES[@]}"; do
+  read -r w i <<<"$(iters_for "$b")"
+  PLAN+=("$b" "$w" "$i")
+done
+
+echo "# $(nproc) cores, $RANKS ranks, allreduce float32 sum, $MIN..$MAX" >&2
+
+# ---- uroce: one coll-bench run per size (iterations differ by size) -------
+: >"$TMP/uroce.txt"
+for b in "${SIZES[@]}"; do
+  read -r w i <<<"$(iters_for "$b")"
+  "$UROCE" launch -n "$RANKS" --base-addr 127.0.2.161 -- "$UROCE" coll-bench \
+    -o allreduce -d float32 -r sum -b "$b" -e "$b" -w "$w" -n "$i" -J \
+    >"$TMP/u.json" || { echo "# uroce failed at $b bytes" >&2; continue; }
+  $PY - "$TMP/u.json" >>"$TMP/uroce.txt" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["results"]:
+    print(r["size"], r["out_of_place"]["time_us"])
+EOF
+  echo "#   uroce $b done" >&2
+done
+
+if [ $HAVE_MPI = 1 ]; then
+  mpicc -O2 -o "$TMP/mpi_allreduce" "$TMP/mpi_allreduce.c"
+  mpirun --allow-run-as-root --oversubscribe -np "$RANKS" --mca btl tcp,self \
+    --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+    "$TMP/mpi_allreduce" "${PLAN[@]}" >"$TMP/mpi.txt" 2>"$TMP/mpi.err" ||
+    { echo "# mpirun failed:" >&2; tail -5 "$TMP/mpi.err" >&2; }
+  echo "#   Open MPI done" >&2
+else
+  : >"$TMP/mpi.txt"
+  echo "# Open MPI could not be installed: its column is empty" >&2
+fi
+
+if [ $HAVE_GLOO = 1 ]; then
+  PORT=$((29000 + RANDOM % 1000))
+  $PY "$TMP/gloo_allreduce.py" "$RANKS" "$PORT" "${PLAN[@]}" \
+    >"$TMP/gloo.txt" 2>"$TMP/gloo.err" ||
+    { echo "# gloo failed:" >&2; tail -5 "$TMP/gloo.err" >&2; }
+  echo "#   Gloo done" >&2
+else
+  : >"$TMP/gloo.txt"
+  echo "# python3-torch could not be installed: the Gloo column is empty" >&2
+fi
+
+$PY - "$RANKS" "$TMP/uroce.txt" "$TMP/mpi.txt" "$TMP/gloo.txt" <<'EOF'
+import sys
+n = int(sys.argv[1])
+factor = 2.0 * (n - 1) / n
+
+
+def load(path):
+    out = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) == 2 and f[0].isdigit():
+            out[int(f[0])] = float(f[1])
+    return out
+
+
+u, m, g = (load(p) for p in sys.argv[2:5])
+
+
+def bus(tab, b):
+    t = tab.get(b)
+    return b / (t * 1e3) * factor if t else None
+
+
+def fmt(x):
+    return "%9.3f" % x if x is not None else "%9s" % "-"
+
+
+print("# allreduce float32 sum, %d ranks, busbw in GB/s (10^9 B/s)" % n)
+print("# %10s %9s %9s %9s %9s  %s" % ("size (B)", "uroce", "OpenMPI",
+                                      "Gloo", "ratio", "uroce/best other"))
+for b in sorted(set(u) | set(m) | set(g)):
+    bu, bm, bg = bus(u, b), bus(m, b), bus(g, b)
+    others = [x for x in (bm, bg) if x]
+    ratio = bu / max(others) if bu and others else None
+    print("  %10d %s %s %s %s" % (b, fmt(bu), fmt(bm), fmt(bg),
+                                  "%8.2fx" % ratio if ratio else "%9s" % "-"))
+EOF

@@ -1,0 +1,523 @@
+/* The collectives' transport over the native API: one uroce device per
+ * rank, one RC QP per peer, one CQ for all of them, RDMA WRITE with
+ * immediate. Plus the whole start-up of a rank: device, communicator,
+ * one rendezvous of endpoint blobs, QPs to RTS, comm_connect, and a first
+ * all-to-all that proves every connection. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll/coll_int.h"
+
+/* Receive WQEs carry this in the top byte of wr_id, the peer below. The
+ * engine's own wr_ids use kinds 1..3 there. */
+#define RECV_WRID (0xffull << 56)
+#define EP_MAGIC 0x55434e45u /* "UCNE" */
+
+typedef struct qpn_map {
+  uint32_t qpn;
+  int peer;
+} qpn_map;
+
+struct uroce_coll_native {
+  uroce_coll_transport tp;
+  uroce_coll_native_attr attr;
+  int rank, size;
+  uint32_t sq_depth, rq_depth;
+  struct uroce_device *dev;
+  struct uroce_pd *pd;
+  struct uroce_cq *cq;
+  struct uroce_qp **qp; /* by peer; NULL for this rank */
+  uint32_t *psn;        /* our initial send PSN per peer */
+  qpn_map *map;         /* local QPN -> peer, sorted by QPN */
+  int nmap;
+  int connected;
+  char errmsg[192];
+};
+
+/* Endpoint blob: header, GID, then one (qpn, psn) per rank. */
+typedef struct ep_hdr {
+  uint32_t magic;
+  int32_t rank;
+  int32_t size;
+  uint32_t pad;
+  uint8_t gid[16];
+} ep_hdr;
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void set_err(uroce_coll_native *n, const char *fmt, ...) {
+  if (n->errmsg[0])
+    return; /* keep the first failure: later ones are its consequences */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(n->errmsg, sizeof n->errmsg, fmt, ap);
+  va_end(ap);
+}
+
+static int cmp_map(const void *a, const void *b) {
+  uint32_t x = ((const qpn_map *)a)->qpn, y = ((const qpn_map *)b)->qpn;
+  return x < y ? -1 : x > y;
+}
+
+static int peer_of(const uroce_coll_native *n, uint32_t qpn) {
+  int lo = 0, hi = n->nmap - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (n->map[mid].qpn == qpn)
+      return n->map[mid].peer;
+    if (n->map[mid].qpn < qpn)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  return -1;
+}
+
+static int post_recvs(uroce_coll_native *n, int peer, uint32_t count) {
+  struct uroce_recv_wr wr = {0};
+  wr.wr_id = RECV_WRID | (uint64_t)peer;
+  for (uint32_t i = 0; i < count; i++) {
+    struct uroce_recv_wr *bad;
+    int rc = uroce_post_recv(n->qp[peer], &wr, &bad);
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
+/* ---- the transport interface ------------------------------------------- */
+
+static int tp_reg_mr(void *ctx, void *addr, size_t len, uroce_coll_mr *mr) {
+  uroce_coll_native *n = ctx;
+  struct uroce_mr *m;
+  int rc =
+      uroce_reg_mr(n->pd, addr, len,
+                   UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE, &m);
+  if (rc < 0)
+    return rc;
+  mr->addr = addr;
+  mr->length = len;
+  mr->remote_addr = (uint64_t)(uintptr_t)addr;
+  mr->lkey = uroce_mr_lkey(m);
+  mr->rkey = uroce_mr_rkey(m);
+  mr->handle = m;
+  return 0;
+}
+
+static void tp_dereg_mr(void *ctx, uroce_coll_mr *mr) {
+  (void)ctx;
+  if (mr && mr->handle) {
+    uroce_dereg_mr(mr->handle);
+    mr->handle = NULL;
+  }
+}
+
+static int tp_post_write_imm(void *ctx, int peer, const uroce_coll_mr *mr,
+                             size_t offset, size_t len, uint64_t remote_addr,
+                             uint32_t rkey, uint32_t imm, uint64_t wr_id) {
+  uroce_coll_native *n = ctx;
+  if (peer < 0 || peer >= n->size || peer == n->rank || !n->qp[peer] ||
+      len > UROCE_MAX_MSG || (len && (!mr || offset + len > mr->length)))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_sge sge = {0};
+  struct uroce_send_wr wr = {0}, *bad;
+  wr.wr_id = wr_id;
+  wr.opcode = UROCE_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = UROCE_SEND_SIGNALED;
+  wr.imm_data = htonl(imm);
+  wr.wr.rdma.remote_addr = remote_addr;
+  wr.wr.rdma.rkey = rkey;
+  if (len) {
+    sge.addr = (uint64_t)(uintptr_t)mr->addr + offset;
+    sge.length = (uint32_t)len;
+    sge.lkey = mr->lkey;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+  }
+  return uroce_post_send(n->qp[peer], &wr, &bad);
+}
+
+static int tp_poll(void *ctx, uroce_coll_cqe *cqes, int max) {
+  uroce_coll_native *n = ctx;
+  struct uroce_wc wc[32];
+  if (max > 32)
+    max = 32;
+  int got = uroce_poll_cq(n->cq, max, wc);
+  if (got < 0) {
+    set_err(n, "rank %d: completion queue: %s", n->rank, uroce_strerror(got));
+    return got;
+  }
+  if (got == 0 && n->attr.yield)
+    sched_yield(); /* oversubscribed hosts: let the NIC threads run */
+  for (int i = 0; i < got; i++) {
+    const struct uroce_wc *w = &wc[i];
+    uroce_coll_cqe *q = &cqes[i];
+    int recv = (w->wr_id & RECV_WRID) == RECV_WRID;
+    memset(q, 0, sizeof *q);
+    q->peer = recv ? (int32_t)(w->wr_id & 0xffff) : peer_of(n, w->qp_num);
+    q->kind = recv ? UROCE_COLL_CQE_RECV_IMM : UROCE_COLL_CQE_WRITE_DONE;
+    q->wr_id = recv ? 0 : w->wr_id;
+    if (w->status != UROCE_WC_SUCCESS) {
+      q->status = (int16_t)(-(int)w->status);
+      if (w->status != UROCE_WC_WR_FLUSH_ERR)
+        set_err(n, "rank %d: connection to rank %d failed: %s", n->rank,
+                q->peer, uroce_wc_status_str(w->status));
+      continue;
+    }
+    if (recv) {
+      q->imm = ntohl(w->imm_data);
+      q->byte_len = w->byte_len;
+      /* every write with immediate took one WQE: give it back at once */
+      int rc = post_recvs(n, q->peer, 1);
+      if (rc < 0) {
+        q->status = -1;
+        set_err(n, "rank %d: reposting a receive for rank %d: %s", n->rank,
+                q->peer, uroce_strerror(rc));
+      }
+    }
+  }
+  return got;
+}
+
+static uint64_t tp_now_ns(void *ctx) {
+  (void)ctx;
+  return mono_ns();
+}
+
+/* ---- objects -------------------------------------------------------------
+ */
+
+void uroce_coll_native_attr_init(uroce_coll_native_attr *a) {
+  memset(a, 0, sizeof *a);
+  a->progress = UROCE_PROGRESS_THREAD;
+  a->qp_timeout = 15;
+  a->retry_cnt = 6;
+  a->slots = 8;
+  a->yield = 1;
+}
+
+void uroce_coll_native_del(uroce_coll_native *n) {
+  if (!n)
+    return;
+  if (n->qp)
+    for (int p = 0; p < n->size; p++)
+      if (n->qp[p])
+        uroce_destroy_qp(n->qp[p]);
+  if (n->cq)
+    uroce_destroy_cq(n->cq);
+  if (n->pd)
+    uroce_dealloc_pd(n->pd);
+  if (n->dev)
+    uroce_device_close(n->dev);
+  free(n->qp);
+  free(n->psn);
+  free(n->map);
+  free(n);
+}
+
+int uroce_coll_native_new(const uroce_coll_native_attr *attr, int rank,
+                          int size, uroce_coll_native **out) {
+  if (!attr || !attr->addr || !out || size < 1 || size > 0xffff || rank < 0 ||
+      rank >= size || attr->slots < 1 || attr->slots > MAX_SLOTS ||
+      attr->retry_cnt > 7 || attr->qp_timeout > 31)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  uroce_coll_native *n = calloc(1, sizeof *n);
+  if (!n)
+    return -ENOMEM;
+  n->attr = *attr;
+  n->attr.addr = NULL; /* the caller's string need not outlive this call */
+  n->rank = rank;
+  n->size = size;
+  /* per connection and direction the comm has at most 2 * slots + 2
+   * writes with immediate outstanding (docs/coll.md); a little slack */
+  n->sq_depth = n->rq_depth = 2u * (uint32_t)attr->slots + 4;
+  n->qp = calloc((size_t)size, sizeof *n->qp);
+  n->psn = calloc((size_t)size, sizeof *n->psn);
+  n->map = calloc((size_t)size, sizeof *n->map);
+  int rc = -ENOMEM;
+  if (!n->qp || !n->psn || !n->map)
+    goto fail;
+  struct uroce_device_attr da = {0};
+  da.addr = attr->addr;
+  da.port = attr->udp_port;
+  da.progress = attr->progress;
+  da.busy_poll_us = attr->busy_poll_us;
+  if ((rc = uroce_device_open(&n->dev, &da)) < 0) {
+    set_err(n, "rank %d: opening a device on %s: %s", rank, attr->addr,
+            uroce_strerror(rc));
+    goto fail;
+  }
+  if ((rc = uroce_alloc_pd(n->dev, &n->pd)) < 0)
+    goto fail;
+  uint64_t cqe = (uint64_t)(size - 1) * (n->sq_depth + n->rq_depth) + 64;
+  if (cqe > 0xffffffffu) {
+    rc = UROCE_ERR_CAPS;
+    goto fail;
+  }
+  if ((rc = uroce_create_cq(n->dev, (uint32_t)cqe, NULL, NULL, &n->cq)) < 0)
+    goto fail;
+  uint64_t seed = mono_ns() ^ ((uint64_t)rank << 32);
+  for (int p = 0; p < size; p++) {
+    if (p == rank)
+      continue;
+    struct uroce_qp_init_attr ia = {0};
+    ia.send_cq = ia.recv_cq = n->cq;
+    ia.qp_type = UROCE_QPT_RC;
+    ia.cap.max_send_wr = n->sq_depth;
+    ia.cap.max_recv_wr = n->rq_depth;
+    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    if ((rc = uroce_create_qp(n->pd, &ia, &n->qp[p])) < 0)
+      goto fail;
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    n->psn[p] = (uint32_t)(seed >> 40) & 0xffffff;
+    n->map[n->nmap++] = (qpn_map){uroce_qp_num(n->qp[p]), p};
+  }
+  qsort(n->map, (size_t)n->nmap, sizeof *n->map, cmp_map);
+  n->tp = (uroce_coll_transport){n,         rank,        size,
+                                 tp_reg_mr, tp_dereg_mr, tp_post_write_imm,
+                                 tp_poll,   tp_now_ns};
+  *out = n;
+  return 0;
+fail:
+  if (!n->errmsg[0])
+    fprintf(stderr, "uroce coll: rank %d: device setup on %s: %s\n", rank,
+            attr->addr, uroce_strerror(rc));
+  else
+    fprintf(stderr, "uroce coll: %s\n", n->errmsg);
+  uroce_coll_native_del(n);
+  return rc;
+}
+
+const uroce_coll_transport *
+uroce_coll_native_transport(const uroce_coll_native *n) {
+  return n ? &n->tp : NULL;
+}
+
+struct uroce_device *uroce_coll_native_device(const uroce_coll_native *n) {
+  return n ? n->dev : NULL;
+}
+
+const char *uroce_coll_native_errmsg(const uroce_coll_native *n) {
+  return n ? n->errmsg : "";
+}
+
+size_t uroce_coll_native_ep_size(int size) {
+  return sizeof(ep_hdr) + (size_t)(size > 0 ? size : 0) * 8;
+}
+
+int uroce_coll_native_ep(const uroce_coll_native *n, void *blob, size_t len) {
+  if (!n || !blob || len < uroce_coll_native_ep_size(n->size))
+    return UROCE_ERR_NOBUF;
+  ep_hdr h = {EP_MAGIC, n->rank, n->size, 0, {0}};
+  uroce_device_gid(n->dev, h.gid);
+  memcpy(blob, &h, sizeof h);
+  char *p = (char *)blob + sizeof h;
+  for (int r = 0; r < n->size; r++, p += 8) {
+    uint32_t v[2] = {n->qp[r] ? uroce_qp_num(n->qp[r]) : 0, n->psn[r]};
+    memcpy(p, v, 8);
+  }
+  return (int)uroce_coll_native_ep_size(n->size);
+}
+
+static int connect_qp(uroce_coll_native *n, int peer, const uint8_t gid[16],
+                      uint32_t dest_qpn, uint32_t rq_psn) {
+  struct uroce_qp *qp = n->qp[peer];
+  struct uroce_qp_attr a = {0};
+  a.qp_state = UROCE_QPS_INIT;
+  a.qp_access_flags = UROCE_ACCESS_REMOTE_WRITE;
+  a.port_num = 1;
+  int rc = uroce_modify_qp(qp, &a,
+                           UROCE_QP_STATE | UROCE_QP_PKEY_INDEX |
+                               UROCE_QP_PORT | UROCE_QP_ACCESS_FLAGS);
+  if (rc < 0)
+    return rc;
+  /* receive WQEs first, so that the peer's first write finds one */
+  if ((rc = post_recvs(n, peer, n->rq_depth)) < 0)
+    return rc;
+  memset(&a, 0, sizeof a);
+  a.qp_state = UROCE_QPS_RTR;
+  a.path_mtu = (uint32_t)uroce_device_active_mtu(n->dev);
+  a.dest_qp_num = dest_qpn;
+  a.rq_psn = rq_psn;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.hop_limit = 64;
+  memcpy(a.ah_attr.dgid, gid, 16);
+  rc =
+      uroce_modify_qp(qp, &a,
+                      UROCE_QP_STATE | UROCE_QP_AV | UROCE_QP_PATH_MTU |
+                          UROCE_QP_DEST_QPN | UROCE_QP_RQ_PSN |
+                          UROCE_QP_MAX_DEST_RD_ATOMIC | UROCE_QP_MIN_RNR_TIMER);
+  if (rc < 0)
+    return rc;
+  memset(&a, 0, sizeof a);
+  a.qp_state = UROCE_QPS_RTS;
+  a.sq_psn = n->psn[peer];
+  a.timeout = n->attr.qp_timeout;
+  a.retry_cnt = n->attr.retry_cnt; /* 7 would retry forever */
+  a.rnr_retry = 6;
+  a.max_rd_atomic = 1;
+  return uroce_modify_qp(qp, &a,
+                         UROCE_QP_STATE | UROCE_QP_SQ_PSN | UROCE_QP_TIMEOUT |
+                             UROCE_QP_RETRY_CNT | UROCE_QP_RNR_RETRY |
+                             UROCE_QP_MAX_QP_RD_ATOMIC);
+}
+
+int uroce_coll_native_connect(uroce_coll_native *n, const void *eps,
+                              size_t len) {
+  size_t esz = uroce_coll_native_ep_size(n ? n->size : 0);
+  if (!n || !eps || len != (size_t)n->size * esz || n->connected)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  for (int p = 0; p < n->size; p++) {
+    const char *b = (const char *)eps + (size_t)p * esz;
+    ep_hdr h;
+    memcpy(&h, b, sizeof h);
+    if (h.magic != EP_MAGIC || h.rank != p || h.size != n->size) {
+      set_err(n, "rank %d: endpoint of rank %d is malformed", n->rank, p);
+      return UROCE_COLL_ERR_MISMATCH;
+    }
+    if (p == n->rank)
+      continue;
+    uint32_t v[2]; /* the peer's QPN for us, the PSN it starts at */
+    memcpy(v, b + sizeof h + (size_t)n->rank * 8, 8);
+    int rc = connect_qp(n, p, h.gid, v[0] & 0xffffff, v[1]);
+    if (rc < 0) {
+      set_err(n, "rank %d: connecting the QP to rank %d: %s", n->rank, p,
+              uroce_strerror(rc));
+      return rc;
+    }
+  }
+  n->connected = 1;
+  return 0;
+}
+
+/* ---- whole start-up of a rank --------------------------------------------
+ */
+
+int uroce_coll_native_setup(const uroce_coll_env *env_in,
+                            const uroce_coll_native_attr *attr_in,
+                            const uroce_coll_config *cfg, uint64_t timeout_ns,
+                            uroce_coll_native **tp_out,
+                            uroce_coll_comm **comm_out) {
+  if (!tp_out || !comm_out)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  *tp_out = NULL;
+  *comm_out = NULL;
+  uroce_coll_env env;
+  int rc;
+  if (env_in) {
+    env = *env_in;
+  } else if ((rc = uroce_coll_env_parse(NULL, NULL, &env)) < 0) {
+    fprintf(stderr, "uroce coll: no launcher environment (RANK, WORLD_SIZE, "
+                    "MASTER_ADDR, MASTER_PORT or an MPI's)\n");
+    return rc;
+  }
+  uroce_coll_native_attr attr;
+  if (attr_in)
+    attr = *attr_in;
+  else
+    uroce_coll_native_attr_init(&attr);
+  if (!attr.addr)
+    attr.addr = getenv("UROCE_ADDR");
+  if (!attr.addr || !*attr.addr) {
+    fprintf(stderr,
+            "uroce coll: rank %d: no local address (set UROCE_ADDR "
+            "or use uroce launch)\n",
+            env.rank);
+    return UROCE_COLL_ERR_BOOTSTRAP;
+  }
+  uroce_coll_config c;
+  if (cfg)
+    c = *cfg;
+  else
+    uroce_coll_config_init(&c);
+  if (c.slots > 0)
+    attr.slots = c.slots;
+  uroce_coll_native *n;
+  if ((rc = uroce_coll_native_new(&attr, env.rank, env.size, &n)) < 0)
+    return rc;
+  uroce_coll_comm *comm = NULL;
+  char *mine = NULL, *all = NULL;
+  if ((rc = uroce_coll_comm_new(&n->tp, &c, &comm)) < 0) {
+    fprintf(stderr, "uroce coll: rank %d: communicator: %s\n", env.rank,
+            uroce_coll_strerror(rc));
+    goto fail;
+  }
+  size_t isz = uroce_coll_comm_info_size();
+  size_t esz = uroce_coll_native_ep_size(env.size);
+  size_t bsz = isz + esz;
+  mine = calloc(1, bsz);
+  all = calloc((size_t)env.size, bsz);
+  rc = -ENOMEM;
+  if (!mine || !all)
+    goto fail;
+  uroce_coll_comm_info(comm, mine, isz);
+  uroce_coll_native_ep(n, mine + isz, esz);
+  rc = uroce_coll_rendezvous(env.master_addr, env.master_port, env.rank,
+                             env.size, mine, bsz, all, timeout_ns);
+  if (rc < 0) {
+    fprintf(stderr, "uroce coll: rank %d: rendezvous at %s:%u: %s\n", env.rank,
+            env.master_addr, env.master_port, uroce_coll_strerror(rc));
+    goto fail;
+  }
+  /* split the table into the comm's blobs and the endpoints */
+  char *infos = malloc((size_t)env.size * isz);
+  char *eps = malloc((size_t)env.size * esz);
+  rc = -ENOMEM;
+  if (infos && eps) {
+    for (int r = 0; r < env.size; r++) {
+      memcpy(infos + (size_t)r * isz, all + (size_t)r * bsz, isz);
+      memcpy(eps + (size_t)r * esz, all + (size_t)r * bsz + isz, esz);
+    }
+    rc = uroce_coll_native_connect(n, eps, (size_t)env.size * esz);
+    if (rc == 0)
+      rc = uroce_coll_comm_connect(comm, infos, (size_t)env.size * isz);
+  }
+  free(infos);
+  free(eps);
+  if (rc < 0) {
+    fprintf(stderr, "uroce coll: rank %d: connect: %s %s\n", env.rank,
+            uroce_coll_strerror(rc), n->errmsg);
+    goto fail;
+  }
+  /* Prove every connection before the caller's first collective. A peer
+   * that is still moving its QPs to RTR drops the first packets; the
+   * retransmit timer covers that. */
+  int64_t *x = calloc((size_t)env.size * 2, sizeof *x);
+  rc = -ENOMEM;
+  if (x) {
+    uroce_coll_req *req;
+    rc = uroce_coll_alltoall_start(comm, x, x + env.size, 1, UROCE_COLL_INT64,
+                                   &req);
+    if (rc == 0)
+      rc = uroce_coll_wait(req, UINT64_MAX);
+    free(x);
+  }
+  if (rc < 0) {
+    fprintf(stderr, "uroce coll: rank %d: first exchange: %s: %s\n", env.rank,
+            uroce_coll_strerror(rc), uroce_coll_errmsg(comm));
+    goto fail;
+  }
+  free(mine);
+  free(all);
+  *tp_out = n;
+  *comm_out = comm;
+  return 0;
+fail:
+  free(mine);
+  free(all);
+  uroce_coll_comm_del(comm);
+  uroce_coll_native_del(n);
+  return rc;
+}

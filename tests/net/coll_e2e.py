@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""End-to-end tests of the collectives over the real stack: `uroce launch`
+starts N ranks of `uroce coll-bench --check` on loopback, each rank with
+its own uroce device (127.0.2.x) and one RC QP per peer.
+
+  - every collective, the six types and four reductions, uneven counts
+    (sizes 4 * 13^k bytes: counts 1, 13, 169, 2197, 28561), in place and
+    out of place, for 2, 3, 4, 8 and 16 ranks and every algorithm, some
+    runs with small chunks and few slots so that long pipelines and slot
+    reuse are exercised: #wrong must be 0 everywhere and the figures real;
+  - a rank killed with SIGKILL in the middle of a run: the other ranks must
+    fail by themselves with an error that names the dead rank within a few
+    seconds (never hang), and `uroce launch` must exit non-zero.
+
+Prints one line per case and `N passed, M failed` at the end."""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+results = []
+
+
+def report(name, ok, detail=""):
+    results.append((name, ok))
+    print("%-58s %s %s" % (name, "ok" if ok else "FAIL", detail), flush=True)
+
+
+def launch_cmd(uroce, n, base, extra_launch=()):
+    return [uroce, "launch", "-n", str(n), "--base-addr", base] + \
+        list(extra_launch) + ["--", uroce, "coll-bench"]
+
+
+def check_case(uroce, n, algo, maxbytes, small_chunks, root):
+    name = "%2d ranks, algo %-5s%s" % (n, algo, ", 4K chunks 3 slots"
+                                       if small_chunks else "")
+    args = ["-c", "-J", "-o", "all", "-d", "all", "-r", "all", "-b", "4",
+            "-e", str(maxbytes), "-f", "13", "-n", "1", "-w", "0",
+            "--algo", algo, "--root", str(root), "--timeout", "20000"]
+    if small_chunks:
+        args += ["--chunk", "4096", "--slots", "3"]
+    t0 = time.time()
+    try:
+        p = subprocess.run(launch_cmd(uroce, n, "127.0.2.1") + args,
+                           capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as e:
+        report(name, False, "\n  timed out after 120 s: %s" %
+               ((e.stderr or b"")[-800:]))
+        return
+    dt = time.time() - t0
+    detail = ""
+    ok = p.returncode == 0
+    rows = 0
+    try:
+        doc = json.loads(p.stdout)
+        res = doc["results"]
+        rows = len(res)
+        kinds = set(r["collective"] for r in res)
+        types = set(r["type"] for r in res)
+        ops = set(r["redop"] for r in res)
+        ok = ok and doc["ranks"] == n and doc["wrong"] == 0
+        ok = ok and len(kinds) == 6 and len(types) == 6 and \
+            ops >= {"sum", "prod", "min", "max", "none"}
+        for r in res:
+            for side in ("out_of_place", "in_place"):
+                f = r[side]
+                if f["wrong"] != 0:
+                    ok = False
+                    detail += "\n  %s %s %s count %d %s: %d wrong" % (
+                        r["collective"], r["type"], r["redop"], r["count"],
+                        side, f["wrong"])
+                # figures must be real: a time, and bandwidth when data moved
+                if not f["time_us"] > 0 or (r["count"] >= n and
+                                            not f["busbw_gbs"] > 0):
+                    ok = False
+                    detail += "\n  %s count %d %s: no real figures %s" % (
+                        r["collective"], r["count"], side, f)
+        # the named algorithm really ran where it applies
+        if algo != "auto":
+            ran = set(r["algo"] for r in res)
+            ok = ok and algo in ran
+    except (ValueError, KeyError) as e:
+        ok = False
+        detail += "\n  bad JSON (%s): %s" % (e, p.stdout[-400:])
+    if not ok:
+        detail += "\n  rc=%d stderr: %s" % (p.returncode, p.stderr[-1200:])
+    else:
+        detail = "(%d points, %.1f s)" % (rows, dt)
+    report(name, ok, detail)
+
+
+def rank_pids(launcher_pid):
+    """rank -> pid of the launcher's children, from /proc."""
+    out = {}
+    try:
+        with open("/proc/%d/task/%d/children" % (launcher_pid,
+                                                 launcher_pid)) as f:
+            kids = [int(x) for x in f.read().split()]
+    except OSError:
+        return out
+    for k in kids:
+        try:
+            with open("/proc/%d/environ" % k, "rb") as f:
+                env = dict(x.split(b"=", 1) for x in f.read().split(b"\0")
+                           if b"=" in x)
+            out[int(env[b"RANK"])] = k
+        except (OSError, KeyError, ValueError):
+            pass
+    return out
+
+
+def dead_rank_case(uroce, n, victim, algo, base, limit):
+    """SIGKILL one rank mid-run. The launcher's grace period is long (60 s)
+    so that the others must notice by themselves."""
+    name = "dead rank: %d ranks, kill rank %d, algo %s" % (n, victim, algo)
+    args = ["-o", "allreduce", "-b", "1M", "-e", "1M", "-n", "1000000",
+            "-w", "0", "--algo", algo, "--timeout", "3000"]
+    p = subprocess.Popen(launch_cmd(uroce, n, base, ["--grace", "60"]) + args,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    # wait until every rank runs and the collectives are under way
+    pids = {}
+    end = time.time() + 20
+    while time.time() < end and len(pids) < n:
+        time.sleep(0.2)
+        pids = rank_pids(p.pid)
+    time.sleep(2.0)
+    if victim not in pids or p.poll() is not None:
+        p.kill()
+        out, err = p.communicate()
+        report(name, False, "\n  ranks did not start: %s" % err[-800:])
+        return
+    t_kill = time.time()
+    os.kill(pids[victim], signal.SIGKILL)
+    try:
+        out, err = p.communicate(timeout=limit + 20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        report(name, False, "\n  HANG: still running %d s after the kill: %s"
+               % (limit + 20, err[-800:]))
+        return
+    waited = time.time() - t_kill
+    lines = [l for l in err.splitlines() if l.startswith("uroce coll-bench")]
+    named = [l for l in lines if "rank %d" % victim in l]
+    survivors = n - 1
+    ok = p.returncode != 0 and waited < limit and \
+        len(named) == survivors and \
+        "rank %d (pid %d) killed" % (victim, pids[victim]) in err and \
+        "terminating them" not in err
+    detail = "(all %d others failed by themselves in %.1f s)" % (
+        survivors, waited) if ok else \
+        "\n  rc=%d after %.1f s, %d of %d survivors named rank %d:\n  %s" % (
+            p.returncode, waited, len(named), survivors, victim,
+            "\n  ".join(err.splitlines()[-12:]))
+    report(name, ok, detail)
+    if ok:
+        print("    e.g. " + named[0][:150], flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uroce", required=True)
+    ap.add_argument("--quick", action="store_true",
+                    help="fewer rank counts and algorithms")
+    args = ap.parse_args()
+    u = args.uroce
+    t0 = time.time()
+
+    plan = []  # (ranks, algo, max bytes, small chunks, root)
+    for n in (2, 3, 4, 8):
+        for i, algo in enumerate(("auto", "ring", "tree", "rhd")):
+            plan.append((n, algo, 120000, (n + i) % 2 == 1, (n - 1) * (i % 2)))
+    plan.append((16, "auto", 10000, False, 5))
+    plan.append((16, "ring", 10000, True, 15))
+    if args.quick:
+        plan = [c for c in plan if c[0] in (3, 8) or c[1] == "auto"]
+    for c in plan:
+        check_case(u, *c)
+
+    dead_rank_case(u, 4, 2, "ring", "127.0.2.101", 8)
+    dead_rank_case(u, 8, 5, "tree", "127.0.2.111", 8)
+
+    failed = sum(1 for _, ok in results if not ok)
+    print("%d passed, %d failed (%.0f s)" % (len(results) - failed, failed,
+                                             time.time() - t0))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,779 @@
+/* uroce coll-bench: collective bandwidth over the real stack, in the
+ * manner of nccl-tests. Run one process per rank under a launcher:
+ *
+ *   uroce launch -n 8 -- uroce coll-bench -b 1K -e 256M -f 4 -o allreduce
+ *
+ * For every collective, type, reduction and size: out-of-place and
+ * in-place time, algbw = size / time and busbw = algbw * factor (allreduce
+ * 2(n-1)/n; reduce-scatter, allgather, all-to-all (n-1)/n; broadcast and
+ * reduce 1), and with --check the number of wrong elements against a
+ * reference computed in float64. Rank 0 prints the table (or JSON). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "tool.h"
+#include "uroce/coll.h"
+
+typedef struct opts {
+  size_t minb, maxb, step;
+  double factor;
+  int check, json, iters, warmup, root, quiet, stats;
+  int colls[UROCE_COLL_KIND_COUNT], ncolls;
+  int dtypes[UROCE_COLL_DTYPE_COUNT], ndtypes;
+  int ops[UROCE_COLL_OP_COUNT], nops;
+  uroce_coll_algo algo;
+  size_t chunk;
+  int slots, progress, busy_poll_us, yield;
+  uint64_t timeout_ms;
+} opts;
+
+typedef struct result {
+  double time_us, algbw, busbw;
+  int64_t wrong; /* -1: not checked */
+} result;
+
+typedef struct bench {
+  const opts *o;
+  uroce_coll_native *nat;
+  uroce_coll_comm *comm;
+  int rank, size;
+  char *sbuf, *rbuf;
+  size_t buf_bytes;
+  FILE *json;
+  int json_rows;
+  int64_t total_wrong;
+  double bw_sum;
+  int bw_n;
+} bench;
+
+static const char *kind_names[] = {"allreduce", "reduce_scatter", "allgather",
+                                   "broadcast", "reduce",         "alltoall"};
+static const char *type_names[] = {"float32", "float16", "bfloat16",
+                                   "int32",   "int64",   "float64"};
+static const char *op_names[] = {"sum", "prod", "min", "max"};
+
+static void usage(FILE *out) {
+  fprintf(
+      out,
+      "usage: uroce launch -n N -- uroce coll-bench [OPTIONS]\n"
+      "Collective bandwidth, nccl-tests style. Rank and size come from the\n"
+      "launcher's environment; rank 0 prints the results.\n\n"
+      "  -b, --minbytes SIZE   smallest size (default 8; K, M, G suffixes)\n"
+      "  -e, --maxbytes SIZE   largest size (default 32M)\n"
+      "  -f, --stepfactor F    multiply the size by F (default 2)\n"
+      "  -i, --stepbytes SIZE  or add SIZE each time (overrides -f)\n"
+      "  -o, --op LIST         allreduce,reduce_scatter,allgather,broadcast,\n"
+      "                        reduce,alltoall or all (default allreduce)\n"
+      "  -d, --datatype LIST   float32,float16,bfloat16,int32,int64,float64\n"
+      "                        or all (default float32)\n"
+      "  -r, --redop LIST      sum,prod,min,max or all (default sum)\n"
+      "  -R, --root N          root of broadcast and reduce (default 0)\n"
+      "  -a, --algo NAME       ring, tree, rhd, pairwise or auto (default)\n"
+      "  -n, --iters N         timed iterations per size (default 20)\n"
+      "  -w, --warmup N        untimed iterations first (default 5)\n"
+      "  -c, --check           verify every result (#wrong; exit 1 if any)\n"
+      "  -J, --json            print JSON instead of the table\n"
+      "  --chunk BYTES         bytes per RDMA WRITE (default 64K)\n"
+      "  --slots N             staging slots per peer (default 8)\n"
+      "  --timeout MS          no-progress timeout of a collective\n"
+      "  --progress MODE       inline (default: progress inside the polls,\n"
+      "                        fastest when every core runs a rank) or\n"
+      "                        thread (a NIC thread per rank)\n"
+      "  --busy-poll US        the NIC thread spins this long before it\n"
+      "                        sleeps (-1 never; default the device's)\n"
+      "  --no-yield            poll without yielding the CPU when idle\n"
+      "  --stats               each rank prints its device's counters\n"
+      "Size is the whole vector: allreduce, broadcast and reduce move size\n"
+      "bytes; allgather gathers size bytes (size/N per rank); reduce-scatter\n"
+      "reduces size bytes to size/N per rank; all-to-all sends size bytes\n"
+      "per rank.\n");
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int parse_size(const char *s, size_t *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || v < 0)
+    return -1;
+  double m = 1;
+  switch (*end) {
+  case 'k':
+  case 'K':
+    m = 1024.0;
+    end++;
+    break;
+  case 'm':
+  case 'M':
+    m = 1024.0 * 1024;
+    end++;
+    break;
+  case 'g':
+  case 'G':
+    m = 1024.0 * 1024 * 1024;
+    end++;
+    break;
+  default:
+    break;
+  }
+  if (*end == 'B' || *end == 'b')
+    end++;
+  if (*end)
+    return -1;
+  *out = (size_t)(v * m);
+  return 0;
+}
+
+/* "a,b,c" or "all" against a name table; fills idx[], returns the count or
+ * -1 for an unknown name. */
+static int parse_list(const char *s, const char *const *names, int nnames,
+                      int *idx) {
+  if (!strcmp(s, "all")) {
+    for (int i = 0; i < nnames; i++)
+      idx[i] = i;
+    return nnames;
+  }
+  int n = 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", s);
+  for (char *save, *t = strtok_r(buf, ",", &save); t;
+       t = strtok_r(NULL, ",", &save)) {
+    int k = -1;
+    for (int i = 0; i < nnames; i++)
+      if (!strcmp(t, names[i]))
+        k = i;
+    /* a few aliases people type */
+    if (k < 0 && !strcmp(t, "float"))
+      k = UROCE_COLL_FLOAT32;
+    if (k < 0 && !strcmp(t, "half"))
+      k = UROCE_COLL_FLOAT16;
+    if (k < 0 && !strcmp(t, "double"))
+      k = UROCE_COLL_FLOAT64;
+    if (k < 0 && !strcmp(t, "reducescatter"))
+      k = UROCE_COLL_REDUCE_SCATTER;
+    if (k < 0 || n >= nnames)
+      return -1;
+    idx[n++] = k;
+  }
+  return n;
+}
+
+static int has_redop(int kind) {
+  return kind == UROCE_COLL_ALLREDUCE || kind == UROCE_COLL_REDUCE_SCATTER ||
+         kind == UROCE_COLL_REDUCE;
+}
+
+static int has_root(int kind) {
+  return kind == UROCE_COLL_BROADCAST || kind == UROCE_COLL_REDUCE;
+}
+
+static double bus_factor(int kind, int n) {
+  switch (kind) {
+  case UROCE_COLL_ALLREDUCE:
+    return 2.0 * (n - 1) / n;
+  case UROCE_COLL_REDUCE_SCATTER:
+  case UROCE_COLL_ALLGATHER:
+  case UROCE_COLL_ALLTOALL:
+    return (double)(n - 1) / n;
+  default:
+    return 1.0;
+  }
+}
+
+/* ---- data: exact in every type ------------------------------------------
+ *
+ * Inputs are small integers; for prod at most one factor 2 (or -1) per
+ * element over up to 16 ranks. So every partial result is exact in
+ * float16 and bfloat16 as well, whatever order the algorithm reduces in,
+ * and the float64 reference must match bit for bit. */
+static double value(int r, size_t i, int kind, int op) {
+  if (!has_redop(kind))
+    return (double)((i * 29 + (size_t)r * 11 + 3) % 251) - 125;
+  if (op == UROCE_COLL_PROD) {
+    size_t h = (i * 7 + (size_t)r * 3) % 16;
+    return h == 0 ? 2 : h == 5 ? -1 : 1;
+  }
+  return (double)((i * 29 + (size_t)r * 11 + 3) % 9) - 4;
+}
+
+static void store(void *buf, size_t i, int dt, double v) {
+  switch (dt) {
+  case UROCE_COLL_FLOAT32:
+    ((float *)buf)[i] = (float)v;
+    break;
+  case UROCE_COLL_FLOAT16:
+    ((uint16_t *)buf)[i] = uroce_coll_f32_to_f16((float)v);
+    break;
+  case UROCE_COLL_BFLOAT16:
+    ((uint16_t *)buf)[i] = uroce_coll_f32_to_bf16((float)v);
+    break;
+  case UROCE_COLL_INT32:
+    ((int32_t *)buf)[i] = (int32_t)v;
+    break;
+  case UROCE_COLL_INT64:
+    ((int64_t *)buf)[i] = (int64_t)v;
+    break;
+  default:
+    ((double *)buf)[i] = v;
+    break;
+  }
+}
+
+static double load(const void *buf, size_t i, int dt) {
+  switch (dt) {
+  case UROCE_COLL_FLOAT32:
+    return ((const float *)buf)[i];
+  case UROCE_COLL_FLOAT16:
+    return uroce_coll_f16_to_f32(((const uint16_t *)buf)[i]);
+  case UROCE_COLL_BFLOAT16:
+    return uroce_coll_bf16_to_f32(((const uint16_t *)buf)[i]);
+  case UROCE_COLL_INT32:
+    return ((const int32_t *)buf)[i];
+  case UROCE_COLL_INT64:
+    return (double)((const int64_t *)buf)[i];
+  default:
+    return ((const double *)buf)[i];
+  }
+}
+
+static double reduce_ref(int n, size_t i, int kind, int op) {
+  double acc = value(0, i, kind, op);
+  for (int r = 1; r < n; r++) {
+    double v = value(r, i, kind, op);
+    switch (op) {
+    case UROCE_COLL_SUM:
+      acc += v;
+      break;
+    case UROCE_COLL_PROD:
+      acc *= v;
+      break;
+    case UROCE_COLL_MIN:
+      acc = v < acc ? v : acc;
+      break;
+    default:
+      acc = v > acc ? v : acc;
+      break;
+    }
+  }
+  return acc;
+}
+
+/* Per-rank element counts of one test point. */
+typedef struct shape {
+  size_t count;      /* the collective's count argument */
+  size_t total;      /* elements of the whole vector (printed) */
+  size_t send_elems; /* elements in sendbuf */
+  size_t recv_elems; /* elements in recvbuf */
+} shape;
+
+static shape shape_of(int kind, size_t elems, int n) {
+  shape s = {0};
+  switch (kind) {
+  case UROCE_COLL_REDUCE_SCATTER:
+    s.count = elems / (size_t)n;
+    s.total = s.send_elems = s.count * (size_t)n;
+    s.recv_elems = s.count;
+    break;
+  case UROCE_COLL_ALLGATHER:
+    s.count = elems / (size_t)n;
+    s.total = s.recv_elems = s.count * (size_t)n;
+    s.send_elems = s.count;
+    break;
+  case UROCE_COLL_ALLTOALL:
+    s.count = elems / (size_t)n;
+    s.total = s.send_elems = s.recv_elems = s.count * (size_t)n;
+    break;
+  default:
+    s.count = s.total = s.send_elems = s.recv_elems = elems;
+    break;
+  }
+  return s;
+}
+
+/* Where the input and output of a call lie, for in-place or not. */
+static void buffers(bench *b, int kind, const shape *s, size_t es, int inplace,
+                    char **send, char **recv) {
+  *recv = b->rbuf;
+  *send = b->sbuf;
+  if (!inplace)
+    return;
+  if (kind == UROCE_COLL_ALLGATHER)
+    *send = b->rbuf + (size_t)b->rank * s->count * es;
+  else if (kind == UROCE_COLL_REDUCE_SCATTER) {
+    *send = b->rbuf;
+    *recv = b->rbuf + (size_t)b->rank * s->count * es;
+  } else
+    *send = b->rbuf;
+}
+
+static void keep_alive(const bench *b, size_t i);
+
+static void fill(bench *b, int kind, int dt, int op, const shape *s,
+                 char *send) {
+  int me = b->rank;
+  if (kind == UROCE_COLL_ALLGATHER) {
+    for (size_t i = 0; i < s->count; i++)
+      store(send, i, dt, value(me, i, kind, op));
+    return;
+  }
+  for (size_t i = 0; i < s->send_elems; i++) {
+    keep_alive(b, i);
+    store(send, i, dt, value(me, i, kind, op));
+  }
+}
+
+/* With inline progress nothing answers the peers while this rank computes:
+ * long loops run the device now and then, so that a peer's retransmit
+ * timer never takes a busy rank for a dead one. */
+static void keep_alive(const bench *b, size_t i) {
+  if ((i & 0x3fff) == 0 && b->o->progress == UROCE_PROGRESS_INLINE)
+    uroce_device_progress(uroce_coll_native_device(b->nat));
+}
+
+static int64_t verify(bench *b, int kind, int dt, int op, int root,
+                      const shape *s, const char *recv) {
+  int n = b->size, me = b->rank;
+  int64_t wrong = 0;
+  switch (kind) {
+  case UROCE_COLL_ALLREDUCE:
+    for (size_t i = 0; i < s->count; i++) {
+      keep_alive(b, i);
+      wrong += load(recv, i, dt) != reduce_ref(n, i, kind, op);
+    }
+    break;
+  case UROCE_COLL_REDUCE:
+    if (me == root)
+      for (size_t i = 0; i < s->count; i++)
+        wrong += load(recv, i, dt) != reduce_ref(n, i, kind, op);
+    break;
+  case UROCE_COLL_REDUCE_SCATTER:
+    for (size_t i = 0; i < s->count; i++) {
+      keep_alive(b, i);
+      wrong += load(recv, i, dt) !=
+               reduce_ref(n, (size_t)me * s->count + i, kind, op);
+    }
+    break;
+  case UROCE_COLL_ALLGATHER:
+    for (int r = 0; r < n; r++)
+      for (size_t i = 0; i < s->count; i++) {
+        keep_alive(b, i);
+        wrong +=
+            load(recv, (size_t)r * s->count + i, dt) != value(r, i, kind, op);
+      }
+    break;
+  case UROCE_COLL_BROADCAST:
+    for (size_t i = 0; i < s->count; i++) {
+      keep_alive(b, i);
+      wrong += load(recv, i, dt) != value(root, i, kind, op);
+    }
+    break;
+  default: /* all-to-all: block r comes from rank r's block me */
+    for (int r = 0; r < n; r++)
+      for (size_t i = 0; i < s->count; i++) {
+        keep_alive(b, i);
+        wrong += load(recv, (size_t)r * s->count + i, dt) !=
+                 value(r, (size_t)me * s->count + i, kind, op);
+      }
+    break;
+  }
+  return wrong;
+}
+
+static void fail_exit(bench *b, const char *what, int rc) {
+  const char *tmsg = uroce_coll_native_errmsg(b->nat);
+  fprintf(stderr, "uroce coll-bench: rank %d: %s: %s: %s%s%s\n", b->rank, what,
+          uroce_coll_strerror(rc), uroce_coll_errmsg(b->comm),
+          tmsg[0] ? "; " : "", tmsg);
+  fflush(stderr);
+  exit(1);
+}
+
+static uroce_coll_algo run_one(bench *b, int kind, const void *send, void *recv,
+                               size_t count, int dt, int op, int root) {
+  uroce_coll_req *req;
+  int rc = uroce_coll_start(b->comm, (uroce_coll_kind)kind, send, recv, count,
+                            (uroce_coll_dtype)dt, (uroce_coll_op)op, root,
+                            b->o->algo, &req);
+  if (rc < 0)
+    fail_exit(b, kind_names[kind], rc);
+  uroce_coll_algo a = uroce_coll_req_algo(req);
+  rc = uroce_coll_wait(req, UINT64_MAX);
+  if (rc < 0)
+    fail_exit(b, kind_names[kind], rc);
+  return a;
+}
+
+/* Agree on figures across ranks: the slowest rank's time, the sum of wrong
+ * elements. */
+static void agree(bench *b, double *t, int64_t *wrong) {
+  double tv = *t;
+  int64_t wv = *wrong < 0 ? 0 : *wrong;
+  run_one(b, UROCE_COLL_ALLREDUCE, &tv, &tv, 1, UROCE_COLL_FLOAT64,
+          UROCE_COLL_MAX, 0);
+  run_one(b, UROCE_COLL_ALLREDUCE, &wv, &wv, 1, UROCE_COLL_INT64,
+          UROCE_COLL_SUM, 0);
+  *t = tv;
+  if (*wrong >= 0)
+    *wrong = wv;
+}
+
+static void print_row_part(const result *r) {
+  printf("  %9.2f  %7.3f  %7.3f", r->time_us, r->algbw, r->busbw);
+  if (r->wrong < 0)
+    printf("  %6s", "N/A");
+  else
+    printf("  %6" PRId64, r->wrong);
+}
+
+static void json_part(FILE *f, const char *name, const result *r) {
+  fprintf(f,
+          "\"%s\": {\"time_us\": %.3f, \"algbw_gbs\": %.9g, "
+          "\"busbw_gbs\": %.9g, \"wrong\": %" PRId64 "}",
+          name, r->time_us, r->algbw, r->busbw, r->wrong);
+}
+
+static void point(bench *b, int kind, int dt, int op, size_t bytes) {
+  const opts *o = b->o;
+  size_t es = uroce_coll_dtype_size((uroce_coll_dtype)dt);
+  shape s = shape_of(kind, bytes / es, b->size);
+  int root = has_root(kind) ? o->root : 0;
+  result res[2];
+  uroce_coll_algo algo = UROCE_COLL_ALGO_AUTO;
+  for (int inplace = 0; inplace < 2; inplace++) {
+    char *send, *recv;
+    buffers(b, kind, &s, es, inplace, &send, &recv);
+    int64_t wrong = -1;
+    if (o->check) /* stale results must not pass for new ones */
+      memset(inplace ? b->rbuf : recv, 0x5a,
+             (s.send_elems > s.recv_elems ? s.send_elems : s.recv_elems) * es);
+    fill(b, kind, dt, op, &s, send);
+    if (o->check) {
+      algo = run_one(b, kind, send, recv, s.count, dt, op, root);
+      wrong = verify(b, kind, dt, op, root, &s, recv);
+      if (wrong && !o->quiet)
+        fprintf(stderr,
+                "uroce coll-bench: rank %d: %s %s %s count %zu %s: %" PRId64
+                " wrong\n",
+                b->rank, kind_names[kind], type_names[dt], op_names[op],
+                s.count, inplace ? "in-place" : "out-of-place", wrong);
+    }
+    for (int i = 0; i < o->warmup; i++)
+      algo = run_one(b, kind, send, recv, s.count, dt, op, root);
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < o->iters; i++)
+      algo = run_one(b, kind, send, recv, s.count, dt, op, root);
+    double t = o->iters ? (double)(now_ns() - t0) / 1e3 / o->iters : 0;
+    agree(b, &t, &wrong);
+    double algbw = t > 0 ? (double)(s.total * es) / (t * 1e3) : 0;
+    res[inplace] = (result){t, algbw, algbw * bus_factor(kind, b->size), wrong};
+    if (wrong > 0)
+      b->total_wrong += wrong;
+  }
+  if (b->rank != 0)
+    return;
+  b->bw_sum += res[0].busbw;
+  b->bw_n++;
+  const char *redop = has_redop(kind) ? op_names[op] : "none";
+  int proot = has_root(kind) ? root : -1;
+  if (o->json) {
+    fprintf(b->json,
+            "%s\n    {\"collective\": \"%s\", \"algo\": \"%s\", \"size\": %zu, "
+            "\"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", "
+            "\"root\": %d, ",
+            b->json_rows++ ? "," : "", kind_names[kind],
+            uroce_coll_algo_name(algo), s.total * es, s.total, type_names[dt],
+            redop, proot);
+    json_part(b->json, "out_of_place", &res[0]);
+    fprintf(b->json, ", ");
+    json_part(b->json, "in_place", &res[1]);
+    fprintf(b->json, "}");
+    return;
+  }
+  printf("%14zu %12zu %9s %6s %5d", s.total * es, s.total, type_names[dt],
+         redop, proot);
+  print_row_part(&res[0]);
+  print_row_part(&res[1]);
+  printf("  %s\n", uroce_coll_algo_name(algo));
+  fflush(stdout);
+}
+
+static void header(const bench *b, int kind) {
+  if (b->rank != 0 || b->o->json)
+    return;
+  printf("#\n# %s, %d ranks, algorithm %s\n#\n", kind_names[kind], b->size,
+         uroce_coll_algo_name(b->o->algo));
+  printf("# %12s %12s %9s %6s %5s  %37s  %37s\n", "", "", "", "", "",
+         "out-of-place", "in-place");
+  printf("# %12s %12s %9s %6s %5s  %9s  %7s  %7s  %6s  %9s  %7s  %7s  %6s  "
+         "%s\n",
+         "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
+         "#wrong", "time", "algbw", "busbw", "#wrong", "algo");
+  printf("# %12s %12s %9s %6s %5s  %9s  %7s  %7s  %6s  %9s  %7s  %7s  %6s\n",
+         "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
+         "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+int cmd_coll_bench(int argc, char **argv) {
+  static const struct option longs[] = {
+      {"minbytes", required_argument, 0, 'b'},
+      {"maxbytes", required_argument, 0, 'e'},
+      {"stepfactor", required_argument, 0, 'f'},
+      {"stepbytes", required_argument, 0, 'i'},
+      {"op", required_argument, 0, 'o'},
+      {"datatype", required_argument, 0, 'd'},
+      {"redop", required_argument, 0, 'r'},
+      {"root", required_argument, 0, 'R'},
+      {"algo", required_argument, 0, 'a'},
+      {"iters", required_argument, 0, 'n'},
+      {"warmup", required_argument, 0, 'w'},
+      {"check", no_argument, 0, 'c'},
+      {"json", no_argument, 0, 'J'},
+      {"chunk", required_argument, 0, 'C'},
+      {"slots", required_argument, 0, 'S'},
+      {"timeout", required_argument, 0, 'T'},
+      {"progress", required_argument, 0, 'P'},
+      {"busy-poll", required_argument, 0, 'U'},
+      {"no-yield", no_argument, 0, 'Y'},
+      {"stats", no_argument, 0, 's'},
+      {"quiet", no_argument, 0, 'q'},
+      {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  opts o = {0};
+  o.minb = 8;
+  o.maxb = 32u << 20;
+  o.factor = 2;
+  o.iters = 20;
+  o.warmup = 5;
+  o.colls[0] = UROCE_COLL_ALLREDUCE;
+  o.ncolls = 1;
+  o.dtypes[0] = UROCE_COLL_FLOAT32;
+  o.ndtypes = 1;
+  o.ops[0] = UROCE_COLL_SUM;
+  o.nops = 1;
+  o.progress = UROCE_PROGRESS_INLINE;
+  int c, bad = 0;
+  while ((c = getopt_long(argc, argv, "b:e:f:i:o:d:r:R:a:n:w:cJqh", longs,
+                          NULL)) != -1) {
+    switch (c) {
+    case 'b':
+      bad |= parse_size(optarg, &o.minb);
+      break;
+    case 'e':
+      bad |= parse_size(optarg, &o.maxb);
+      break;
+    case 'f':
+      o.factor = atof(optarg);
+      bad |= o.factor <= 1.0;
+      break;
+    case 'i':
+      bad |= parse_size(optarg, &o.step) || o.step == 0;
+      break;
+    case 'o':
+      o.ncolls = parse_list(optarg, kind_names, UROCE_COLL_KIND_COUNT, o.colls);
+      bad |= o.ncolls <= 0;
+      break;
+    case 'd':
+      o.ndtypes =
+          parse_list(optarg, type_names, UROCE_COLL_DTYPE_COUNT, o.dtypes);
+      bad |= o.ndtypes <= 0;
+      break;
+    case 'r':
+      o.nops = parse_list(optarg, op_names, UROCE_COLL_OP_COUNT, o.ops);
+      bad |= o.nops <= 0;
+      break;
+    case 'R':
+      o.root = atoi(optarg);
+      break;
+    case 'a': {
+      int a = !strcmp(optarg, "auto") ? UROCE_COLL_ALGO_AUTO
+                                      : uroce_coll_algo_parse(optarg);
+      bad |= a < 0;
+      o.algo = a < 0 ? UROCE_COLL_ALGO_AUTO : (uroce_coll_algo)a;
+      break;
+    }
+    case 'n':
+      o.iters = atoi(optarg);
+      bad |= o.iters < 0;
+      break;
+    case 'w':
+      o.warmup = atoi(optarg);
+      bad |= o.warmup < 0;
+      break;
+    case 'c':
+      o.check = 1;
+      break;
+    case 'J':
+      o.json = 1;
+      break;
+    case 'C':
+      bad |= parse_size(optarg, &o.chunk);
+      break;
+    case 'S':
+      o.slots = atoi(optarg);
+      break;
+    case 'T':
+      o.timeout_ms = strtoull(optarg, NULL, 10);
+      break;
+    case 'P':
+      if (!strcmp(optarg, "thread"))
+        o.progress = UROCE_PROGRESS_INLINE;
+      else if (!strcmp(optarg, "inline"))
+        o.progress = UROCE_PROGRESS_INLINE;
+      else
+        bad = 1;
+      break;
+    case 'U':
+      o.busy_poll_us = atoi(optarg);
+      break;
+    case 'Y':
+      o.yield = -1;
+      break;
+    case 's':
+      o.stats = 1;
+      break;
+    case 'q':
+      o.quiet = 1;
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    default:
+      bad = 1;
+      break;
+    }
+  }
+  if (bad || optind != argc || o.minb > o.maxb) {
+    usage(stderr);
+    return 2;
+  }
+
+  uroce_coll_env env;
+  int rc = uroce_coll_env_parse(NULL, NULL, &env);
+  if (rc < 0) {
+    fprintf(stderr, "uroce coll-bench: no launcher environment: run it "
+                    "under 'uroce launch -n N --', torchrun or mpirun\n");
+    return 2;
+  }
+  if (o.root < 0 || o.root >= env.size) {
+    fprintf(stderr, "uroce coll-bench: --root %d outside 0..%d\n", o.root,
+            env.size - 1);
+    return 2;
+  }
+  uroce_coll_config cfg;
+  uroce_coll_config_init(&cfg);
+  if (o.chunk)
+    cfg.chunk_bytes = o.chunk;
+  if (o.slots)
+    cfg.slots = o.slots;
+  if (o.timeout_ms)
+    cfg.timeout_ns = o.timeout_ms * 1000000ull;
+  uroce_coll_native_attr na;
+  uroce_coll_native_attr_init(&na);
+  na.progress = o.progress;
+  na.busy_poll_us = o.busy_poll_us;
+  if (o.yield < 0)
+    na.yield = 0;
+
+  bench b = {0};
+  b.o = &o;
+  b.rank = env.rank;
+  b.size = env.size;
+  b.json = stdout;
+  rc = uroce_coll_native_setup(&env, &na, &cfg, 60ull * 1000000000, &b.nat,
+                               &b.comm);
+  if (rc < 0)
+    return 1;
+  /* Room for the largest point: sizes are rounded down to whole elements
+   * (and blocks), so maxb bytes always suffice. */
+  b.buf_bytes = o.maxb + 64;
+  b.sbuf = mmap(NULL, b.buf_bytes, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  b.rbuf = mmap(NULL, b.buf_bytes, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (b.sbuf == MAP_FAILED || b.rbuf == MAP_FAILED) {
+    fprintf(stderr, "uroce coll-bench: rank %d: no memory for %zu bytes\n",
+            b.rank, b.buf_bytes);
+    return 1;
+  }
+  memset(b.sbuf, 0, b.buf_bytes);
+  memset(b.rbuf, 0, b.buf_bytes);
+
+  if (b.rank == 0) {
+    if (o.json)
+      printf("{\"ranks\": %d, \"check\": %s, \"iters\": %d, \"warmup\": %d, "
+             "\"reduce_impl\": \"%s\", \"results\": [",
+             b.size, o.check ? "true" : "false", o.iters, o.warmup,
+             uroce_coll_reduce_impl());
+    else
+      printf("# uroce coll-bench: %d ranks, %d iterations (%d warm-up), "
+             "check %s, reductions %s\n",
+             b.size, o.iters, o.warmup, o.check ? "on" : "off",
+             uroce_coll_reduce_impl());
+  }
+  for (int k = 0; k < o.ncolls; k++) {
+    int kind = o.colls[k];
+    header(&b, kind);
+    for (int d = 0; d < o.ndtypes; d++) {
+      int nops = has_redop(kind) ? o.nops : 1;
+      for (int p = 0; p < nops; p++) {
+        int op = has_redop(kind) ? o.ops[p] : UROCE_COLL_SUM;
+        size_t last = (size_t)-1;
+        for (double sz = (double)o.minb; sz <= (double)o.maxb + 0.5;
+             sz = o.step ? sz + (double)o.step : sz * o.factor) {
+          size_t bytes = (size_t)sz;
+          if (bytes == last)
+            continue;
+          last = bytes;
+          point(&b, kind, o.dtypes[d], op, bytes);
+        }
+      }
+    }
+  }
+  if (b.rank == 0) {
+    if (o.json) {
+      printf("\n  ], \"wrong\": %" PRId64 "}\n", b.total_wrong);
+    } else {
+      printf("# Out of bounds values : %" PRId64 " %s\n", b.total_wrong,
+             o.check ? (b.total_wrong ? "FAILED" : "OK") : "(not checked)");
+      printf("# Avg bus bandwidth    : %g GB/s\n",
+             b.bw_n ? b.bw_sum / b.bw_n : 0.0);
+    }
+    fflush(stdout);
+  }
+  /* Nobody closes its endpoint while a peer may still need an ACK from it:
+   * a last all-gather over TCP, then tear down. */
+  char one = 1, *all = calloc((size_t)b.size, 1);
+  rc = all ? uroce_coll_rendezvous(env.master_addr, env.master_port, b.rank,
+                                   b.size, &one, 1, all, 60ull * 1000000000)
+           : -ENOMEM;
+  free(all);
+  if (o.stats) {
+    struct uroce_device_stats st;
+    uroce_device_get_stats(uroce_coll_native_device(b.nat), &st);
+    fprintf(stderr,
+            "rank %d stats: tx_pkts=%" PRIu64 " rx_pkts=%" PRIu64
+            " retransmits=%" PRIu64 " timeouts=%" PRIu64 " naks_tx=%" PRIu64
+            " rnr_naks_tx=%" PRIu64 " rx_dropped_engine=%" PRIu64
+            " tx_eagain=%" PRIu64 "\n",
+            b.rank, st.tx_pkts, st.rx_pkts, st.retransmits, st.timeouts,
+            st.naks_tx, st.rnr_naks_tx, st.rx_dropped_engine, st.tx_eagain);
+  }
+  uroce_coll_comm_del(b.comm);
+  uroce_coll_native_del(b.nat);
+  if (rc < 0)
+    fprintf(stderr, "uroce coll-bench: rank %d: final barrier: %s\n", b.rank,
+            uroce_coll_strerror(rc));
+  return b.total_wrong ? 1 : rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,262 @@
+/* uroce launch: start N local ranks of a program, torchrun style.
+ *
+ * Every rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+ * MASTER_ADDR, MASTER_PORT and its own endpoint address UROCE_ADDR
+ * (base + rank). Signals are forwarded; when a rank fails the others get a
+ * grace period to notice and exit by themselves, then SIGTERM, then
+ * SIGKILL. The exit status is 0 only if every rank exited 0. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tool.h"
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig) {
+  got_signal = sig;
+}
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: uroce launch -n N [OPTIONS] -- PROGRAM [ARGS...]\n"
+          "Starts N local ranks of PROGRAM, each with RANK, WORLD_SIZE,\n"
+          "LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and its\n"
+          "own endpoint address UROCE_ADDR set (the variables torchrun\n"
+          "sets, plus the address).\n\n"
+          "  -n, --nproc N        ranks to start (1..4096)\n"
+          "  --base-addr ADDR     rank r gets ADDR + r (IPv4; default\n"
+          "                       127.0.1.1)\n"
+          "  --master-addr ADDR   rendezvous address (default: rank 0's)\n"
+          "  --master-port P      rendezvous TCP port (default: a free one)\n"
+          "  --grace SEC          after a rank fails, how long the others may\n"
+          "                       take to fail by themselves before they are\n"
+          "                       terminated (default 10)\n"
+          "  -q, --quiet          do not report failed ranks\n\n"
+          "Exits 0 if every rank exited 0; otherwise with the first failed\n"
+          "rank's status (128 + signal if it was killed).\n");
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A TCP port that is free on addr now (the kernel's choice). */
+static int free_port(const char *addr) {
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
+    return -1;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return -1;
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+static void signal_all(const pid_t *pids, const int *alive, int n, int sig) {
+  for (int i = 0; i < n; i++)
+    if (alive[i])
+      kill(pids[i], sig);
+}
+
+int cmd_launch(int argc, char **argv) {
+  static const struct option longs[] = {
+      {"nproc", required_argument, 0, 'n'},
+      {"base-addr", required_argument, 0, 'B'},
+      {"master-addr", required_argument, 0, 'M'},
+      {"master-port", required_argument, 0, 'P'},
+      {"grace", required_argument, 0, 'g'},
+      {"quiet", no_argument, 0, 'q'},
+      {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  int n = 0, quiet = 0, port = 0;
+  double grace = 10;
+  const char *base = "127.0.1.1", *master = NULL;
+  int c;
+  while ((c = getopt_long(argc, argv, "+n:qh", longs, NULL)) != -1) {
+    switch (c) {
+    case 'n':
+      n = atoi(optarg);
+      break;
+    case 'B':
+      base = optarg;
+      break;
+    case 'M':
+      master = optarg;
+      break;
+    case 'P':
+      port = atoi(optarg);
+      break;
+    case 'g':
+      grace = atof(optarg);
+      break;
+    case 'q':
+      quiet = 1;
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    default:
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (n < 1 || n > 4096 || optind >= argc || port < 0 || port > 65535 ||
+      grace < 0) {
+    usage(stderr);
+    return 2;
+  }
+  char **prog = argv + optind;
+  struct in_addr b;
+  if (inet_pton(AF_INET, base, &b) != 1) {
+    fprintf(stderr, "uroce launch: --base-addr %s is not an IPv4 address\n",
+            base);
+    return 2;
+  }
+  uint32_t base_h = ntohl(b.s_addr);
+  char master_buf[INET_ADDRSTRLEN];
+  if (!master) {
+    inet_ntop(AF_INET, &b, master_buf, sizeof master_buf);
+    master = master_buf;
+  }
+  if (!port && (port = free_port(master)) <= 0) {
+    fprintf(stderr, "uroce launch: no free TCP port on %s\n", master);
+    return 1;
+  }
+
+  pid_t *pids = calloc((size_t)n, sizeof *pids);
+  int *alive = calloc((size_t)n, sizeof *alive);
+  if (!pids || !alive) {
+    fprintf(stderr, "uroce launch: out of memory\n");
+    return 1;
+  }
+  struct sigaction sa = {0};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  sigaction(SIGQUIT, &sa, NULL);
+  sigaction(SIGUSR1, &sa, NULL);
+  sigaction(SIGUSR2, &sa, NULL);
+
+  int status = 0, nalive = 0;
+  for (int r = 0; r < n; r++) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      fprintf(stderr, "uroce launch: fork: %s\n", strerror(errno));
+      status = 1;
+      break;
+    }
+    if (pid == 0) {
+      char v[64];
+      struct in_addr a = {htonl(base_h + (uint32_t)r)};
+      char addr[INET_ADDRSTRLEN];
+      inet_ntop(AF_INET, &a, addr, sizeof addr);
+      snprintf(v, sizeof v, "%d", r);
+      setenv("RANK", v, 1);
+      setenv("LOCAL_RANK", v, 1);
+      snprintf(v, sizeof v, "%d", n);
+      setenv("WORLD_SIZE", v, 1);
+      setenv("LOCAL_WORLD_SIZE", v, 1);
+      setenv("MASTER_ADDR", master, 1);
+      snprintf(v, sizeof v, "%d", port);
+      setenv("MASTER_PORT", v, 1);
+      setenv("UROCE_ADDR", addr, 1);
+      /* a launcher's own variables must not outrank ours */
+      unsetenv("UROCE_RANK");
+      unsetenv("UROCE_SIZE");
+      unsetenv("UROCE_MASTER_ADDR");
+      unsetenv("UROCE_MASTER_PORT");
+      execvp(prog[0], prog);
+      fprintf(stderr, "uroce launch: %s: %s\n", prog[0], strerror(errno));
+      _exit(127);
+    }
+    pids[r] = pid;
+    alive[r] = 1;
+    nalive++;
+  }
+  if (status) /* could not start them all: stop those that did start */
+    signal_all(pids, alive, n, SIGTERM);
+
+  double fail_at = status ? mono_s() : 0, term_at = 0;
+  int first_bad = -1;
+  while (nalive > 0) {
+    if (got_signal) {
+      int sig = got_signal;
+      got_signal = 0;
+      signal_all(pids, alive, n, sig);
+      if (!status)
+        status = 128 + sig;
+      if (!fail_at)
+        fail_at = mono_s();
+    }
+    int st;
+    pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid < 0 && errno != EINTR)
+      break;
+    if (pid > 0) {
+      int r = 0;
+      while (r < n && pids[r] != pid)
+        r++;
+      if (r == n)
+        continue;
+      alive[r] = 0;
+      nalive--;
+      int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      if (code != 0) {
+        if (!quiet) {
+          if (WIFSIGNALED(st))
+            fprintf(stderr, "uroce launch: rank %d (pid %d) killed by %s\n", r,
+                    (int)pid, strsignal(WTERMSIG(st)));
+          else
+            fprintf(stderr, "uroce launch: rank %d (pid %d) exited with %d\n",
+                    r, (int)pid, code);
+        }
+        if (first_bad < 0) {
+          first_bad = r;
+          if (!status)
+            status = code;
+        }
+        if (!fail_at)
+          fail_at = mono_s();
+      }
+      continue;
+    }
+    double now = mono_s();
+    if (fail_at && !term_at && now - fail_at >= grace) {
+      if (!quiet)
+        fprintf(stderr,
+                "uroce launch: %d rank(s) still running %.0f s after a "
+                "failure: terminating them\n",
+                nalive, grace);
+      signal_all(pids, alive, n, SIGTERM);
+      term_at = now;
+    } else if (term_at && now - term_at >= 2) {
+      signal_all(pids, alive, n, SIGKILL);
+      term_at = now + 1e9;
+    }
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  free(pids);
+  free(alive);
+  return status;
+}
