@@ -5,6 +5,8 @@
  *   bench_sim            k = 16 (1024 hosts), spray and ECMP
  *   bench_sim 32         k = 32 (8192 hosts)
  *   bench_sim 16 spray   one routing only
+ *   bench_sim 16 spray simple   the built-in host model instead of the
+ *                               real transport engine (the default)
  *
  * Goal (issue 6): 1024 hosts with spraying under 2 s and 500 MB. */
 #include <stdio.h>
@@ -14,9 +16,12 @@
 
 #include "sim/sim.h"
 
+static enum sim_host_model model = SIM_HOST_UROCE;
+
 static int run(uint32_t k, enum sim_routing rt, const char *name) {
   struct sim_cfg c;
   sim_cfg_default(&c);
+  c.tp.model = model;
   c.topo.kind = SIM_TOPO_FAT_TREE;
   c.topo.k = k;
   c.routing = rt;
@@ -36,11 +41,11 @@ static int run(uint32_t k, enum sim_routing rt, const char *name) {
       last = sim_flow(s, i)->finish;
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  printf("fat-tree k=%u %u hosts %-6s: %s, simulated %.1f us, wall %.3f s, "
+  printf("%s fat-tree k=%u %u hosts %-6s: %s, simulated %.1f us, wall %.3f s, "
          "%llu events, %.2f M events/s, %llu data pkts, peak RSS %.0f MB\n",
-         k, sim_nhosts(s), name, done ? "all done" : "NOT DONE",
-         (double)last / 1e6, st->wall_s, (unsigned long long)st->events,
-         (double)st->events / st->wall_s / 1e6,
+         model == SIM_HOST_UROCE ? "uroce" : "simple", k, sim_nhosts(s), name,
+         done ? "all done" : "NOT DONE", (double)last / 1e6, st->wall_s,
+         (unsigned long long)st->events, (double)st->events / st->wall_s / 1e6,
          (unsigned long long)st->data_pkts, (double)ru.ru_maxrss / 1024);
   sim_del(s);
   return !done;
@@ -49,6 +54,8 @@ static int run(uint32_t k, enum sim_routing rt, const char *name) {
 int main(int argc, char **argv) {
   uint32_t k = argc > 1 ? (uint32_t)atoi(argv[1]) : 16;
   const char *only = argc > 2 ? argv[2] : 0;
+  if (argc > 3 && !strcmp(argv[3], "simple"))
+    model = SIM_HOST_SIMPLE;
   int rc = 0;
   if (!only || !strcmp(only, "spray"))
     rc |= run(k, SIM_ROUTE_SPRAY, "spray");

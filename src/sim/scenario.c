@@ -389,6 +389,14 @@ static int transport_fn(struct ctx *x, const char *key, yaml_node_t *v,
                         void *a) {
   struct sim_transport_cfg *t = a;
   uint32_t u;
+  if (KEY("model")) {
+    static const char *const m[] = {"uroce", "simple", 0};
+    int e;
+    if (get_enum(x, v, key, m, &e))
+      return -1;
+    t->model = (enum sim_host_model)e;
+    return 0;
+  }
   if (KEY("mtu")) {
     if (get_u32(x, v, key, 256, 4096, &u))
       return -1;

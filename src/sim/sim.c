@@ -31,6 +31,7 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->sw.xon = 64 << 10;
   c->sw.headroom = -1;
   c->routing = SIM_ROUTE_ECMP;
+  c->tp.model = SIM_HOST_UROCE;
   c->tp.mtu = 4096;
   c->tp.window = 256;
   c->tp.ack_every = 16;
@@ -142,6 +143,14 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
+  if (tp->model == SIM_HOST_UROCE &&
+      (tp->mtu > 4096 || (tp->mtu & (tp->mtu - 1)))) {
+    snprintf(err, errlen,
+             "transport: the uroce model needs an mtu of 256, 512, 1024, "
+             "2048 or 4096");
+    sim_del(s);
+    return 0;
+  }
   if (cfg->sw.ecn && cfg->sw.kmax <= cfg->sw.kmin) {
     snprintf(err, errlen, "switch: ecn kmax must be larger than kmin");
     sim_del(s);
@@ -153,7 +162,7 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     return 0;
   }
   s->ooo = tp->ooo < 0 ? cfg->routing != SIM_ROUTE_ECMP : (uint64_t)tp->ooo;
-  s->host = &sim_host_rdmaw;
+  s->host = tp->model == SIM_HOST_SIMPLE ? &sim_host_rdmaw : &sim_host_eng;
   if (sim_heap_init(&s->heap, 1024) || sim_topo_build(s, err, errlen)) {
     if (!err[0])
       snprintf(err, errlen, "out of memory");
@@ -211,7 +220,8 @@ void sim_del(struct sim *s) {
 int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
                      sim_time_t start, enum sim_op op) {
   if (src >= s->nnics || dst >= s->nnics || src == dst || !bytes ||
-      bytes > (1ull << 40))
+      bytes > (1ull << 40) || op > SIM_OP_READ ||
+      (op == SIM_OP_READ && s->cfg.tp.model == SIM_HOST_SIMPLE))
     return -1;
   if (s->nflows == s->nfchunks * SIM_FLOW_CHUNK) {
     struct sim_flow_int **c =
@@ -402,6 +412,11 @@ const struct sim_stats *sim_stats(const struct sim *s) {
     const struct sim_switch *sw = &s->sws[j];
     if (sw->max_used > st->max_buffer[sw->n.tier])
       st->max_buffer[sw->n.tier] = sw->max_used;
+  }
+  if (s->host->add_stats) {
+    st->timeouts = st->naks = st->cnps = 0;
+    for (uint32_t i = 0; i < s->nnics; i++)
+      s->host->add_stats(s->nics[i].model, st);
   }
   return st;
 }

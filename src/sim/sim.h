@@ -75,7 +75,14 @@ enum sim_routing {
 
 enum sim_cc { SIM_CC_NONE, SIM_CC_DCQCN };
 
+/* What runs in the NICs. */
+enum sim_host_model {
+  SIM_HOST_UROCE,  /* the real uroce transport engine, phantom payload */
+  SIM_HOST_SIMPLE, /* the built-in one-message-per-QP RDMA WRITE model */
+};
+
 struct sim_transport_cfg {
+  enum sim_host_model model;
   uint32_t mtu;       /* path MTU: payload bytes per packet */
   uint32_t window;    /* unacknowledged packets per QP (power of two) */
   uint32_t ack_every; /* the responder acks every N packets and each last */
@@ -95,7 +102,7 @@ enum sim_workload_kind {
   SIM_WL_CSV,
 };
 
-enum sim_op { SIM_OP_WRITE, SIM_OP_SEND };
+enum sim_op { SIM_OP_WRITE, SIM_OP_SEND, SIM_OP_READ /* uroce model */ };
 
 /* A message-size distribution: sizes with cumulative probabilities. */
 struct sim_size_dist {

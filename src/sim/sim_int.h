@@ -29,22 +29,35 @@ enum sim_pkt_flags {
 #define SIM_ECN_ECT0 2
 #define SIM_ECN_CE 3
 
+/* BTH and extension headers of the largest request (an atomic). */
+#define SIM_HDR_MAX 40
+
 /* What travels on a link: sizes and addressing, never payload bytes. The
- * transport header is the (flow, psn, opcode, len) tuple: for the built-in
- * host model that is all of it; a host model that carries real header
- * bytes uses flow as a handle into its own header pool. */
+ * transport header is either the (psn, opcode, len) tuple of the built-in
+ * host model or, for the engine host model, a copy of the real BTH and
+ * extension header bytes plus the phantom payload length. flow is the
+ * flow the packet belongs to in both. */
 struct sim_pkt {
   struct sim_pkt *next; /* queue or link linkage */
   sim_time_t ts;        /* arrival time while on a link */
   uint32_t size;        /* bytes of line time, L1 overhead included */
   uint32_t src, dst;    /* NIC ids: the IP addresses */
   uint32_t flow;        /* transport handle */
-  uint32_t psn;
-  uint32_t len; /* payload bytes */
   uint16_t sport;
   uint16_t in_port; /* ingress port at the current switch */
-  uint8_t kind, prio, ecn, opcode;
-  uint8_t flags;
+  uint8_t kind, prio, ecn, flags;
+  union {
+    struct { /* built-in model */
+      uint32_t psn;
+      uint32_t len; /* payload bytes */
+      uint8_t opcode;
+    };
+    struct {         /* engine model */
+      uint32_t plen; /* phantom payload bytes */
+      uint8_t pad, hlen;
+      uint8_t hdr[SIM_HDR_MAX];
+    };
+  };
 };
 
 struct sim_pktq {
@@ -142,9 +155,13 @@ struct sim_host_ops {
   struct sim_pkt *(*pull)(void *m, sim_time_t now, uint8_t paused);
   /* Earliest future time pull() may have something new, or SIM_NEVER. */
   sim_time_t (*next_time)(void *m);
+  /* Optional: adds this NIC's transport counters (timeouts, NAKs, CNPs)
+   * to st; models that count into sim->st directly leave it NULL. */
+  void (*add_stats)(void *m, struct sim_stats *st);
 };
 
-extern const struct sim_host_ops sim_host_rdmaw;
+extern const struct sim_host_ops sim_host_rdmaw; /* rdmaw.c: simple */
+extern const struct sim_host_ops sim_host_eng;   /* host_eng.c: uroce */
 
 /* ---- the simulator ---- */
 

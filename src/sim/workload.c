@@ -145,10 +145,12 @@ static int csv(struct sim *s, char *err, size_t errlen) {
         op = SIM_OP_WRITE;
       else if (!strcmp(fld[4], "send"))
         op = SIM_OP_SEND;
+      else if (!strcmp(fld[4], "read") && s->cfg.tp.model == SIM_HOST_UROCE)
+        op = SIM_OP_READ;
       else {
         snprintf(err, errlen,
-                 "%s:%d: operation '%s': expected write or "
-                 "send",
+                 "%s:%d: operation '%s': expected write, send or "
+                 "read (read needs transport model uroce)",
                  path, ln, fld[4]);
         rc = -1;
         break;

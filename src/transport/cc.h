@@ -28,6 +28,9 @@ struct uroce_cc_ops {
    * UINT64_MAX if none. handle_expiry is called once now >= that time. */
   uint64_t (*next_expiry)(const void *st);
   void (*handle_expiry)(void *st, uint64_t now);
+  /* Optional: applies the engine's cc_params (struct uroce_eng_cfg) to a
+   * new QP's state right after init(); NULL = the module has none. */
+  void (*set_params)(void *st, const void *params, uint64_t now);
 };
 
 /* Sends as fast as the caller drains packets; ignores every signal. */

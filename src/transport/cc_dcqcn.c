@@ -104,6 +104,10 @@ void uroce_cc_dcqcn_set_params(void *st, const struct uroce_dcqcn_params *p,
   restart(st, p, now);
 }
 
+static void set_params_hook(void *st, const void *p, uint64_t now) {
+  restart(st, p, now);
+}
+
 static void on_ce(void *st, uint64_t now) {}
 
 static void on_cnp(void *st, uint64_t now) {
@@ -218,4 +222,5 @@ const struct uroce_cc_ops uroce_cc_dcqcn = {
     .next_tx_time = next_tx_time,
     .next_expiry = next_expiry,
     .handle_expiry = handle_expiry,
+    .set_params = set_params_hook,
 };

@@ -14,7 +14,9 @@
  *
  * cc.h's init() takes no parameters, so the state starts with the 100 Gb/s
  * Mellanox preset; whoever owns the state sets its own parameters with
- * uroce_cc_dcqcn_set_params() right after init(). */
+ * uroce_cc_dcqcn_set_params() right after init(), or the engine does it
+ * for every QP when its cfg.cc_params points at a struct
+ * uroce_dcqcn_params (the set_params hook). */
 #ifndef UROCE_TRANSPORT_CC_DCQCN_H
 #define UROCE_TRANSPORT_CC_DCQCN_H
 

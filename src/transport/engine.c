@@ -92,6 +92,8 @@ int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg) {
     c.cnp_interval_ns = 50000;
   if (!c.port_mtu)
     c.port_mtu = 5;
+  if (!c.ooo_nak_gap)
+    c.ooo_nak_gap = c.max_unacked_psn - c.max_unacked_psn / 4;
   if (c.port_mtu > 5 || c.max_qp > (1u << 20) || c.max_mr > (1u << 20) ||
       c.max_unacked_psn > (1u << 22))
     return UROCE_ERR_INVALID_ARGUMENT;
@@ -526,6 +528,8 @@ int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
     return UROCE_ERR_INVALID_ARGUMENT;
   const struct uroce_pkt_info *pi = &rx->pi;
   eng->stats.rx_pkts++;
+  if (now > eng->now)
+    eng->now = now;
   if (!pi->bth || !pi->op || pi->op != uroce_opcode(pi->opcode) ||
       pi->hdr_len != pi->op->length ||
       (!eng->phantom &&
@@ -616,12 +620,38 @@ int uroce_eng_write_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
                         uint64_t now) {
   if (!eng || !tx)
     return UROCE_ERR_INVALID_ARGUMENT;
+  if (now > eng->now)
+    eng->now = now;
   while (!ulist_empty(&eng->sched)) {
     struct uroce_qp *qp = ULIST_ENTRY(eng->sched.next, struct uroce_qp, sched);
     ulist_del(&qp->sched);
     qp->in_sched = false;
     if (qp_make_pkt(qp, tx, now)) {
       eng_sched(eng, qp); /* round robin: to the back */
+      eng->stats.tx_pkts++;
+      eng->cc->on_tx(qp->cc_state, now, uroce_tx_len(tx));
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int uroce_eng_write_ctl_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
+                            uint64_t now) {
+  if (!eng || !tx)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (now > eng->now)
+    eng->now = now;
+  /* Walk the schedule without taking anyone off it: a QP skipped here
+   * still has its data to send once write_pkt runs again. */
+  for (struct ulist *l = eng->sched.next; l != &eng->sched; l = l->next) {
+    struct uroce_qp *qp = ULIST_ENTRY(l, struct uroce_qp, sched);
+    int made = 0;
+    if (qp->cnp_pending && qp->state != UROCE_QPS_RESET)
+      made = cnp_make_pkt(qp, tx, now);
+    else
+      made = resp_make_ctl_pkt(qp, tx);
+    if (made) {
       eng->stats.tx_pkts++;
       eng->cc->on_tx(qp->cc_state, now, uroce_tx_len(tx));
       return 1;
@@ -657,6 +687,8 @@ uint64_t uroce_eng_next_expiry(const struct uroce_eng *eng) {
 }
 
 int uroce_eng_handle_expiry(struct uroce_eng *eng, uint64_t now) {
+  if (now > eng->now)
+    eng->now = now;
   for (struct ulist *l = eng->qps.next; l != &eng->qps; l = l->next) {
     struct uroce_qp *qp = ULIST_ENTRY(l, struct uroce_qp, link);
     if (qp_next_expiry(eng, qp) > now)

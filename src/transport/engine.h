@@ -40,6 +40,15 @@ enum uroce_eng_flags {
    * nothing is copied on receive, atomics read and write nothing. For the
    * simulator and the benchmark. */
   UROCE_ENG_PHANTOM = 1,
+  /* RC responders place RDMA WRITE packets that arrive ahead of the
+   * expected PSN (within the window, of the WRITE in progress) and
+   * remember them in a per-QP bitmap instead of dropping them. A gap is
+   * NAKed once a packet ooo_nak_gap PSNs beyond it arrives, and a packet
+   * ahead that could not be placed (not a WRITE, or before its message's
+   * first packet) is NAKed when the expected PSN reaches it: for fabrics
+   * that spray packets over many paths (IRN-style receive; the requester
+   * still recovers losses by go-back-N). */
+  UROCE_ENG_OOO_WRITE = 2,
 };
 
 struct uroce_eng_cfg {
@@ -53,6 +62,9 @@ struct uroce_eng_cfg {
   void *user;                    /* the owner's (the device's) */
   uint8_t gid[16];               /* this NIC's GID (source of GRHs) */
   const struct uroce_cc_ops *cc; /* default uroce_cc_noop */
+  const void *cc_params;         /* given to cc->set_params for each new
+                                    QP (e.g. struct uroce_dcqcn_params,
+                                    which must outlive the engine) */
   uint32_t max_qp;               /* default 256 */
   uint32_t max_mr;               /* default 1024 */
   uint32_t max_unacked_psn;      /* RC window, default 256 */
@@ -63,6 +75,9 @@ struct uroce_eng_cfg {
   uint64_t cnp_interval_ns;      /* at most one CNP per QP per, 50 us */
   uint8_t port_mtu;              /* enum uroce_mtu: largest path MTU
                                     and the UD MTU; default 4096 */
+  uint32_t ooo_nak_gap;          /* UROCE_ENG_OOO_WRITE: reordering
+                                    tolerated before a NAK, in PSNs;
+                                    default 3/4 of max_unacked_psn */
 };
 
 /* Why the engine dropped a received packet. */
@@ -149,6 +164,12 @@ static inline uint32_t uroce_tx_len(const struct uroce_tx_pkt *tx) {
  * The segments stay valid until the next call into the engine. */
 int uroce_eng_write_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
                         uint64_t now);
+/* Like write_pkt, but only a CNP, ACK or NAK (what a NIC still sends
+ * while PFC pauses the priority its data uses): returns 1 or 0. QPs keep
+ * their place in the round robin; an ACK or NAK waits while the QP owes
+ * READ responses or atomic acks, which must precede it. */
+int uroce_eng_write_ctl_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
+                            uint64_t now);
 /* Earliest deadline (ns), UINT64_MAX if none. */
 uint64_t uroce_eng_next_expiry(const struct uroce_eng *eng);
 /* Runs every timer due at now. Returns 0. */
@@ -207,7 +228,10 @@ int uroce_srq_post_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
 
 const char *uroce_qp_state_name(int state);
 
-/* Creates a QP in RESET with a random unused 24-bit QPN. Returns 0,
+/* Creates a QP in RESET with a random unused 24-bit QPN. Its congestion
+ * control state starts (cc->init, then cc->set_params with cfg.cc_params)
+ * at the latest time the engine was given by read_pkt, write_pkt or
+ * handle_expiry (0 before any). Returns 0,
  * UROCE_ERR_INVALID_ARGUMENT (missing CQs, bad type), UROCE_ERR_CAPS (caps
  * above the limits: UROCE_MAX_SGE, UROCE_MAX_INLINE, 65536 WRs; or no free
  * QPN), -ENOMEM. */
@@ -216,6 +240,12 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
 /* Destroys a QP (no completions are generated). */
 int uroce_qp_del(struct uroce_qp *qp);
 uint32_t uroce_qp_num(const struct uroce_qp *qp);
+/* RC progress, for owners that report it (the simulator): *sq_una is the
+ * oldest PSN of the send queue not yet acknowledged or answered (READ
+ * responses advance it packet by packet), *rq_epsn the PSN the responder
+ * expects next. Either pointer may be NULL. */
+void uroce_qp_progress(const struct uroce_qp *qp, uint32_t *sq_una,
+                       uint32_t *rq_epsn);
 
 /* Changes attributes and/or state (ibv_modify_qp). Returns 0,
  * UROCE_ERR_BAD_STATE for a transition the spec does not allow or a

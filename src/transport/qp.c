@@ -29,6 +29,7 @@ static void qp_free_mem(struct uroce_eng *eng, struct uroce_qp *qp) {
   rq_release(eng, &qp->rq);
   eng_free(eng, qp->resp.rwqe_sge);
   eng_free(eng, qp->resp.res);
+  eng_free(eng, qp->resp.ooo_map);
   eng_free(eng, qp->cc_state);
   eng_free(eng, qp);
 }
@@ -73,9 +74,17 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
   qp->resp.res = eng_alloc(eng, UROCE_MAX_RD_ATOMIC * sizeof(struct resp_res));
   if (eng->cc->state_size)
     qp->cc_state = eng_alloc(eng, eng->cc->state_size);
+  bool ooo =
+      (eng->cfg.flags & UROCE_ENG_OOO_WRITE) && attr->qp_type == UROCE_QPT_RC;
+  if (ooo) {
+    uint32_t bits = pow2_at_least(eng->cfg.max_unacked_psn);
+    bits = bits < 64 ? 64 : bits;
+    qp->resp.ooo_map = eng_alloc(eng, bits / 8);
+    qp->resp.ooo_mask = bits - 1;
+  }
   int rc = 0;
   if (!qp->sq || !qp->sq_sge || (cap->max_inline_data && !qp->sq_inl) ||
-      !qp->resp.rwqe_sge || !qp->resp.res ||
+      !qp->resp.rwqe_sge || !qp->resp.res || (ooo && !qp->resp.ooo_map) ||
       (eng->cc->state_size && !qp->cc_state))
     rc = -ENOMEM;
   if (!rc && !attr->srq)
@@ -111,7 +120,9 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
   qp->req.rto_deadline = qp->req.rnr_deadline = UINT64_MAX;
   qp->req.pace_deadline = qp->resp.ack_deadline = UINT64_MAX;
   qp_reset(qp);
-  eng->cc->init(qp->cc_state, 0);
+  eng->cc->init(qp->cc_state, eng->now);
+  if (eng->cc->set_params && eng->cfg.cc_params)
+    eng->cc->set_params(qp->cc_state, eng->cfg.cc_params, eng->now);
   pd->refs++;
   qp->scq->refs++;
   qp->rcq->refs++;
@@ -142,6 +153,14 @@ int uroce_qp_del(struct uroce_qp *qp) {
 
 uint32_t uroce_qp_num(const struct uroce_qp *qp) {
   return qp->qpn;
+}
+
+void uroce_qp_progress(const struct uroce_qp *qp, uint32_t *sq_una,
+                       uint32_t *rq_epsn) {
+  if (sq_una)
+    *sq_una = qp->comp.psn;
+  if (rq_epsn)
+    *rq_epsn = qp->resp.epsn;
 }
 
 /* ---- the state machine ---- */

@@ -183,6 +183,7 @@ enum resp_state {
   RESPST_COMPLETE,
   RESPST_ACKNOWLEDGE,
   RESPST_DUPLICATE,
+  RESPST_OOO, /* ahead of epsn: place it (UROCE_ENG_OOO_WRITE) or not */
   RESPST_ERR_RNR,
   RESPST_ERR_SEQ,
   RESPST_ERR_INVALID, /* invalid request (opcode sequence, length, align) */
@@ -240,6 +241,14 @@ struct resp {
   /* resources */
   struct resp_res *res;
   uint32_t nres, res_next;
+  /* UROCE_ENG_OOO_WRITE: the WRITE in progress and the PSNs after epsn
+   * already placed (bit psn & ooo_mask) */
+  uint32_t msg_first, msg_last;
+  uint64_t msg_va;
+  uint64_t *ooo_map; /* NULL when the option is off */
+  uint32_t ooo_mask;
+  bool ooo_drop;         /* a packet ahead was dropped: */
+  uint32_t ooo_drop_psn; /* the first such; NAKed when epsn gets there */
 };
 
 struct uroce_qp {
@@ -296,6 +305,7 @@ struct uroce_eng {
   bool phantom;
   const struct uroce_cc_ops *cc;
   struct uroce_eng_stats stats;
+  uint64_t now; /* latest time given to read/write_pkt, handle_expiry */
   struct uroce_mr_table mrs;
   struct ulist pds, cqs, srqs, qps, ahs, sched;
   /* QPN -> QP, open addressing with linear probing */
@@ -377,6 +387,9 @@ void comp_rnr_expired(struct uroce_qp *qp, uint64_t now);
 void resp_reset(struct uroce_qp *qp);
 void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now);
 int resp_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now);
+/* Only a due ACK or NAK, and none while READ responses or atomic acks
+ * are owed (they must go first). */
+int resp_make_ctl_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx);
 /* Flushes the receive WQE in progress and the QP's RQ. */
 void resp_flush(struct uroce_qp *qp);
 

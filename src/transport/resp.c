@@ -17,6 +17,7 @@ const char *const uroce_resp_state_names[RESPST_COUNT] = {
     [RESPST_COMPLETE] = "COMPLETE",
     [RESPST_ACKNOWLEDGE] = "ACKNOWLEDGE",
     [RESPST_DUPLICATE] = "DUPLICATE",
+    [RESPST_OOO] = "OOO",
     [RESPST_ERR_RNR] = "ERR_RNR",
     [RESPST_ERR_SEQ] = "ERR_SEQ",
     [RESPST_ERR_INVALID] = "ERR_INVALID",
@@ -46,6 +47,49 @@ void resp_reset(struct uroce_qp *qp) {
   memset(r->res, 0, UROCE_MAX_RD_ATOMIC * sizeof(*r->res));
   r->nres = qp->max_dest_rd_atomic;
   r->res_next = 0;
+  r->msg_first = r->msg_last = 0;
+  r->msg_va = 0;
+  r->ooo_drop = false;
+  if (r->ooo_map)
+    memset(r->ooo_map, 0, ((size_t)r->ooo_mask + 1) / 8);
+}
+
+static bool ooo_test(const struct resp *r, uint32_t psn) {
+  uint32_t b = psn & r->ooo_mask;
+  return r->ooo_map[b / 64] >> (b % 64) & 1;
+}
+
+/* epsn moved: consumes the packets already placed after it, as if they
+ * arrived now in order (they are all of the WRITE in progress). */
+static void ooo_advance(struct uroce_qp *qp) {
+  struct resp *r = &qp->resp;
+  bool moved = false;
+  while (ooo_test(r, r->epsn)) {
+    uint32_t b = r->epsn & r->ooo_mask;
+    r->ooo_map[b / 64] &= ~(1ull << (b % 64));
+    bool last = r->epsn == r->msg_last;
+    uint32_t n = last || r->wr_left < qp->mtu ? r->wr_left : qp->mtu;
+    r->wr_va += n;
+    r->wr_left -= n;
+    if (last) {
+      r->in_msg = 0;
+      r->msn = (r->msn + 1) & UROCE_PSN_MASK;
+    }
+    r->epsn = uroce_psn_add(r->epsn, 1);
+    r->unacked++;
+    moved = true;
+  }
+  if (moved)
+    r->ack_pending = r->ack_now = true;
+  if (r->ooo_drop && uroce_psn_cmp(r->epsn, r->ooo_drop_psn) >= 0) {
+    r->ooo_drop = false;
+    if (r->epsn == r->ooo_drop_psn) { /* dropped earlier: ask for it now */
+      r->nak_pending = true;
+      r->nak_syn = uroce_aeth_syn(UROCE_AETH_NAK, UROCE_NAK_PSN_SEQ_ERR);
+      r->nak_psn = r->epsn;
+      r->seq_nak_sent = true;
+    }
+  }
 }
 
 static void recv_complete(struct uroce_qp *qp, uint8_t status,
@@ -226,9 +270,10 @@ void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
       }
       int32_t d = uroce_psn_diff(psn, r->epsn);
       if (rc) {
-        st = d > 0   ? RESPST_ERR_SEQ
-             : d < 0 ? RESPST_DUPLICATE
-                     : RESPST_CHK_OP_SEQ;
+        st = d > 0 && r->ooo_map ? RESPST_OOO
+             : d > 0             ? RESPST_ERR_SEQ
+             : d < 0             ? RESPST_DUPLICATE
+                                 : RESPST_CHK_OP_SEQ;
         break;
       }
       /* UC: a duplicate is dropped; a loss drops the rest of its message;
@@ -362,6 +407,9 @@ void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
           r->wr_va = va;
           r->wr_rkey = uroce_reth_rkey(reth);
           r->wr_left = r->wr_len = len;
+          r->msg_first = psn;
+          r->msg_last = uroce_psn_add(psn, qp_npkts(qp, len) - 1);
+          r->msg_va = va;
         }
       } else if (atm) {
         uint64_t va = uroce_atmeth_va(atm);
@@ -495,6 +543,8 @@ void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
       r->epsn = uroce_psn_add(psn, 1);
       if (rc) {
         r->seq_nak_sent = false;
+        if (r->ooo_map)
+          ooo_advance(qp);
         r->ack_pending = true;
         r->unacked++;
         if (uroce_bth_ackreq(pi->bth) || r->unacked >= eng->cfg.ack_every)
@@ -504,6 +554,57 @@ void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
       }
       st = RESPST_DONE;
       break;
+
+    case RESPST_OOO: {
+      /* Only the WRITE in progress can be placed: its first packet gave
+       * the address; anything else ahead waits for go-back-N. */
+      uint32_t d = (uint32_t)uroce_psn_diff(psn, r->epsn);
+      bool write = (mask & UROCE_OPM_WRITE) && !(mask & UROCE_OPM_IMM) &&
+                   !is_start(mask) && r->in_msg == UROCE_OPM_WRITE &&
+                   uroce_psn_cmp(psn, r->msg_last) <= 0;
+      if (d >= eng->cfg.max_unacked_psn || !write) {
+        /* It will have to come again: NAK once epsn reaches it. */
+        if (!r->ooo_drop || uroce_psn_cmp(psn, r->ooo_drop_psn) < 0)
+          r->ooo_drop_psn = psn;
+        r->ooo_drop = true;
+        st = d >= eng->cfg.ooo_nak_gap ? RESPST_ERR_SEQ : RESPST_DROP;
+        break;
+      }
+      if (ooo_test(r, psn)) {
+        st = RESPST_DUPLICATE;
+        break;
+      }
+      uint64_t off = (uint64_t)uroce_psn_diff(psn, r->msg_first) * qp->mtu;
+      bool is_last = psn == r->msg_last;
+      if (off >= r->wr_len || n != (is_last ? r->wr_len - off : qp->mtu) ||
+          is_last != last) {
+        why = UROCE_DROP_LENGTH;
+        st = RESPST_ERR_INVALID;
+        break;
+      }
+      if (uroce_mr_check(&eng->mrs, true, r->wr_rkey, qp->pd, r->msg_va + off,
+                         n, UROCE_ACCESS_REMOTE_WRITE, &mr)) {
+        why = UROCE_DROP_ACCESS;
+        st = RESPST_ERR_ACCESS;
+        break;
+      }
+      eng_copy(eng, (void *)(uintptr_t)(r->msg_va + off), uroce_pkt_payload(pi),
+               n);
+      uint32_t b = psn & r->ooo_mask;
+      r->ooo_map[b / 64] |= 1ull << (b % 64);
+      if (uroce_bth_ackreq(pi->bth))
+        r->ack_pending = r->ack_now = true;
+      /* epsn is this far behind: more than reordering, it was lost (or
+       * dropped for coming before its message's first packet). */
+      if (d >= eng->cfg.ooo_nak_gap && !r->seq_nak_sent) {
+        r->nak_pending = true;
+        r->nak_syn = uroce_aeth_syn(UROCE_AETH_NAK, UROCE_NAK_PSN_SEQ_ERR);
+        r->nak_psn = r->epsn;
+        r->seq_nak_sent = true;
+      }
+      st = RESPST_DONE;
+      break;
+    }
 
     case RESPST_DUPLICATE:
       eng->stats.drops[UROCE_DROP_DUPLICATE]++;
@@ -670,19 +771,9 @@ static int res_make_pkt(struct uroce_qp *qp, struct resp_res *res,
   return 1;
 }
 
-int resp_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
+/* A due NAK or ACK. */
+static int ack_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx) {
   struct resp *r = &qp->resp;
-  if (qp->type != UROCE_QPT_RC)
-    return 0;
-  if (!qp_can_recv(qp)) {
-    return 0;
-  } else {
-    /* READ responses and atomic acks precede any ACK or NAK: those carry
-     * later PSNs and would imply the responses were lost. */
-    struct resp_res *res = oldest_pending(qp);
-    if (res && res_make_pkt(qp, res, tx))
-      return 1;
-  }
   if (r->nak_pending) {
     put_ack_hdr(qp, tx, UROCE_OP_ACK, r->nak_psn, r->nak_syn, 0);
     r->nak_pending = false;
@@ -705,4 +796,21 @@ int resp_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
     return 1;
   }
   return 0;
+}
+
+int resp_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
+  if (qp->type != UROCE_QPT_RC || !qp_can_recv(qp))
+    return 0;
+  /* READ responses and atomic acks precede any ACK or NAK: those carry
+   * later PSNs and would imply the responses were lost. */
+  struct resp_res *res = oldest_pending(qp);
+  if (res && res_make_pkt(qp, res, tx))
+    return 1;
+  return ack_make_pkt(qp, tx);
+}
+
+int resp_make_ctl_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx) {
+  if (qp->type != UROCE_QPT_RC || !qp_can_recv(qp) || oldest_pending(qp))
+    return 0;
+  return ack_make_pkt(qp, tx);
 }

@@ -1,0 +1,617 @@
+/* The uroce host model: every simulated NIC runs the real transport engine
+ * (src/transport/engine.h) in phantom-payload mode.
+ *
+ * Per NIC: one struct uroce_eng (UROCE_ENG_PHANTOM, the configured
+ * congestion-control module and its parameters), one PD, one MR that every
+ * message uses (phantom: its address is only a number), one CQ. Per flow:
+ * a connected RC QP pair, the requester on the source NIC and the
+ * responder on the destination NIC, carrying the flow as RDMA WRITE, SEND
+ * or READ work requests of at most UROCE_MAX_MSG bytes each (the last one
+ * signaled). The flow is done when that completion is polled; then both
+ * QPs are destroyed, so an engine's QP list (which next_expiry scans) holds
+ * only live flows.
+ *
+ * Wire: pull() calls uroce_eng_write_pkt() when the port is free, so the
+ * NIC sends one packet per serialisation time (line rate), and whatever
+ * the engine holds back (window, DCQCN's per-QP rate limiter) shows up in
+ * uroce_eng_next_expiry(), which next_time() reports. A packet becomes a
+ * descriptor with a copy of its BTH and extension headers and the phantom
+ * payload length; deliver() parses those bytes back with uroce_pkt_parse()
+ * (the length counts the payload that is not there, which the engine
+ * accepts in phantom mode) and calls uroce_eng_read_pkt() with the ECN bits
+ * the switches left, so CE marks make the engine send CNPs.
+ *
+ * PFC: while the data priority is paused, pull() asks the engine only for
+ * CNPs, ACKs and NAKs (uroce_eng_write_ctl_pkt), which use the control
+ * priority; data stays in the engine. In the unusual setup where the
+ * control priority is lossless and paused, control packets the engine
+ * hands out are parked in a per-NIC FIFO (at most HOLD_MAX) that drains
+ * first once the pause ends. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim_int.h"
+#include "transport/cc_dcqcn.h"
+#include "transport/engine.h"
+#include "uroce/uroce.h"
+#include "wire/opcode.h"
+#include "wire/psn.h"
+
+#define HOLD_MAX 64
+#define PHANTOM_VA 0x10000ull /* any non-zero number */
+#define RECV_TAG (1ull << 63) /* wr_id of receive WRs */
+#define CQ_SIZE 256           /* polled after every engine call */
+#define POLL_N 16
+
+struct he_nic;
+
+struct he_flow {
+  struct sim_flow *f;
+  struct he_nic *snd, *rcv;
+  struct uroce_qp *sqp, *rqp;
+  struct he_flow *wait_next;
+  uint32_t una, epsn; /* progress PSNs last seen */
+  uint64_t acked_pkts, rx_pkts;
+  uint32_t req_next, rsp_next; /* first PSN never sent (retransmissions) */
+};
+
+/* QPN -> flow, open addressing; snd tells which end this NIC is. */
+struct he_slot {
+  uint32_t qpn; /* 0 = empty (QPN 0 is never allocated) */
+  uint32_t snd;
+  struct he_flow *hf;
+};
+
+struct he_nic {
+  struct sim *s;
+  struct sim_nic *nic;
+  struct uroce_eng *eng;
+  struct uroce_pd *pd;
+  struct uroce_mr *mr;
+  struct uroce_cq *cq;
+  struct he_slot *map;
+  uint32_t map_mask, nqp, max_qp;
+  struct he_flow *wait_head, *wait_tail; /* flows waiting for a QP here */
+  struct sim_pkt *held, *held_tail;
+  uint32_t nheld;
+  uint8_t mtu_enum, timeout;
+  sim_time_t last_now;
+  uint64_t failed; /* completions with an error status */
+  struct uroce_tx_pkt tx;
+  struct uroce_wc wc[POLL_N];
+};
+
+static void gid_of(const struct sim *s, uint32_t nic, uint8_t g[16]) {
+  memset(g, 0, 16);
+  if (s->cfg.tp.ipv6) {
+    g[0] = 0xFD; /* fd00::nic */
+  } else {
+    g[10] = g[11] = 0xFF; /* ::ffff:10.x.y.z */
+    g[12] = 10;
+  }
+  g[13] = (uint8_t)(nic >> 16);
+  g[14] = (uint8_t)(nic >> 8);
+  g[15] = (uint8_t)nic;
+}
+
+static uint32_t nic_of_gid(const uint8_t g[16]) {
+  return (uint32_t)g[13] << 16 | (uint32_t)g[14] << 8 | g[15];
+}
+
+static uint32_t wire_bytes(const struct sim_cfg *c, uint32_t bth_to_icrc) {
+  uint32_t frame =
+      (c->tp.ipv6 ? 40 : 20) + SIM_UDP_LEN + bth_to_icrc + SIM_ETH_LEN;
+  return (frame < 64 ? 64 : frame) + SIM_L1_LEN;
+}
+
+/* ---- QPN map ---- */
+
+static uint32_t slot_of(const struct he_nic *m, uint32_t qpn) {
+  return (qpn * 0x9E3779B1u >> 7) & m->map_mask;
+}
+
+static struct he_slot *map_find(struct he_nic *m, uint32_t qpn) {
+  for (uint32_t i = slot_of(m, qpn);; i = (i + 1) & m->map_mask) {
+    struct he_slot *e = &m->map[i];
+    if (!e->qpn || e->qpn == qpn)
+      return e->qpn ? e : 0;
+  }
+}
+
+static void map_put(struct he_nic *m, uint32_t qpn, struct he_flow *hf,
+                    bool snd) {
+  uint32_t i = slot_of(m, qpn);
+  while (m->map[i].qpn)
+    i = (i + 1) & m->map_mask;
+  m->map[i] = (struct he_slot){qpn, snd, hf};
+}
+
+static void map_del(struct he_nic *m, uint32_t qpn) {
+  struct he_slot *e = map_find(m, qpn);
+  if (!e)
+    return;
+  uint32_t i = (uint32_t)(e - m->map);
+  m->map[i].qpn = 0;
+  /* Re-insert the rest of the probe cluster. */
+  for (uint32_t j = (i + 1) & m->map_mask; m->map[j].qpn;
+       j = (j + 1) & m->map_mask) {
+    struct he_slot x = m->map[j];
+    m->map[j].qpn = 0;
+    map_put(m, x.qpn, x.hf, x.snd);
+  }
+}
+
+/* ---- NICs ---- */
+
+static void nic_del(void *mp);
+
+static void *nic_new(struct sim *s, struct sim_nic *nic) {
+  const struct sim_transport_cfg *tp = &s->cfg.tp;
+  struct he_nic *m = calloc(1, sizeof(*m));
+  if (!m)
+    return 0;
+  m->s = s;
+  m->nic = nic;
+  /* Every flow needs a QP at each end: all-to-all needs 2 (n - 1). */
+  uint32_t q = 2 * s->nnics;
+  m->max_qp = q < 16 ? 16 : q > 4096 ? 4096 : q;
+  uint32_t slots = 16;
+  while (slots < 2 * m->max_qp)
+    slots <<= 1;
+  m->map = calloc(slots, sizeof(*m->map));
+  m->map_mask = slots - 1;
+  m->mtu_enum = UROCE_MTU_256;
+  while ((256u << (m->mtu_enum - 1)) < tp->mtu)
+    m->mtu_enum++;
+  /* Retransmit timeout 4.096 us x 2^timeout: the nearest at or above. */
+  uint64_t rto_ns = tp->rto / SIM_NS;
+  m->timeout = 1;
+  while ((4096ull << m->timeout) < rto_ns && m->timeout < 31)
+    m->timeout++;
+  bool dcqcn = tp->cc == SIM_CC_DCQCN;
+  struct uroce_eng_cfg ec = {
+      .seed = sim_seed(s->cfg.seed, 6, nic->n.id),
+      .flags = UROCE_ENG_PHANTOM | (s->ooo ? UROCE_ENG_OOO_WRITE : 0),
+      .cc = dcqcn ? &uroce_cc_dcqcn : 0,
+      .cc_params = dcqcn ? &s->cfg.tp.dcqcn : 0,
+      .max_qp = m->max_qp,
+      .max_mr = 4,
+      .max_unacked_psn = tp->window,
+      .ack_every = tp->ack_every,
+      .cnp_interval_ns = dcqcn ? tp->dcqcn.cnp_interval_ns : 0,
+      .port_mtu = m->mtu_enum,
+  };
+  gid_of(s, nic->n.id, ec.gid);
+  if (!m->map || uroce_eng_new(&m->eng, &ec) || uroce_pd_new(m->eng, &m->pd) ||
+      uroce_mr_reg(m->pd, (void *)(uintptr_t)PHANTOM_VA, UROCE_MAX_MSG,
+                   UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE |
+                       UROCE_ACCESS_REMOTE_READ,
+                   &m->mr) ||
+      uroce_cq_new(m->eng, CQ_SIZE, &m->cq)) {
+    nic_del(m);
+    return 0;
+  }
+  return m;
+}
+
+static void nic_del(void *mp) {
+  struct he_nic *m = mp;
+  /* A live flow is freed by its requester's NIC, a waiting one by the NIC
+   * it waits at; the QPs go with the engine. */
+  for (uint32_t i = 0; m->map && i <= m->map_mask; i++)
+    if (m->map[i].qpn && m->map[i].snd) {
+      m->map[i].hf->f->st = 0;
+      free(m->map[i].hf);
+    }
+  for (struct he_flow *w = m->wait_head, *n; w; w = n) {
+    n = w->wait_next;
+    w->f->st = 0;
+    free(w);
+  }
+  for (struct sim_pkt *p = m->held, *n; p; p = n) {
+    n = p->next;
+    sim_pkt_free(m->s, p);
+  }
+  uroce_eng_del(m->eng);
+  free(m->map);
+  free(m);
+}
+
+/* ---- flows ---- */
+
+static void try_start(struct he_flow *hf, sim_time_t now);
+
+static int qp_connect(struct he_nic *m, struct uroce_qp *qp, uint32_t peer_nic,
+                      uint32_t peer_qpn, uint16_t sport) {
+  struct uroce_qp_attr a = {0};
+  a.qp_state = UROCE_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_READ;
+  int rc = uroce_qp_modify(qp, &a,
+                           UROCE_QP_STATE | UROCE_QP_PKEY_INDEX |
+                               UROCE_QP_PORT | UROCE_QP_ACCESS_FLAGS);
+  if (rc)
+    return rc;
+  a.qp_state = UROCE_QPS_RTR;
+  gid_of(m->s, peer_nic, a.ah_attr.dgid);
+  a.ah_attr.sport = sport;
+  a.ah_attr.is_global = 1;
+  a.path_mtu = m->mtu_enum;
+  a.dest_qp_num = peer_qpn;
+  a.rq_psn = 0;
+  a.max_dest_rd_atomic = 16;
+  a.min_rnr_timer = 1;
+  rc =
+      uroce_qp_modify(qp, &a,
+                      UROCE_QP_STATE | UROCE_QP_AV | UROCE_QP_PATH_MTU |
+                          UROCE_QP_DEST_QPN | UROCE_QP_RQ_PSN |
+                          UROCE_QP_MAX_DEST_RD_ATOMIC | UROCE_QP_MIN_RNR_TIMER);
+  if (rc)
+    return rc;
+  a.qp_state = UROCE_QPS_RTS;
+  a.sq_psn = 0;
+  a.timeout = m->timeout;
+  a.retry_cnt = 7; /* unlimited: a simulated flow always finishes */
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 16;
+  return uroce_qp_modify(qp, &a,
+                         UROCE_QP_STATE | UROCE_QP_SQ_PSN | UROCE_QP_TIMEOUT |
+                             UROCE_QP_RETRY_CNT | UROCE_QP_RNR_RETRY |
+                             UROCE_QP_MAX_QP_RD_ATOMIC);
+}
+
+static void poll_cq(struct he_nic *m, sim_time_t now);
+
+/* Creates the QP pair and posts the flow. Returns 0 or an engine error. */
+static int connect_flow(struct he_flow *hf, sim_time_t now) {
+  struct he_nic *a = hf->snd, *b = hf->rcv;
+  struct sim_flow *f = hf->f;
+  uint32_t nmsg = (uint32_t)((f->bytes + UROCE_MAX_MSG - 1) / UROCE_MAX_MSG);
+  uint64_t tn = now / SIM_NS;
+  /* The QPs' congestion-control clocks start at the engines' time. */
+  uroce_eng_handle_expiry(a->eng, tn);
+  uroce_eng_handle_expiry(b->eng, tn);
+  struct uroce_qp_init_attr ia = {
+      .send_cq = a->cq,
+      .recv_cq = a->cq,
+      .cap = {.max_send_wr = nmsg,
+              .max_recv_wr = 1,
+              .max_send_sge = 1,
+              .max_recv_sge = 1},
+      .qp_type = UROCE_QPT_RC,
+  };
+  int rc = uroce_qp_new(a->pd, &ia, &hf->sqp);
+  if (rc)
+    return rc;
+  ia.send_cq = ia.recv_cq = b->cq;
+  ia.cap.max_send_wr = 1;
+  ia.cap.max_recv_wr = f->op == SIM_OP_SEND ? nmsg : 1;
+  rc = uroce_qp_new(b->pd, &ia, &hf->rqp);
+  if (rc) {
+    uroce_qp_del(hf->sqp);
+    return rc;
+  }
+  rc = qp_connect(a, hf->sqp, f->dst, uroce_qp_num(hf->rqp), f->sport);
+  if (!rc)
+    rc = qp_connect(b, hf->rqp, f->src, uroce_qp_num(hf->sqp), f->sport);
+  uint64_t left = f->bytes;
+  for (uint32_t i = 0; i < nmsg && !rc; i++) {
+    uint32_t len = left < UROCE_MAX_MSG ? (uint32_t)left : UROCE_MAX_MSG;
+    left -= len;
+    struct uroce_send_wr *bad;
+    struct uroce_recv_wr *rbad;
+    if (f->op == SIM_OP_SEND) {
+      struct uroce_sge rs = {PHANTOM_VA, UROCE_MAX_MSG, b->mr->lkey};
+      struct uroce_recv_wr rw = {
+          .wr_id = RECV_TAG | f->id, .sg_list = &rs, .num_sge = 1};
+      rc = uroce_qp_post_recv(hf->rqp, &rw, &rbad);
+      if (rc)
+        break;
+    }
+    struct uroce_sge sg = {PHANTOM_VA, len, a->mr->lkey};
+    struct uroce_send_wr w = {
+        .wr_id = f->id,
+        .sg_list = &sg,
+        .num_sge = 1,
+        .opcode = f->op == SIM_OP_SEND   ? UROCE_WR_SEND
+                  : f->op == SIM_OP_READ ? UROCE_WR_RDMA_READ
+                                         : UROCE_WR_RDMA_WRITE,
+        .send_flags = i + 1 == nmsg ? UROCE_SEND_SIGNALED : 0,
+    };
+    w.wr.rdma.remote_addr = PHANTOM_VA;
+    w.wr.rdma.rkey = b->mr->rkey;
+    rc = uroce_qp_post_send(hf->sqp, &w, &bad);
+  }
+  if (rc) {
+    uroce_qp_del(hf->sqp);
+    uroce_qp_del(hf->rqp);
+    hf->sqp = hf->rqp = 0;
+    return rc;
+  }
+  map_put(a, uroce_qp_num(hf->sqp), hf, true);
+  map_put(b, uroce_qp_num(hf->rqp), hf, false);
+  a->nqp++;
+  b->nqp++;
+  poll_cq(b, now);
+  poll_cq(a, now);
+  return 0;
+}
+
+static void wait_at(struct he_nic *m, struct he_flow *hf) {
+  hf->wait_next = 0;
+  if (m->wait_tail)
+    m->wait_tail->wait_next = hf;
+  else
+    m->wait_head = hf;
+  m->wait_tail = hf;
+}
+
+/* Starts a flow, or parks it at the NIC that has no QP left for it. */
+static void try_start(struct he_flow *hf, sim_time_t now) {
+  struct he_nic *full = hf->snd->nqp >= hf->snd->max_qp   ? hf->snd
+                        : hf->rcv->nqp >= hf->rcv->max_qp ? hf->rcv
+                                                          : 0;
+  if (full) {
+    wait_at(full, hf);
+    return;
+  }
+  int rc = connect_flow(hf, now);
+  if (rc) {
+    fprintf(stderr, "uroce sim: flow %u: cannot create its QPs: %s\n",
+            hf->f->id, uroce_strerror(rc));
+    hf->snd->failed++;
+    return;
+  }
+  /* Its requester may send now; the NIC event runs pull(). */
+  sim_schedule_min(hf->snd->s, &hf->snd->nic->ev, now);
+}
+
+/* Flows parked at m get another chance: a QP was freed here. */
+static void retry_waiting(struct he_nic *m, sim_time_t now) {
+  while (m->wait_head && m->nqp < m->max_qp) {
+    struct he_flow *hf = m->wait_head;
+    m->wait_head = hf->wait_next;
+    if (!m->wait_head)
+      m->wait_tail = 0;
+    try_start(hf, now);
+  }
+}
+
+static int post(void *mp, struct sim_flow *f, sim_time_t now) {
+  struct he_nic *m = mp;
+  struct he_flow *hf = calloc(1, sizeof(*hf));
+  if (!hf)
+    return -1;
+  hf->f = f;
+  hf->snd = m;
+  hf->rcv = m->s->nics[f->dst].model;
+  f->st = hf;
+  try_start(hf, now);
+  return 0;
+}
+
+/* Reads the flow's progress out of its QPs: bytes acknowledged at the
+ * requester, bytes placed at the responder. Messages are whole MTUs but
+ * the flow's last, so PSNs count bytes. */
+static void progress(struct he_flow *hf) {
+  struct sim *s = hf->snd->s;
+  struct sim_flow *f = hf->f;
+  uint32_t mtu = s->cfg.tp.mtu, una, epsn;
+  uroce_qp_progress(hf->sqp, &una, 0);
+  hf->acked_pkts += (una - hf->una) & UROCE_PSN_MASK;
+  hf->una = una;
+  uint64_t b = hf->acked_pkts * mtu;
+  if (b > f->bytes)
+    b = f->bytes;
+  if (b > f->acked)
+    sim_flow_acked(s, f, b - f->acked);
+  if (f->op == SIM_OP_READ) {
+    f->rx_bytes = f->acked;
+    return;
+  }
+  uroce_qp_progress(hf->rqp, 0, &epsn);
+  hf->rx_pkts += (epsn - hf->epsn) & UROCE_PSN_MASK;
+  hf->epsn = epsn;
+  b = hf->rx_pkts * mtu;
+  f->rx_bytes = b < f->bytes ? b : f->bytes;
+}
+
+static void finish(struct he_flow *hf, sim_time_t now) {
+  struct he_nic *a = hf->snd, *b = hf->rcv;
+  struct sim_flow *f = hf->f;
+  if (f->acked < f->bytes)
+    sim_flow_acked(a->s, f, f->bytes - f->acked);
+  f->rx_bytes = f->bytes;
+  sim_flow_done(a->s, f, now);
+  map_del(a, uroce_qp_num(hf->sqp));
+  map_del(b, uroce_qp_num(hf->rqp));
+  uroce_qp_del(hf->sqp);
+  uroce_qp_del(hf->rqp);
+  a->nqp--;
+  b->nqp--;
+  f->st = 0;
+  free(hf);
+  retry_waiting(a, now);
+  retry_waiting(b, now);
+}
+
+static void poll_cq(struct he_nic *m, sim_time_t now) {
+  struct sim *s = m->s;
+  int n;
+  while ((n = uroce_cq_poll(m->cq, POLL_N, m->wc)) > 0) {
+    for (int i = 0; i < n; i++) {
+      const struct uroce_wc *wc = &m->wc[i];
+      if (wc->wr_id & RECV_TAG)
+        continue; /* a SEND arrived; the flow ends at its sender */
+      struct sim_flow *f =
+          wc->wr_id < s->nflows ? sim_flow_mut(s, (uint32_t)wc->wr_id) : 0;
+      if (!f || !f->st)
+        continue;
+      if (wc->status != UROCE_WC_SUCCESS) {
+        fprintf(stderr, "uroce sim: flow %u failed: status %u\n", f->id,
+                wc->status);
+        m->failed++;
+        continue;
+      }
+      finish(f->st, now);
+    }
+  }
+  if (n < 0)
+    m->failed++; /* CQ overrun: cannot happen at one poll per call */
+}
+
+/* ---- packets ---- */
+
+static void deliver(void *mp, struct sim_pkt *p, sim_time_t now) {
+  struct he_nic *m = mp;
+  struct sim *s = m->s;
+  struct sim_flow *f = p->flow < s->nflows ? sim_flow_mut(s, p->flow) : 0;
+  struct he_flow *hf = f ? f->st : 0;
+  /* A straggler of a finished flow: its QPs are gone. */
+  if (!hf || (m != hf->snd && m != hf->rcv)) {
+    sim_pkt_free(s, p);
+    return;
+  }
+  struct uroce_rx_pkt rx;
+  uint32_t len = p->hlen + p->plen + p->pad + UROCE_ICRC_LEN;
+  if (uroce_pkt_parse(p->hdr, len, &rx.pi) == 0) {
+    gid_of(s, p->src, rx.sgid);
+    gid_of(s, p->dst, rx.dgid);
+    rx.sport = p->sport;
+    rx.ecn = p->ecn;
+    uroce_eng_read_pkt(m->eng, &rx, now / SIM_NS);
+    progress(hf);
+    poll_cq(m, now);
+  }
+  sim_pkt_free(s, p);
+}
+
+/* Turns the engine's packet in m->tx into a descriptor. */
+static struct sim_pkt *make_pkt(struct he_nic *m) {
+  struct sim *s = m->s;
+  const struct sim_cfg *c = &s->cfg;
+  const struct uroce_tx_pkt *tx = &m->tx;
+  struct he_slot *e = map_find(m, tx->qpn);
+  uint32_t dst = nic_of_gid(tx->dgid);
+  if (!e || tx->hdr_len > SIM_HDR_MAX || dst >= s->nnics)
+    return 0;
+  struct sim_pkt *p = sim_pkt_alloc(s);
+  if (!p)
+    return 0;
+  struct he_flow *hf = e->hf;
+  uint8_t op = tx->hdr[0];
+  uint8_t kind = SIM_PKT_DATA;
+  if (op == UROCE_OP_CNP)
+    kind = SIM_PKT_CNP;
+  else if (op == UROCE_OP_ACK)
+    kind = uroce_aeth_kind(tx->hdr[UROCE_BTH_LEN]) == UROCE_AETH_ACK
+               ? SIM_PKT_ACK
+               : SIM_PKT_NAK;
+  else if (op == UROCE_OP_ATOMIC_ACK)
+    kind = SIM_PKT_ACK;
+  p->size = wire_bytes(c, uroce_tx_len(tx));
+  p->src = m->nic->n.id;
+  p->dst = dst;
+  p->flow = hf->f->id;
+  p->sport = tx->sport;
+  p->in_port = 0;
+  p->kind = kind;
+  p->prio = kind == SIM_PKT_DATA ? c->tp.data_prio : c->tp.ctrl_prio;
+  p->ecn = tx->ecn;
+  p->flags = 0;
+  p->plen = tx->payload_len;
+  p->pad = tx->pad;
+  p->hlen = (uint8_t)tx->hdr_len;
+  memcpy(p->hdr, tx->hdr, tx->hdr_len);
+  if (kind == SIM_PKT_DATA) {
+    struct sim_flow *f = hf->f;
+    uint32_t psn = uroce_bth_psn(tx->hdr), n = 1;
+    uint32_t *next = e->snd ? &hf->req_next : &hf->rsp_next;
+    if (op == UROCE_OP_READ_REQ) {
+      uint32_t l = uroce_reth_len(tx->hdr + UROCE_BTH_LEN);
+      n = l ? (l + c->tp.mtu - 1) / c->tp.mtu : 1;
+    }
+    f->tx_pkts++;
+    if (uroce_psn_diff(psn, *next) < 0) {
+      f->retx_pkts++;
+      s->st.retx_pkts++;
+    }
+    if (uroce_psn_diff(uroce_psn_add(psn, n), *next) > 0)
+      *next = uroce_psn_add(psn, n);
+  }
+  return p;
+}
+
+static struct sim_pkt *pull(void *mp, sim_time_t now, uint8_t paused) {
+  struct he_nic *m = mp;
+  const struct sim_transport_cfg *tp = &m->s->cfg.tp;
+  uint64_t tn = now / SIM_NS;
+  m->last_now = now;
+  if (uroce_eng_next_expiry(m->eng) <= tn) {
+    uroce_eng_handle_expiry(m->eng, tn);
+    poll_cq(m, now);
+  }
+  for (struct sim_pkt **pp = &m->held, *prev = 0; *pp;
+       prev = *pp, pp = &(*pp)->next) {
+    struct sim_pkt *p = *pp;
+    if (paused >> p->prio & 1)
+      continue;
+    *pp = p->next;
+    if (m->held_tail == p)
+      m->held_tail = prev;
+    m->nheld--;
+    return p;
+  }
+  bool dp = paused >> tp->data_prio & 1, cp = paused >> tp->ctrl_prio & 1;
+  if (dp && cp)
+    return 0;
+  if (dp) /* only what the pause does not stop */
+    return uroce_eng_write_ctl_pkt(m->eng, &m->tx, tn) ? make_pkt(m) : 0;
+  while (m->nheld < HOLD_MAX) {
+    if (!uroce_eng_write_pkt(m->eng, &m->tx, tn))
+      return 0;
+    struct sim_pkt *p = make_pkt(m);
+    if (!p)
+      continue;
+    if (!(paused >> p->prio & 1))
+      return p;
+    p->next = 0; /* a paused control priority: keep it for later */
+    if (m->held_tail)
+      m->held_tail->next = p;
+    else
+      m->held = p;
+    m->held_tail = p;
+    m->nheld++;
+  }
+  return 0;
+}
+
+static sim_time_t next_time(void *mp) {
+  struct he_nic *m = mp;
+  uint64_t t = uroce_eng_next_expiry(m->eng);
+  if (t == UINT64_MAX)
+    return SIM_NEVER;
+  /* Everything due by the last pull ran then; never spin on a past time. */
+  return t * SIM_NS > m->last_now ? t * SIM_NS
+                                  : (m->last_now / SIM_NS + 1) * SIM_NS;
+}
+
+static void add_stats(void *mp, struct sim_stats *st) {
+  struct he_nic *m = mp;
+  const struct uroce_eng_stats *es = uroce_eng_stats(m->eng);
+  st->timeouts += es->timeouts;
+  st->naks += es->naks_tx;
+  st->cnps += es->cnps_tx;
+}
+
+const struct sim_host_ops sim_host_eng = {
+    .name = "uroce",
+    .nic_new = nic_new,
+    .nic_del = nic_del,
+    .post = post,
+    .deliver = deliver,
+    .pull = pull,
+    .next_time = next_time,
+    .add_stats = add_stats,
+};
