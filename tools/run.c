@@ -24,7 +24,7 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: uroce run [--addr IP] [--port UDP] [--ns NETNS] "
-          "[--pcap FILE] [--dev NAME] -- PROGRAM [ARGS...]\n"
+          "[--pcap FILE] [--dev NAME] [--rx-drop P] -- PROGRAM [ARGS...]\n"
           "\n"
           "Runs PROGRAM with uroce's libibverbs.so.1, so that an unmodified\n"
           "verbs program (ibv_rc_pingpong, ib_write_bw, ...) runs over\n"
@@ -40,6 +40,9 @@ static void usage(FILE *out) {
           "exec)\n"
           "  --pcap FILE  write every RoCEv2 packet to FILE\n"
           "  --dev NAME   name the device NAME instead of uroce0\n"
+          "  --rx-drop P  testing: drop this share (0 <= P < 1) of the "
+          "received\n"
+          "               packets (UROCE_RX_DROP)\n"
           "\n"
           "The programs' GID index for RoCE v2 over the address is 1\n"
           "(e.g. ibv_rc_pingpong -g 1). UROCE_LIBDIR overrides where the\n"
@@ -91,7 +94,7 @@ static int find_libdir(char *out, size_t n) {
 
 int cmd_run(int argc, char **argv) {
   const char *addr = "127.0.0.1", *ns = NULL, *port = NULL, *pcap = NULL;
-  const char *dev = NULL;
+  const char *dev = NULL, *rx_drop = NULL;
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
@@ -103,12 +106,13 @@ int cmd_run(int argc, char **argv) {
       usage(stdout);
       return 0;
     }
-    const char **opt = !strcmp(a, "--addr")   ? &addr
-                       : !strcmp(a, "--ns")   ? &ns
-                       : !strcmp(a, "--port") ? &port
-                       : !strcmp(a, "--pcap") ? &pcap
-                       : !strcmp(a, "--dev")  ? &dev
-                                              : NULL;
+    const char **opt = !strcmp(a, "--addr")      ? &addr
+                       : !strcmp(a, "--ns")      ? &ns
+                       : !strcmp(a, "--port")    ? &port
+                       : !strcmp(a, "--pcap")    ? &pcap
+                       : !strcmp(a, "--dev")     ? &dev
+                       : !strcmp(a, "--rx-drop") ? &rx_drop
+                                                 : NULL;
     if (opt) {
       if (i + 1 >= argc) {
         fprintf(stderr, "uroce run: %s needs a value\n", a);
@@ -146,12 +150,31 @@ int cmd_run(int argc, char **argv) {
   setenv("LD_LIBRARY_PATH", path, 1);
   free(path);
   setenv("UROCE_ADDR", addr, 1);
+#ifdef UROCE_ASAN_RUNTIME
+  /* This build's libraries are compiled with AddressSanitizer; a program
+   * that is not must load the sanitizer runtime first. Leaks of the
+   * program itself are not ours to report. */
+  {
+    const char *pre = getenv("LD_PRELOAD");
+    size_t n = strlen(UROCE_ASAN_RUNTIME) + (pre ? strlen(pre) + 1 : 0) + 1;
+    char *v = malloc(n);
+    if (!v)
+      return 1;
+    snprintf(v, n, "%s%s%s", UROCE_ASAN_RUNTIME, pre && *pre ? ":" : "",
+             pre ? pre : "");
+    setenv("LD_PRELOAD", v, 1);
+    free(v);
+    setenv("ASAN_OPTIONS", "detect_leaks=0", 0);
+  }
+#endif
   if (port)
     setenv("UROCE_PORT", port, 1);
   if (pcap)
     setenv("UROCE_PCAP", pcap, 1);
   if (dev)
     setenv("UROCE_DEV_NAME", dev, 1);
+  if (rx_drop)
+    setenv("UROCE_RX_DROP", rx_drop, 1);
 
   char **args = argv + i;
   if (ns) {
