@@ -200,7 +200,10 @@ static uint64_t tp_now_ns(void *ctx) {
 void uroce_coll_native_attr_init(uroce_coll_native_attr *a) {
   memset(a, 0, sizeof *a);
   a->progress = UROCE_PROGRESS_THREAD;
-  a->qp_timeout = 15;
+  /* 4.096 us x 2^16 = 268 ms, 7 tries: a dead rank is named within about
+   * 2 s, while a rank starved of CPU for a second on an oversubscribed
+   * machine (8 ranks on 2 cores) is not mistaken for a dead one. */
+  a->qp_timeout = 16;
   a->retry_cnt = 6;
   a->slots = 8;
   a->yield = 1;
