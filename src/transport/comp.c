@@ -85,24 +85,6 @@ static struct swqe *oldest(struct uroce_qp *qp) {
   return 0;
 }
 
-/* Writes READ response payload into the WQE's SGEs at byte off. */
-static void scatter(struct uroce_qp *qp, struct swqe *w, uint32_t off,
-                    const uint8_t *src, uint32_t n) {
-  uint32_t i = 0;
-  while (i < w->nsge && off >= w->sge[i].length)
-    off -= w->sge[i++].length;
-  while (n && i < w->nsge) {
-    uint32_t take = w->sge[i].length - off;
-    if (take > n)
-      take = n;
-    eng_copy(qp->eng, (void *)(uintptr_t)(w->sge[i].addr + off), src, take);
-    src += take;
-    n -= take;
-    off = 0;
-    i++;
-  }
-}
-
 static void fail_wqe(struct uroce_qp *qp, struct swqe *w, uint8_t status) {
   w->state = WQE_DONE;
   w->status = status;
@@ -253,7 +235,7 @@ void comp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
         st = COMPST_DONE;
         break;
       }
-      scatter(qp, w, off, uroce_pkt_payload(pi), want);
+      sge_scatter(qp->eng, w->sge, w->nsge, off, uroce_pkt_payload(pi), want);
       qp->comp.psn = uroce_psn_add(psn, 1);
       st = last ? COMPST_COMP_WQE : COMPST_UPDATE;
       if (!last)

@@ -729,3 +729,20 @@ int uroce_qp_post_recv(struct uroce_qp *qp, struct uroce_recv_wr *wr,
     *bad = 0;
   return rc;
 }
+
+void sge_scatter(const struct uroce_eng *eng, const struct uroce_sge *sge,
+                 uint32_t nsge, uint32_t off, const uint8_t *src, uint32_t n) {
+  uint32_t i = 0;
+  while (i < nsge && off >= sge[i].length)
+    off -= sge[i++].length;
+  while (n && i < nsge) {
+    uint32_t take = sge[i].length - off;
+    if (take > n)
+      take = n;
+    eng_copy(eng, (void *)(uintptr_t)(sge[i].addr + off), src, take);
+    src += take;
+    n -= take;
+    off = 0;
+    i++;
+  }
+}

@@ -333,6 +333,10 @@ static inline void eng_copy(const struct uroce_eng *eng, void *dst,
   if (!eng->phantom && n)
     memcpy(dst, src, n);
 }
+/* Copies n bytes into the buffers of an SGE list, starting at byte off of
+ * the list (the caller has checked that they fit). */
+void sge_scatter(const struct uroce_eng *eng, const struct uroce_sge *sge,
+                 uint32_t nsge, uint32_t off, const uint8_t *src, uint32_t n);
 int rq_alloc(struct uroce_eng *eng, struct rq *q, uint32_t max_wr,
              uint32_t max_sge);
 void rq_release(struct uroce_eng *eng, struct rq *q);

@@ -140,25 +140,6 @@ static bool rwqe_check(struct uroce_qp *qp) {
   return true;
 }
 
-/* Writes n bytes at byte off of the receive WQE (capacity checked). */
-static void rwqe_write(struct uroce_qp *qp, uint32_t off, const uint8_t *src,
-                       uint32_t n) {
-  const struct rwqe *w = &qp->resp.rwqe;
-  uint32_t i = 0;
-  while (i < w->nsge && off >= w->sge[i].length)
-    off -= w->sge[i++].length;
-  while (n && i < w->nsge) {
-    uint32_t take = w->sge[i].length - off;
-    if (take > n)
-      take = n;
-    eng_copy(qp->eng, (void *)(uintptr_t)(w->sge[i].addr + off), src, take);
-    src += take;
-    n -= take;
-    off = 0;
-    i++;
-  }
-}
-
 /* The 40 bytes a UD receive buffer starts with: the IPv6 header, or for an
  * IPv4-mapped source 20 zero bytes and then the IPv4 header (the layout
  * RoCEv2 NICs use). */
@@ -437,9 +418,11 @@ void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
         if (ud && !eng->phantom) {
           uint8_t grh[GRH_LEN];
           make_grh(grh, rx);
-          rwqe_write(qp, 0, grh, GRH_LEN);
+          sge_scatter(qp->eng, qp->resp.rwqe.sge, qp->resp.rwqe.nsge, 0, grh,
+                      GRH_LEN);
         }
-        rwqe_write(qp, off, uroce_pkt_payload(pi), n);
+        sge_scatter(qp->eng, qp->resp.rwqe.sge, qp->resp.rwqe.nsge, off,
+                    uroce_pkt_payload(pi), n);
         r->rcv_len += n;
         r->in_msg = last ? 0 : UROCE_OPM_SEND;
         st = last ? RESPST_COMPLETE : RESPST_ACKNOWLEDGE;
