@@ -131,6 +131,7 @@ static int run_one(const char *path, const struct opts *o, const char *dir,
     rc = 1;
   }
   sim_summarize(s, sum);
+  sim_report_coll_table(stdout, s);
   sim_del(s);
   if (!rc && o->plots)
     gnuplot(outdir, "plots.gp");

@@ -154,6 +154,14 @@ typedef struct uroce_coll_config {
                            UROCE_COLL_TIMEOUT_MS overrides */
   uroce_coll_algo algo; /* AUTO by default; env UROCE_COLL_ALGO
                            (ring|tree|rhd|pairwise|auto) overrides AUTO */
+  int phantom;          /* 1: lengths only (the simulator). Every step,
+                           chunk, credit and dependency runs, but no payload
+                           byte is copied or reduced, the buffers may be
+                           NULL and are never touched, and the staging rings
+                           hold only the 16-byte slot headers (slot stride
+                           16), which the transport must carry to the peer's
+                           ring: post_write_imm copies the first 16 bytes at
+                           mr->addr + offset to remote_addr. Default 0. */
 } uroce_coll_config;
 
 typedef struct uroce_coll_comm uroce_coll_comm;
@@ -339,7 +347,7 @@ typedef struct uroce_coll_native_attr {
                            rank busy elsewhere still acknowledges packets */
   int32_t busy_poll_us; /* the device's; 0 = its default */
   uint8_t qp_timeout;   /* retransmit after 4.096 us * 2^qp_timeout;
-                           default 15 (134 ms) */
+                           default 16 (268 ms) */
   uint8_t retry_cnt;    /* default 6; 7 would retry forever */
   int slots;            /* the communicator's slots (sizes the queues);
                            default 8; setup() takes it from the config */

@@ -101,6 +101,11 @@ struct uroce_coll_comm {
   uroce_coll_transport tp;
   int rank, size, slots;
   size_t chunk_bytes, slot_bytes;
+  size_t slot_stride; /* bytes per slot in the rings: slot_bytes, or
+                         HDR_BYTES when phantom */
+  int phantom;        /* lengths only: no payload is copied or reduced */
+  int *owed;          /* peers with credits owed, nowed of them */
+  int nowed;
   uint64_t timeout_ns;
   uroce_coll_algo algo;
   char *recv_ring, *send_ring;

@@ -30,6 +30,7 @@ void uroce_coll_config_init(uroce_coll_config *cfg) {
   cfg->slots = 8;
   cfg->timeout_ns = 30ull * 1000000000ull;
   cfg->algo = UROCE_COLL_ALGO_AUTO;
+  cfg->phantom = 0;
 }
 
 static void set_err(uroce_coll_comm *c, const char *fmt, ...) {
@@ -62,6 +63,8 @@ int uroce_coll_comm_new(const uroce_coll_transport *tp,
   c->chunk_bytes = cfg->chunk_bytes & ~(size_t)7;
   /* header + payload, rounded to 64 bytes so payloads stay aligned */
   c->slot_bytes = (HDR_BYTES + c->chunk_bytes + 63) & ~(size_t)63;
+  c->phantom = cfg->phantom != 0;
+  c->slot_stride = c->phantom ? HDR_BYTES : c->slot_bytes;
   c->timeout_ns = cfg->timeout_ns ? cfg->timeout_ns : def.timeout_ns;
   c->algo = cfg->algo;
   const char *e = getenv("UROCE_COLL_TIMEOUT_MS");
@@ -71,11 +74,12 @@ int uroce_coll_comm_new(const uroce_coll_transport *tp,
   if (c->algo == UROCE_COLL_ALGO_AUTO && e && uroce_coll_algo_parse(e) >= 0)
     c->algo = (uroce_coll_algo)uroce_coll_algo_parse(e);
   c->peers = calloc((size_t)c->size, sizeof *c->peers);
-  size_t ring = (size_t)c->size * (size_t)c->slots * c->slot_bytes;
+  c->owed = calloc((size_t)c->size, sizeof *c->owed);
+  size_t ring = (size_t)c->size * (size_t)c->slots * c->slot_stride;
   c->recv_ring = aligned_alloc(64, ring);
   c->send_ring = aligned_alloc(64, ring);
   int rc = -ENOMEM;
-  if (!c->peers || !c->recv_ring || !c->send_ring)
+  if (!c->peers || !c->owed || !c->recv_ring || !c->send_ring)
     goto fail;
   memset(c->recv_ring, 0, ring);
   memset(c->send_ring, 0, ring);
@@ -94,6 +98,7 @@ int uroce_coll_comm_new(const uroce_coll_transport *tp,
   return 0;
 fail:
   free(c->peers);
+  free(c->owed);
   free(c->recv_ring);
   free(c->send_ring);
   free(c);
@@ -119,6 +124,7 @@ void uroce_coll_comm_del(uroce_coll_comm *c) {
     c->tp.dereg_mr(c->tp.ctx, &c->recv_mr);
   }
   free(c->peers);
+  free(c->owed);
   free(c->recv_ring);
   free(c->send_ring);
   free(c->scratch[0]);
@@ -284,7 +290,7 @@ static size_t chunk_len(const uroce_coll_req *r, const xfer *x, size_t j) {
 
 static char *slot_ptr(char *ring, const uroce_coll_comm *c, int peer,
                       unsigned slot) {
-  return ring + ((size_t)peer * (size_t)c->slots + slot) * c->slot_bytes;
+  return ring + ((size_t)peer * (size_t)c->slots + slot) * c->slot_stride;
 }
 
 /* May chunk j of send x (of the current send step) go? Receives of step
@@ -329,11 +335,13 @@ static int post_chunk(uroce_coll_req *r, const xfer *x, size_t j) {
   char *dst = slot_ptr(c->send_ring, c, x->peer, (unsigned)s);
   slot_hdr h = {c->seq, x->tag, 0, (uint32_t)j, (uint32_t)len};
   memcpy(dst, &h, sizeof h);
-  const char *base = x->buf == BUF_SRC ? r->src : r->work;
-  memcpy(dst + HDR_BYTES, base + x->off + j * r->chunk, len);
+  if (!c->phantom) {
+    const char *base = x->buf == BUF_SRC ? r->src : r->work;
+    memcpy(dst + HDR_BYTES, base + x->off + j * r->chunk, len);
+  }
   size_t loff = (size_t)(dst - c->send_ring);
   uint64_t raddr =
-      p->raddr + ((size_t)c->rank * (size_t)c->slots + s) * c->slot_bytes;
+      p->raddr + ((size_t)c->rank * (size_t)c->slots + s) * c->slot_stride;
   int rc = c->tp.post_write_imm(
       c->tp.ctx, x->peer, &c->send_mr, loff, HDR_BYTES + len, raddr, p->rkey,
       IMM_MAKE(IMM_DATA, s), (WRID_DATA << 56) | (uint64_t)s);
@@ -381,14 +389,18 @@ static int take_chunk(uroce_coll_req *r, const xfer *x, size_t j) {
             uroce_coll_kind_name(r->kind), x->peer, h.len, j, x->tag, len);
     return fail(c, UROCE_COLL_ERR_MISMATCH, x->peer);
   }
-  char *dst = r->work + x->off + j * r->chunk;
-  if (x->reduce)
-    uroce_coll_reduce_local(dst, slot + HDR_BYTES, len / r->esize, r->dt,
-                            r->op);
-  else
-    memcpy(dst, slot + HDR_BYTES, len);
+  if (!c->phantom) {
+    char *dst = r->work + x->off + j * r->chunk;
+    if (x->reduce)
+      uroce_coll_reduce_local(dst, slot + HDR_BYTES, len / r->esize, r->dt,
+                              r->op);
+    else
+      memcpy(dst, slot + HDR_BYTES, len);
+  }
   coll_peer *p = &c->peers[x->peer];
   p->arrived &= ~(1ull << s);
+  if (!p->credit_owed)
+    c->owed[c->nowed++] = x->peer;
   p->credit_owed |= 1ull << s;
   return 1;
 }
@@ -460,8 +472,19 @@ static int advance(uroce_coll_req *r) {
   return moved;
 }
 
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* Credits go out in rank order; only the peers on the owed list are
+ * visited (a communicator of 1024 ranks owes to one or two at a time). */
 static void give_credits(uroce_coll_comm *c) {
-  for (int pi = 0; pi < c->size; pi++) {
+  if (c->nowed > 1)
+    qsort(c->owed, (size_t)c->nowed, sizeof *c->owed, cmp_int);
+  int keep = 0;
+  for (int i = 0; i < c->nowed; i++) {
+    int pi = c->owed[i];
     coll_peer *p = &c->peers[pi];
     while (p->credit_owed) {
       int s = __builtin_ctzll(p->credit_owed);
@@ -472,7 +495,10 @@ static void give_credits(uroce_coll_comm *c) {
         break; /* queue full: next time; a dead peer shows up elsewhere */
       p->credit_owed &= p->credit_owed - 1;
     }
+    if (p->credit_owed)
+      c->owed[keep++] = pi;
   }
+  c->nowed = keep;
 }
 
 /* The peer a stuck request waits for, for the error message. */
@@ -514,7 +540,7 @@ int uroce_coll_test(uroce_coll_req *r) {
   if (n > 0 || moved)
     r->last_progress = now;
   if (r->ss == r->nsteps && r->rs == r->nsteps) {
-    if (r->fin_len)
+    if (r->fin_len && !c->phantom)
       memcpy(r->fin_dst, r->fin_src, r->fin_len);
     r->state = 0;
     return 0;
@@ -609,7 +635,8 @@ int uroce_coll_start(uroce_coll_comm *c, uroce_coll_kind kind,
     return UROCE_ERR_INVALID_ARGUMENT;
   int has_send = !(kind == UROCE_COLL_BROADCAST && me != root);
   int has_recv = !(kind == UROCE_COLL_REDUCE && me != root);
-  if (count && ((has_send && !sendbuf) || (has_recv && !recvbuf)))
+  if (count && !c->phantom &&
+      ((has_send && !sendbuf) || (has_recv && !recvbuf)))
     return UROCE_ERR_INVALID_ARGUMENT;
 
   uroce_coll_req *r = &c->req;
@@ -631,10 +658,15 @@ int uroce_coll_start(uroce_coll_comm *c, uroce_coll_kind kind,
   r->algo = algo;
   c->seq++;
 
-  /* Local part, and which buffer the schedule works in. */
+  /* Local part, and which buffer the schedule works in. Phantom: none;
+   * the schedule only counts bytes. */
   const char *sb = sendbuf;
   char *rb = recvbuf;
-  switch (kind) {
+  switch (c->phantom ? UROCE_COLL_KIND_COUNT : kind) {
+  case UROCE_COLL_KIND_COUNT:
+    if (kind == UROCE_COLL_REDUCE_SCATTER)
+      r->fin_len = bytes; /* counted, never copied */
+    break;
   case UROCE_COLL_ALLREDUCE:
     r->work = rb;
     if (sb != rb && bytes)

@@ -82,6 +82,18 @@ struct he_nic {
   struct uroce_wc wc[POLL_N];
 };
 
+/* A connection: the flow record the packet path expects, with a flow of
+ * its own that is not in the simulator's flow table. */
+struct he_conn {
+  struct he_flow hf;
+  struct sim_flow f;
+  /* Reorder buffer per receiving end ([0] at snd, [1] at rcv): requests
+   * that arrived ahead of the PSN the responder expects, in PSN order. */
+  struct sim_pkt *rob[2];
+  uint32_t nrob[2];
+};
+#define ROB_MAX 512
+
 static void gid_of(const struct sim *s, uint32_t nic, uint8_t g[16]) {
   memset(g, 0, 16);
   if (s->cfg.tp.ipv6) {
@@ -201,8 +213,17 @@ static void nic_del(void *mp) {
    * it waits at; the QPs go with the engine. */
   for (uint32_t i = 0; m->map && i <= m->map_mask; i++)
     if (m->map[i].qpn && m->map[i].snd) {
-      m->map[i].hf->f->st = 0;
-      free(m->map[i].hf);
+      struct he_flow *hf = m->map[i].hf;
+      if (hf->f->id & SIM_COLL_FLOW) {
+        struct he_conn *c = (struct he_conn *)hf;
+        for (int side = 0; side < 2; side++)
+          for (struct sim_pkt *p = c->rob[side], *n; p; p = n) {
+            n = p->next;
+            sim_pkt_free(m->s, p);
+          }
+      }
+      hf->f->st = 0;
+      free(hf);
     }
   for (struct he_flow *w = m->wait_head, *n; w; w = n) {
     n = w->wait_next;
@@ -436,12 +457,127 @@ static void finish(struct he_flow *hf, sim_time_t now) {
   retry_waiting(b, now);
 }
 
+/* ---- persistent connections (collectives) ---- */
+
+static int post_coll_recv(struct he_nic *m, struct uroce_qp *qp) {
+  struct uroce_sge sg = {PHANTOM_VA, UROCE_MAX_MSG, m->mr->lkey};
+  struct uroce_recv_wr rw = {
+      .wr_id = SIM_COLL_WRID | SIM_COLL_RECV, .sg_list = &sg, .num_sge = 1};
+  struct uroce_recv_wr *bad;
+  return uroce_qp_post_recv(qp, &rw, &bad);
+}
+
+struct he_flow *sim_eng_conn_new(struct sim *s, uint32_t na, uint32_t nb,
+                                 uint32_t nsend, uint32_t nrecv) {
+  if (s->host != &sim_host_eng || na >= s->nnics || nb >= s->nnics || na == nb)
+    return 0;
+  struct he_nic *a = s->nics[na].model, *b = s->nics[nb].model;
+  if (a->nqp >= a->max_qp || b->nqp >= b->max_qp)
+    return 0;
+  struct he_conn *c = calloc(1, sizeof(*c));
+  if (!c)
+    return 0;
+  /* Connections are numbered in creation order, which is deterministic. */
+  static const uint32_t id_mask = SIM_COLL_FLOW - 1;
+  uint64_t h = sim_seed(s->cfg.seed, 7, ((uint64_t)na << 32) | nb);
+  c->f = (struct sim_flow){.id = SIM_COLL_FLOW | (uint32_t)(h & id_mask),
+                           .src = na,
+                           .dst = nb,
+                           .finish = SIM_NEVER,
+                           .sport = (uint16_t)(0xC000 | (h >> 32 & 0x3FFF))};
+  c->f.st = &c->hf;
+  c->hf.f = &c->f;
+  c->hf.snd = a;
+  c->hf.rcv = b;
+  uint64_t tn = s->now / SIM_NS;
+  uroce_eng_handle_expiry(a->eng, tn);
+  uroce_eng_handle_expiry(b->eng, tn);
+  struct uroce_qp_init_attr ia = {
+      .send_cq = a->cq,
+      .recv_cq = a->cq,
+      .cap = {.max_send_wr = nsend,
+              .max_recv_wr = nrecv,
+              .max_send_sge = 1,
+              .max_recv_sge = 1},
+      .qp_type = UROCE_QPT_RC,
+  };
+  int rc = uroce_qp_new(a->pd, &ia, &c->hf.sqp);
+  if (rc) {
+    free(c);
+    return 0;
+  }
+  ia.send_cq = ia.recv_cq = b->cq;
+  rc = uroce_qp_new(b->pd, &ia, &c->hf.rqp);
+  if (!rc)
+    rc = qp_connect(a, c->hf.sqp, nb, uroce_qp_num(c->hf.rqp), c->f.sport);
+  if (!rc)
+    rc = qp_connect(b, c->hf.rqp, na, uroce_qp_num(c->hf.sqp), c->f.sport);
+  for (uint32_t i = 0; i < nrecv && !rc; i++) {
+    rc = post_coll_recv(a, c->hf.sqp);
+    if (!rc)
+      rc = post_coll_recv(b, c->hf.rqp);
+  }
+  if (rc) {
+    if (c->hf.rqp)
+      uroce_qp_del(c->hf.rqp);
+    uroce_qp_del(c->hf.sqp);
+    free(c);
+    return 0;
+  }
+  map_put(a, uroce_qp_num(c->hf.sqp), &c->hf, true);
+  map_put(b, uroce_qp_num(c->hf.rqp), &c->hf, false);
+  a->nqp++;
+  b->nqp++;
+  return &c->hf;
+}
+
+int sim_eng_write_imm(struct sim *s, struct he_flow *c, uint32_t from,
+                      uint32_t len, uint32_t imm_host, uint64_t wr_id) {
+  bool fwd = from == c->f->src;
+  struct he_nic *m = fwd ? c->snd : c->rcv, *peer = fwd ? c->rcv : c->snd;
+  struct uroce_sge sg = {PHANTOM_VA, len, m->mr->lkey};
+  struct uroce_send_wr w = {
+      .wr_id = SIM_COLL_WRID | wr_id,
+      .sg_list = &sg,
+      .num_sge = len ? 1 : 0,
+      .opcode = UROCE_WR_RDMA_WRITE_WITH_IMM,
+      .send_flags = UROCE_SEND_SIGNALED,
+      .imm_data = __builtin_bswap32(imm_host),
+  };
+  w.wr.rdma.remote_addr = PHANTOM_VA;
+  w.wr.rdma.rkey = peer->mr->rkey;
+  struct uroce_send_wr *bad;
+  /* The QP's congestion-control clock follows the engine's time. */
+  uroce_eng_handle_expiry(m->eng, s->now / SIM_NS);
+  int rc = uroce_qp_post_send(fwd ? c->sqp : c->rqp, &w, &bad);
+  if (!rc)
+    sim_schedule_min(s, &m->nic->ev, s->now);
+  return rc;
+}
+
+/* A completion of a collective work request: repost a consumed receive
+ * WQE, then hand it to the collective layer with the peer's NIC. */
+static void coll_wc(struct he_nic *m, const struct uroce_wc *wc) {
+  struct he_slot *e = map_find(m, wc->qp_num);
+  if (!e)
+    return;
+  struct he_flow *hf = e->hf;
+  if ((wc->wr_id & SIM_COLL_RECV) && wc->status == UROCE_WC_SUCCESS &&
+      post_coll_recv(m, e->snd ? hf->sqp : hf->rqp))
+    m->failed++;
+  sim_coll_wc(m->s, m->nic->n.id, e->snd ? hf->f->dst : hf->f->src, wc);
+}
+
 static void poll_cq(struct he_nic *m, sim_time_t now) {
   struct sim *s = m->s;
   int n;
   while ((n = uroce_cq_poll(m->cq, POLL_N, m->wc)) > 0) {
     for (int i = 0; i < n; i++) {
       const struct uroce_wc *wc = &m->wc[i];
+      if (wc->wr_id & SIM_COLL_WRID) {
+        coll_wc(m, wc);
+        continue;
+      }
       if (wc->wr_id & RECV_TAG)
         continue; /* a SEND arrived; the flow ends at its sender */
       struct sim_flow *f =
@@ -463,16 +599,10 @@ static void poll_cq(struct he_nic *m, sim_time_t now) {
 
 /* ---- packets ---- */
 
-static void deliver(void *mp, struct sim_pkt *p, sim_time_t now) {
-  struct he_nic *m = mp;
+/* Hands p to the engine and frees it. */
+static void eng_rx(struct he_nic *m, struct he_flow *hf, bool coll,
+                   struct sim_pkt *p, sim_time_t now) {
   struct sim *s = m->s;
-  struct sim_flow *f = p->flow < s->nflows ? sim_flow_mut(s, p->flow) : 0;
-  struct he_flow *hf = f ? f->st : 0;
-  /* A straggler of a finished flow: its QPs are gone. */
-  if (!hf || (m != hf->snd && m != hf->rcv)) {
-    sim_pkt_free(s, p);
-    return;
-  }
   struct uroce_rx_pkt rx;
   uint32_t len = p->hlen + p->plen + p->pad + UROCE_ICRC_LEN;
   if (uroce_pkt_parse(p->hdr, len, &rx.pi) == 0) {
@@ -481,10 +611,74 @@ static void deliver(void *mp, struct sim_pkt *p, sim_time_t now) {
     rx.sport = p->sport;
     rx.ecn = p->ecn;
     uroce_eng_read_pkt(m->eng, &rx, now / SIM_NS);
-    progress(hf);
+    if (!coll)
+      progress(hf);
     poll_cq(m, now);
   }
   sim_pkt_free(s, p);
+}
+
+/* Collective connections carry WRITE WITH IMMEDIATE, which the engine
+ * does not place out of order (only plain WRITE packets of the message in
+ * progress): with out_of_order on, the NIC holds requests that arrive
+ * ahead of the expected PSN and hands them over in order. A gap that a
+ * loss left is filled by the requester's go-back-N; ROB_MAX bounds it. */
+static void rob_rx(struct he_nic *m, struct he_flow *hf, struct sim_pkt *p,
+                   sim_time_t now) {
+  struct he_conn *c = (struct he_conn *)hf;
+  int side = m == hf->rcv;
+  struct uroce_qp *qp = side ? hf->rqp : hf->sqp;
+  uint32_t epsn, psn = uroce_bth_psn(p->hdr);
+  uroce_qp_progress(qp, 0, &epsn);
+  if (uroce_psn_diff(psn, epsn) > 0 && c->nrob[side] < ROB_MAX) {
+    struct sim_pkt **pp = &c->rob[side];
+    while (*pp && uroce_psn_diff(uroce_bth_psn((*pp)->hdr), psn) < 0)
+      pp = &(*pp)->next;
+    if (*pp && uroce_bth_psn((*pp)->hdr) == psn) {
+      sim_pkt_free(m->s, p); /* a duplicate of one held */
+      return;
+    }
+    p->next = *pp;
+    *pp = p;
+    c->nrob[side]++;
+    return;
+  }
+  eng_rx(m, hf, true, p, now);
+  for (;;) {
+    struct sim_pkt *h = c->rob[side];
+    if (!h)
+      break;
+    uroce_qp_progress(qp, 0, &epsn);
+    if (uroce_psn_diff(uroce_bth_psn(h->hdr), epsn) > 0 &&
+        c->nrob[side] < ROB_MAX)
+      break;
+    c->rob[side] = h->next;
+    c->nrob[side]--;
+    eng_rx(m, hf, true, h, now);
+  }
+}
+
+static void deliver(void *mp, struct sim_pkt *p, sim_time_t now) {
+  struct he_nic *m = mp;
+  struct sim *s = m->s;
+  struct he_flow *hf = 0;
+  bool coll = p->flow & SIM_COLL_FLOW;
+  if (coll) {
+    struct he_slot *e = map_find(m, uroce_bth_dqpn(p->hdr));
+    hf = e ? e->hf : 0;
+  } else {
+    struct sim_flow *f = p->flow < s->nflows ? sim_flow_mut(s, p->flow) : 0;
+    hf = f ? f->st : 0;
+  }
+  /* A straggler of a finished flow: its QPs are gone. */
+  if (!hf || (m != hf->snd && m != hf->rcv)) {
+    sim_pkt_free(s, p);
+    return;
+  }
+  if (coll && s->ooo && p->kind == SIM_PKT_DATA)
+    rob_rx(m, hf, p, now);
+  else
+    eng_rx(m, hf, coll, p, now);
 }
 
 /* Turns the engine's packet in m->tx into a descriptor. */

@@ -109,6 +109,68 @@ static void tiers_json(FILE *f, const struct sim_cfg *c, const char *key,
   fprintf(f, "}%s\n", tail);
 }
 
+static const char *coll_kind_name(int k) {
+  static const char *const n[] = {"allreduce", "reduce_scatter", "allgather",
+                                  "broadcast", "reduce",         "all_to_all"};
+  return k >= 0 && k < 6 ? n[k] : "?";
+}
+
+static const char *coll_algo_name(int a) {
+  static const char *const n[] = {"auto", "ring", "tree", "rhd", "pairwise"};
+  return a >= 0 && a < 5 ? n[a] : "?";
+}
+
+/* The collective's results, one object per size. */
+static void coll_json(FILE *f, const struct sim *s) {
+  uint32_t n;
+  const struct sim_coll_result *r = sim_coll_results(s, &n);
+  if (!r)
+    return;
+  const struct sim_coll_cfg *cc = &sim_cfg(s)->wl.coll;
+  fprintf(f,
+          "  \"collective\": {\"collective\": \"%s\", \"ranks\": %u, "
+          "\"busbw_factor\": %.6f, \"link_goodput_gbps\": %.4f, \"sizes\": "
+          "[",
+          coll_kind_name(cc->kind), sim_coll_ranks(s), sim_coll_factor(s),
+          sim_coll_link_gbps(s));
+  for (uint32_t i = 0; i < n; i++)
+    fprintf(f,
+            "%s\n    {\"bytes\": %llu, \"count\": %llu, \"algo\": \"%s\", "
+            "\"time_us\": %.3f, \"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f, "
+            "\"bound_us\": %.3f, \"bound_busbw_GBps\": %.4f, \"ratio\": "
+            "%.4f, \"latency_steps\": %u, \"step_latency_us\": %.4f}",
+            i ? "," : "", (unsigned long long)r[i].bytes,
+            (unsigned long long)r[i].count, coll_algo_name(r[i].algo),
+            (double)r[i].time / 1e6, r[i].algbw_gbs, r[i].busbw_gbs,
+            r[i].bound_us, r[i].bound_busbw_gbs, r[i].ratio, r[i].steps,
+            r[i].step_latency_us);
+  fprintf(f, "],\n    \"done\": %s},\n", n == cc->nsizes ? "true" : "false");
+}
+
+void sim_report_coll_table(FILE *o, const struct sim *s) {
+  uint32_t n;
+  const struct sim_coll_result *r = sim_coll_results(s, &n);
+  if (!r)
+    return;
+  const struct sim_coll_cfg *cc = &sim_cfg(s)->wl.coll;
+  fprintf(o,
+          "%s on %u ranks (busbw = algbw x %.4f; bound: busbw <= %.2f Gb/s "
+          "= %.3f GB/s)\n",
+          coll_kind_name(cc->kind), sim_coll_ranks(s), sim_coll_factor(s),
+          sim_coll_link_gbps(s), sim_coll_link_gbps(s) / 8);
+  fprintf(o, "%12s %6s %11s %9s %9s %11s %9s %7s\n", "size (B)", "algo",
+          "time (us)", "algbw", "busbw", "bound (us)", "bound bw", "ratio");
+  fprintf(o, "%12s %6s %11s %9s %9s %11s %9s %7s\n", "", "", "", "(GB/s)",
+          "(GB/s)", "", "(GB/s)", "t/bound");
+  for (uint32_t i = 0; i < n; i++)
+    fprintf(o, "%12llu %6s %11.2f %9.3f %9.3f %11.2f %9.3f %7.3f\n",
+            (unsigned long long)r[i].bytes, coll_algo_name(r[i].algo),
+            (double)r[i].time / 1e6, r[i].algbw_gbs, r[i].busbw_gbs,
+            r[i].bound_us, r[i].bound_busbw_gbs, r[i].ratio);
+  if (n < cc->nsizes)
+    fprintf(o, "(%u of %u sizes finished)\n", n, cc->nsizes);
+}
+
 static int write_summary(const struct sim *s, const char *dir, bool repro,
                          char *err, size_t errlen) {
   FILE *f = open_in(dir, "summary.json", err, errlen);
@@ -165,6 +227,7 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
   tiers_json(f, c, "ecn_marks", st->ecn_marks, ",");
   tiers_json(f, c, "max_queue_bytes", st->max_queue, ",");
   tiers_json(f, c, "max_buffer_bytes", st->max_buffer, ",");
+  coll_json(f, s);
   fprintf(f,
           "  \"transport\": {\"data_pkts\": %llu, \"ctrl_pkts\": %llu, "
           "\"retransmitted_pkts\": %llu, \"timeouts\": %llu, \"naks\": %llu, "
@@ -274,11 +337,47 @@ static int write_csvs(const struct sim *s, const char *dir, char *err,
   return 0;
 }
 
+/* coll.csv, and the busbw plot's commands in plots.gp. */
+static int write_coll(const struct sim *s, const char *dir, FILE *gp, char *err,
+                      size_t errlen) {
+  uint32_t n;
+  const struct sim_coll_result *r = sim_coll_results(s, &n);
+  if (!r)
+    return 0;
+  FILE *f = open_in(dir, "coll.csv", err, errlen);
+  if (!f)
+    return -1;
+  fprintf(f, "bytes,count,algo,time_us,algbw_GBps,busbw_GBps,bound_us,"
+             "bound_busbw_GBps,ratio\n");
+  for (uint32_t i = 0; i < n; i++)
+    fprintf(f, "%llu,%llu,%s,%.3f,%.4f,%.4f,%.3f,%.4f,%.4f\n",
+            (unsigned long long)r[i].bytes, (unsigned long long)r[i].count,
+            coll_algo_name(r[i].algo), (double)r[i].time / 1e6, r[i].algbw_gbs,
+            r[i].busbw_gbs, r[i].bound_us, r[i].bound_busbw_gbs, r[i].ratio);
+  if (fclose(f))
+    return -1;
+  fprintf(gp,
+          "set output 'coll_busbw.png'\nset title '%s, %u ranks: bus "
+          "bandwidth'\nset xlabel 'size (bytes)'\nset ylabel 'GB/s'\n"
+          "set logscale x 2\nset yrange [0:*]\nplot 'coll.csv' every ::1 "
+          "using 1:6 with linespoints lw 2 title 'busbw (simulated)', "
+          "'coll.csv' every ::1 using 1:8 with linespoints lw 2 dt 2 title "
+          "'bound', %.4f with lines dt 3 title 'link goodput'\n"
+          "unset logscale x\nset yrange [*:*]\n\n",
+          coll_kind_name(sim_cfg(s)->wl.coll.kind), sim_coll_ranks(s),
+          sim_coll_link_gbps(s) / 8);
+  return 0;
+}
+
 static int write_plots(const struct sim *s, const char *dir, char *err,
                        size_t errlen) {
   FILE *f = open_in(dir, "plots.gp", err, errlen);
   if (!f)
     return -1;
+  if (write_coll(s, dir, f, err, errlen)) {
+    fclose(f);
+    return -1;
+  }
   const struct sim_cfg *c = sim_cfg(s);
   int top = c->topo.kind == SIM_TOPO_FAT_TREE ? 3 : 2;
   fprintf(f, "# gnuplot script written by uroce sim; run it in this folder.\n"

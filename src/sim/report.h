@@ -34,6 +34,10 @@ const char *sim_tier_name(const struct sim_cfg *c, int tier);
 int sim_report_write(const struct sim *s, const char *dir, bool reproducible,
                      char *err, size_t errlen);
 
+/* Prints the collective workload's table (size, time, algbw, busbw, bound,
+ * ratio); nothing if the workload is not a collective. */
+void sim_report_coll_table(FILE *out, const struct sim *s);
+
 /* Prints two runs' summaries side by side. */
 void sim_report_compare(FILE *out, const char *name_a,
                         const struct sim_summary *a, const char *name_b,

@@ -15,6 +15,10 @@ struct ctx {
   char *name;
   size_t namelen;
   yaml_node_t *dcqcn; /* read last, over the preset at the final rate */
+  yaml_node_t *wl;    /* the workload mapping, for errors about it */
+  yaml_node_t *sizes_at, *range_at; /* collective 'sizes' / 'min'..'factor' */
+  uint64_t cmin, cmax;
+  double cfactor;
   char *err;
   size_t errlen;
 };
@@ -459,10 +463,11 @@ static int transport_fn(struct ctx *x, const char *key, yaml_node_t *v,
 static int workload_fn(struct ctx *x, const char *key, yaml_node_t *v,
                        void *a) {
   struct sim_workload_cfg *w = a;
-  if (KEY("kind")) {
-    static const char *const k[] = {"none",       "permutation", "incast",
-                                    "all_to_all", "csv",         0};
-    int e;
+  struct sim_coll_cfg *cc = &w->coll;
+  int e;
+  if (KEY("kind") || KEY("type")) {
+    static const char *const k[] = {
+        "none", "permutation", "incast", "all_to_all", "csv", "collective", 0};
     if (get_enum(x, v, key, k, &e))
       return -1;
     w->kind = (enum sim_workload_kind)e;
@@ -473,11 +478,11 @@ static int workload_fn(struct ctx *x, const char *key, yaml_node_t *v,
   if (KEY("size_distribution")) {
     if (get_path(x, v, key, w->dist_path, sizeof w->dist_path))
       return -1;
-    char e[400];
+    char msg[400];
     free(w->dist.bytes);
     free(w->dist.cdf);
-    if (sim_size_dist_load(w->dist_path, &w->dist, e, sizeof e))
-      return fail(x, v, "'size_distribution': %s", e);
+    if (sim_size_dist_load(w->dist_path, &w->dist, msg, sizeof msg))
+      return fail(x, v, "'size_distribution': %s", msg);
     return 0;
   }
   if (KEY("senders"))
@@ -488,7 +493,108 @@ static int workload_fn(struct ctx *x, const char *key, yaml_node_t *v,
     return get_time(x, v, key, 1e6, &w->start);
   if (KEY("file"))
     return get_path(x, v, key, w->csv_path, sizeof w->csv_path);
+  /* collective */
+  if (KEY("collective")) {
+    static const char *const k[] = {"allreduce",
+                                    "reduce_scatter",
+                                    "allgather",
+                                    "broadcast",
+                                    "reduce",
+                                    "all_to_all",
+                                    0};
+    if (get_enum(x, v, key, k, &e))
+      return -1;
+    cc->kind = e;
+    return 0;
+  }
+  if (KEY("algo")) {
+    static const char *const al[] = {"auto", "ring",     "tree",
+                                     "rhd",  "pairwise", 0};
+    if (get_enum(x, v, key, al, &e))
+      return -1;
+    cc->algo = e;
+    return 0;
+  }
+  if (KEY("dtype")) {
+    static const char *const d[] = {"float32", "float16", "bfloat16", "int32",
+                                    "int64",   "float64", 0};
+    if (get_enum(x, v, key, d, &e))
+      return -1;
+    cc->dtype = e;
+    return 0;
+  }
+  if (KEY("ranks")) {
+    if (sval(v) && !strcmp(sval(v), "all")) {
+      cc->ranks = 0;
+      return 0;
+    }
+    return get_u32(x, v, key, 2, 1u << 20, &cc->ranks);
+  }
+  if (KEY("chunk"))
+    return get_bytes(x, v, key, 64, &cc->chunk_bytes);
+  if (KEY("placement")) {
+    static const char *const pl[] = {"linear", "random", 0};
+    if (get_enum(x, v, key, pl, &e))
+      return -1;
+    cc->placement = e;
+    return 0;
+  }
+  if (KEY("slots"))
+    return get_u32(x, v, key, 1, 64, &cc->slots);
+  if (KEY("sizes")) {
+    if (v->type != YAML_SEQUENCE_NODE)
+      return fail(x, v, "'sizes': expected a list like [1MiB, 16MiB]");
+    cc->nsizes = 0;
+    for (yaml_node_item_t *i = v->data.sequence.items.start;
+         i < v->data.sequence.items.top; i++) {
+      yaml_node_t *n = yaml_document_get_node(x->doc, *i);
+      if (cc->nsizes == SIM_COLL_MAX_SIZES)
+        return fail(x, n, "'sizes': at most %d sizes", SIM_COLL_MAX_SIZES);
+      if (get_bytes(x, n, "sizes", 1, &cc->sizes[cc->nsizes]))
+        return -1;
+      cc->nsizes++;
+    }
+    x->sizes_at = v;
+    return 0;
+  }
+  if (KEY("min")) {
+    x->range_at = v;
+    return get_bytes(x, v, key, 1, &x->cmin);
+  }
+  if (KEY("max")) {
+    x->range_at = v;
+    return get_bytes(x, v, key, 1, &x->cmax);
+  }
+  if (KEY("factor")) {
+    x->range_at = v;
+    return get_double(x, v, key, 1.01, 1024, &x->cfactor);
+  }
   return 1;
+}
+
+/* The collective's sizes from min, max and factor, after the walk. */
+static int coll_sizes(struct ctx *x) {
+  struct sim_coll_cfg *cc = &x->c->wl.coll;
+  if (x->sizes_at && x->range_at)
+    return fail(x, x->range_at,
+                "workload: give either 'sizes' or 'min'/'max'/'factor'");
+  if (x->range_at) {
+    if (!x->cmin || !x->cmax || x->cmax < x->cmin)
+      return fail(x, x->range_at,
+                  "workload: 'min' and 'max' are both needed, min <= max");
+    cc->nsizes = 0;
+    for (double b = (double)x->cmin; b <= (double)x->cmax * (1 + 1e-9);
+         b *= x->cfactor) {
+      if (cc->nsizes == SIM_COLL_MAX_SIZES)
+        return fail(x, x->range_at, "workload: more than %d sizes",
+                    SIM_COLL_MAX_SIZES);
+      cc->sizes[cc->nsizes++] = (uint64_t)(b + 0.5);
+    }
+  }
+  if (x->c->wl.kind == SIM_WL_COLLECTIVE && !cc->nsizes)
+    return fail(x, x->wl,
+                "workload kind collective needs 'sizes' or 'min' and 'max'");
+  return 0;
 }
 
 static int top_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
@@ -525,8 +631,10 @@ static int top_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   }
   if (KEY("transport"))
     return walk(x, v, "transport", transport_fn, &c->tp);
-  if (KEY("workload"))
+  if (KEY("workload")) {
+    x->wl = v;
     return walk(x, v, "workload", workload_fn, &c->wl);
+  }
   return 1;
 }
 
@@ -548,7 +656,15 @@ int sim_scenario_parse(const char *text, size_t len, const char *label,
     yaml_parser_delete(&p);
     return -1;
   }
-  struct ctx x = {&doc, label, base, cfg, name, namelen, 0, err, errlen};
+  struct ctx x = {.doc = &doc,
+                  .label = label,
+                  .base = base,
+                  .c = cfg,
+                  .name = name,
+                  .namelen = namelen,
+                  .err = err,
+                  .errlen = errlen,
+                  .cfactor = 2};
   yaml_node_t *root = yaml_document_get_root_node(&doc);
   int rc;
   if (!root)
@@ -560,6 +676,8 @@ int sim_scenario_parse(const char *text, size_t len, const char *label,
   uroce_dcqcn_params_mlx(&cfg->tp.dcqcn, cfg->topo.link[0].rate_bps);
   if (!rc && x.dcqcn)
     rc = walk(&x, x.dcqcn, "transport.dcqcn", dcqcn_fn, &cfg->tp.dcqcn);
+  if (!rc)
+    rc = coll_sizes(&x);
   if (!rc && cfg->wl.kind == SIM_WL_CSV && !cfg->wl.csv_path[0])
     rc = fail(&x, root, "workload kind csv needs 'file'");
   yaml_document_delete(&doc);

@@ -195,6 +195,7 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
 void sim_del(struct sim *s) {
   if (!s)
     return;
+  sim_coll_del(s); /* its communicators before the NICs they use */
   if (s->nics && s->host)
     for (uint32_t i = 0; i < s->nnics; i++)
       if (s->nics[i].model)
@@ -307,7 +308,7 @@ static void sample(struct sim *s) {
   memcpy(r->pauses[i], s->st.pause_frames, sizeof(r->pauses[i]));
   for (uint32_t f = 0; f < r->nflows; f++)
     r->acked[(uint64_t)i * r->nflows + f] = sim_flow_mut(s, f)->rx_bytes;
-  if (s->st.flows_done < s->nflows)
+  if (s->coll ? !sim_coll_done(s) : s->st.flows_done < s->nflows)
     sim_schedule(s, &s->sample_ev, s->now + s->cfg.sample_interval);
 }
 
@@ -362,6 +363,10 @@ static void dispatch(struct sim *s, struct sim_ev *ev) {
   case SIM_EV_SAMPLE:
     sample(s);
     break;
+  case SIM_EV_COLL:
+  case SIM_EV_COLL_START:
+    sim_coll_event(s, ev);
+    break;
   }
 }
 
@@ -371,7 +376,8 @@ int sim_run(struct sim *s, sim_time_t until) {
   if (!s->wall_start)
     s->wall_start = s->last_progress = t0;
   uint64_t n = 0;
-  while (!s->nflows || s->st.flows_done < s->nflows) {
+  while (s->coll ? !sim_coll_done(s)
+                 : !s->nflows || s->st.flows_done < s->nflows) {
     sim_time_t t;
     struct sim_ev *ev = sim_heap_pop(&s->heap, lim, &t);
     if (!ev)
@@ -382,7 +388,8 @@ int sim_run(struct sim *s, sim_time_t until) {
       progress(s, false);
   }
   s->st.events += n;
-  bool done = s->nflows && s->st.flows_done == s->nflows;
+  bool done =
+      s->coll ? sim_coll_done(s) : s->nflows && s->st.flows_done == s->nflows;
   if (!done && lim != SIM_NEVER && s->now < lim &&
       sim_heap_peek(&s->heap) != SIM_NEVER)
     s->now = lim;

@@ -100,6 +100,27 @@ enum sim_workload_kind {
   SIM_WL_INCAST,
   SIM_WL_ALL_TO_ALL,
   SIM_WL_CSV,
+  SIM_WL_COLLECTIVE, /* a collective of src/coll on simulated ranks */
+};
+
+#define SIM_COLL_MAX_SIZES 64
+/* all_to_all connects every pair of ranks: n (n - 1) QPs in all. */
+#define SIM_COLL_A2A_MAX 256
+
+/* The collective workload: one uroce_coll communicator per rank (rank i on
+ * NIC i), run in phantom mode over the NICs' engines; each size runs once,
+ * all ranks starting together when every rank finished the previous one.
+ * Enums are those of include/uroce/coll.h. */
+struct sim_coll_cfg {
+  int kind;        /* uroce_coll_kind */
+  int algo;        /* uroce_coll_algo; AUTO = uroce_coll_choose_algo() */
+  int dtype;       /* uroce_coll_dtype */
+  uint32_t ranks;  /* 0: every NIC */
+  uint32_t nsizes; /* bytes per collective, as nccl-tests counts them */
+  uint64_t sizes[SIM_COLL_MAX_SIZES];
+  uint64_t chunk_bytes; /* communicator's chunk; 0 = its default */
+  uint32_t slots;       /* communicator's slots; 0 = its default */
+  int placement;        /* 0: rank i on NIC i; 1: NICs in a random order */
 };
 
 enum sim_op { SIM_OP_WRITE, SIM_OP_SEND, SIM_OP_READ /* uroce model */ };
@@ -120,6 +141,7 @@ struct sim_workload_cfg {
   sim_time_t start;          /* generated flows start here */
   char csv_path[512];        /* CSV: time_us,src,dst,bytes,op */
   char dist_path[512];       /* where dist came from (for reports) */
+  struct sim_coll_cfg coll;  /* kind collective */
 };
 
 struct sim_cfg {
@@ -218,6 +240,31 @@ int sim_flow_path(const struct sim *s, uint32_t flow, uint16_t *ports,
 /* Identifies a (switch, egress port) pair as one number, for counting
  * flows per link. */
 uint64_t sim_link_id(uint32_t sw, uint16_t port);
+
+/* Results of the collective workload, one per size. The bound is the
+ * time no fabric can beat: factor x bytes / (host link rate x payload
+ * efficiency) plus steps x per-step latency (see docs/sim.md). */
+struct sim_coll_result {
+  uint64_t bytes;         /* as nccl-tests counts them */
+  uint64_t count;         /* elements per rank's call */
+  int algo;               /* the algorithm that ran */
+  sim_time_t start, time; /* start, and until the last rank finished */
+  double algbw_gbs;       /* bytes / time, GB/s (10^9 bytes/s) */
+  double busbw_gbs;       /* algbw x the collective's factor, GB/s */
+  double bound_us;        /* the lower bound on time */
+  double bound_busbw_gbs; /* busbw at the bound, GB/s */
+  double ratio;           /* time / bound (>= 1) */
+  uint32_t steps;         /* dependent steps in the latency term */
+  double step_latency_us; /* per-step latency in the bound */
+};
+/* NULL (and *n = 0) unless the workload is a collective. */
+const struct sim_coll_result *sim_coll_results(const struct sim *s,
+                                               uint32_t *n);
+/* Collective facts for reports: ranks, busbw factor, link bandwidth times
+ * payload efficiency (Gb/s); 0 if no collective. */
+uint32_t sim_coll_ranks(const struct sim *s);
+double sim_coll_factor(const struct sim *s);
+double sim_coll_link_gbps(const struct sim *s);
 
 /* Time series recorded every sample_interval. */
 struct sim_series {

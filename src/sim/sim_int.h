@@ -73,6 +73,8 @@ enum sim_ev_kind {
   SIM_EV_NIC,
   SIM_EV_FLOW_START,
   SIM_EV_SAMPLE,
+  SIM_EV_COLL,       /* a rank's communicator has completions to handle */
+  SIM_EV_COLL_START, /* the next collective size starts */
 };
 
 struct sim_node;
@@ -163,6 +165,39 @@ struct sim_host_ops {
 extern const struct sim_host_ops sim_host_rdmaw; /* rdmaw.c: simple */
 extern const struct sim_host_ops sim_host_eng;   /* host_eng.c: uroce */
 
+/* ---- persistent connections (host_eng.c), for the collectives ----
+ * A connected RC QP pair between two NICs that lives until the simulator
+ * is deleted and carries RDMA WRITE WITH IMMEDIATE both ways. Its packets
+ * have SIM_COLL_FLOW set in pkt->flow (they belong to no workload flow);
+ * the engine's completions of work requests whose wr_id has
+ * SIM_COLL_WRID set go to sim_coll_wc(). Receive WQEs are reposted by
+ * host_eng.c as they are consumed. */
+#define SIM_COLL_FLOW 0x80000000u
+#define SIM_COLL_WRID (1ull << 62)
+#define SIM_COLL_RECV (1ull << 61) /* with SIM_COLL_WRID: a receive WQE */
+struct he_flow;
+struct uroce_wc;
+/* Connects NICs a and b (uroce model only): room for nsend send WRs at
+ * each end, nrecv receive WQEs posted at each end. NULL on failure. */
+struct he_flow *sim_eng_conn_new(struct sim *s, uint32_t a, uint32_t b,
+                                 uint32_t nsend, uint32_t nrecv);
+/* Posts a signaled RDMA WRITE WITH IMMEDIATE of len phantom bytes from
+ * NIC from (an end of c) to the other end, and kicks the NIC. wr_id must
+ * fit in 61 bits. 0, UROCE_ERR_QUEUE_FULL or another error. */
+int sim_eng_write_imm(struct sim *s, struct he_flow *c, uint32_t from,
+                      uint32_t len, uint32_t imm_host, uint64_t wr_id);
+
+/* coll_sim.c: the collective workload. */
+struct sim_coll;
+int sim_coll_new(struct sim *s, char *err, size_t errlen);
+void sim_coll_del(struct sim *s);
+/* A completion of a collective work request at NIC nic, whose peer is
+ * NIC peer. */
+void sim_coll_wc(struct sim *s, uint32_t nic, uint32_t peer,
+                 const struct uroce_wc *wc);
+void sim_coll_event(struct sim *s, struct sim_ev *ev);
+bool sim_coll_done(const struct sim *s);
+
 /* ---- the simulator ---- */
 
 #define SIM_FLOW_CHUNK 4096
@@ -196,6 +231,8 @@ struct sim {
   struct sim_ev sample_ev;
   struct sim_series ser;
   uint32_t ser_cap;
+
+  struct sim_coll *coll; /* the collective workload, or NULL */
 
   double wall_start, last_progress;
   uint64_t ooo; /* resolved cfg.tp.ooo */

@@ -185,6 +185,8 @@ int sim_workload_add(struct sim *s, char *err, size_t errlen) {
     return all_to_all(s, &rng, err, errlen);
   case SIM_WL_CSV:
     return csv(s, err, errlen);
+  case SIM_WL_COLLECTIVE:
+    return sim_coll_new(s, err, errlen);
   }
   return 0;
 }
