@@ -164,7 +164,15 @@ int cmd_run(int argc, char **argv) {
              pre ? pre : "");
     setenv("LD_PRELOAD", v, 1);
     free(v);
-    setenv("ASAN_OPTIONS", "detect_leaks=0", 0);
+    /* Appended, so it wins over a detect_leaks=1 set by the caller. */
+    const char *ao = getenv("ASAN_OPTIONS");
+    size_t m = (ao ? strlen(ao) : 0) + sizeof(":detect_leaks=0");
+    char *o = malloc(m);
+    if (!o)
+      return 1;
+    snprintf(o, m, "%s%sdetect_leaks=0", ao ? ao : "", ao && *ao ? ":" : "");
+    setenv("ASAN_OPTIONS", o, 1);
+    free(o);
   }
 #endif
   if (port)
