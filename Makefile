@@ -9,7 +9,8 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
 BUILD_TYPE ?= RelWithDebInfo
 
-.PHONY: all build demo test test-asan fuzz bench format clean deps deps-test
+.PHONY: all build demo test test-asan fuzz bench format clean deps deps-test \
+	interop
 
 all: build
 
@@ -28,6 +29,11 @@ demo: build
 
 test: deps-test build
 	cd build && ctest --output-on-failure -j$(JOBS)
+
+# Wire interop with the Linux kernel's Soft-RoCE (rdma_rxe) in a qemu VM
+# (tests/interop/rxe/run.py; needs root and the test bed in ../shared/testbed).
+interop: deps-test build
+	tests/interop/rxe/run.py
 
 test-asan: deps-test
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DUROCE_SANITIZE=ON >/dev/null

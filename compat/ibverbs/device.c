@@ -162,6 +162,8 @@ static int udev_get(struct uroce_device **out) {
     a.port = (uint16_t)atoi(env_or("UROCE_PORT", "0"));
     a.pcap = getenv("UROCE_PCAP");
     a.cc = getenv("UROCE_CC");
+    /* testing: drop this share (0 <= P < 1) of the received packets */
+    a.rx_drop = atof(env_or("UROCE_RX_DROP", "0"));
     a.progress = UROCE_PROGRESS_THREAD;
     rv = uroce_device_open(&g_udev, &a);
   }

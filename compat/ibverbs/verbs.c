@@ -648,7 +648,13 @@ UV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
   }
   a.pkey_index = attr->pkey_index;
   a.en_sqd_async_notify = attr->en_sqd_async_notify;
-  a.max_rd_atomic = attr->max_rd_atomic;
+  /* The initiator depth is clamped to what uroce supports, as a smaller
+   * depth is always safe: perftest asks for the peer's max_qp_rd_atom
+   * (128 on Linux rxe). The responder depth is not: a peer could then send
+   * more RDMA READ/atomic requests than uroce keeps room for. */
+  a.max_rd_atomic = attr->max_rd_atomic > UROCE_MAX_RD_ATOMIC
+                        ? UROCE_MAX_RD_ATOMIC
+                        : attr->max_rd_atomic;
   a.max_dest_rd_atomic = attr->max_dest_rd_atomic;
   a.min_rnr_timer = attr->min_rnr_timer;
   a.port_num = attr->port_num;

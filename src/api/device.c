@@ -116,7 +116,8 @@ static uint32_t iface_mtu(const uint8_t addr[16], int ipver) {
  * would have been) on the wire. */
 static void capture(struct uroce_device *dev, const uint8_t src[16],
                     const uint8_t dst[16], uint16_t sport, uint8_t tclass,
-                    const struct iovec *seg, int nseg, const uint8_t *icrc) {
+                    uint16_t ip_id, const struct iovec *seg, int nseg,
+                    const uint8_t *icrc) {
   uint8_t *bth = dev->frame + UROCE_FRAME_HEADROOM;
   size_t len = 0;
   for (int i = 0; i < nseg; i++) {
@@ -131,6 +132,7 @@ static void capture(struct uroce_device *dev, const uint8_t src[16],
                                   .sport = sport,
                                   .dport = dev->sock.port,
                                   .tclass = tclass,
+                                  .ip_id = ip_id,
                                   .eth = true};
   memcpy(fp.src, src, 16);
   memcpy(fp.dst, dst, 16);
@@ -162,14 +164,18 @@ static int do_rx(struct uroce_device *dev, uint64_t now) {
       dev->rx_dropped_impair++;
       continue;
     }
+    /* The check also recovers the IPv4 identification the packet carried
+     * (a socket does not see it), so that the capture shows it. */
+    uint16_t ip_id;
+    bool icrc_ok = uroce_udp_icrc_check(&dev->sock, r, &ip_id);
     if (dev->pcap) {
       struct iovec iov = {(void *)r->data, r->len >= 4 ? r->len - 4 : 0};
       uint8_t icrc[4] = {0};
       if (r->len >= 4)
         memcpy(icrc, r->data + r->len - 4, 4);
-      capture(dev, r->src, dev->gid, r->sport, r->tclass, &iov, 1, icrc);
+      capture(dev, r->src, dev->gid, r->sport, r->tclass, ip_id, &iov, 1, icrc);
     }
-    if (!uroce_udp_icrc_ok(&dev->sock, r)) {
+    if (!icrc_ok) {
       dev->rx_bad_icrc++;
       continue;
     }
@@ -230,7 +236,8 @@ static int do_tx(struct uroce_device *dev, uint64_t now) {
       for (unsigned i = 0; i < k; i++)
         capture(dev, dev->gid, dev->tx[i].dst,
                 uroce_udp_sport(&dev->sock, dev->tx[i].entropy), dev->sock.ecn,
-                dev->tx[i].seg, dev->tx[i].nseg, dev->tx[i].icrc);
+                dev->tx[i].ip_id, dev->tx[i].seg, dev->tx[i].nseg,
+                dev->tx[i].icrc);
     total += (int)k;
   }
 }

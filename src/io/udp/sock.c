@@ -161,10 +161,15 @@ static int tx_fd(const struct uroce_udp_sock *s, unsigned e) {
   return s->efd[e - 1];
 }
 
-static void fill_icrc(const struct uroce_udp_sock *s, struct uroce_udp_tx *t) {
+/* seg: the packet's place in its GSO send. The kernel gives a DF packet
+ * of an unconnected socket identification 0 and, when it segments a GSO
+ * send, numbers the segments from there, so segment i carries i. */
+static void fill_icrc(const struct uroce_udp_sock *s, struct uroce_udp_tx *t,
+                      unsigned seg) {
+  t->ip_id = s->ipver == 4 ? (uint16_t)seg : 0;
   uint32_t c =
       uroce_icrc_udp(s->ipver, s->addr, t->dst, uroce_udp_sport(s, t->entropy),
-                     t->dport, 0, t->seg, t->nseg, t->bth_len);
+                     t->dport, t->ip_id, t->seg, t->nseg, t->bth_len);
   put_le32(t->icrc, c);
 }
 
@@ -203,7 +208,7 @@ int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
         struct uroce_udp_tx *t = &tx[idx + cnt];
         if (niov + t->nseg + 1 > sizeof(iov) / sizeof(iov[0]))
           break;
-        fill_icrc(s, t);
+        fill_icrc(s, t, cnt);
         for (unsigned j = 0; j < t->nseg; j++)
           iov[niov++] = t->seg[j];
         iov[niov++] = (struct iovec){t->icrc, UROCE_ICRC_LEN};
@@ -352,31 +357,48 @@ static uint32_t unit_crc(size_t pos, int bit, size_t n) {
   return (uint32_t)crc32_combine_op(v, 0, op);
 }
 
-static bool in_span16(const uint32_t e[16], uint32_t d) {
+/* Whether d is a combination of e[0..15]; *x gets which ones (bit i set
+ * for e[i]), i.e. the identification bits. */
+static bool in_span16(const uint32_t e[16], uint32_t d, uint16_t *x) {
   uint32_t basis[32] = {0}; /* basis[b] has its top set bit at b */
+  uint16_t comb[32] = {0};  /* which e[i] make up basis[b] */
   for (int i = 0; i < 16; i++) {
     uint32_t v = e[i];
+    uint16_t c = (uint16_t)(1u << i);
     for (int b = 31; b >= 0 && v; b--) {
       if (!(v >> b & 1))
         continue;
       if (!basis[b]) {
         basis[b] = v;
+        comb[b] = c;
         break;
       }
       v ^= basis[b];
+      c ^= comb[b];
     }
   }
+  uint16_t sol = 0;
   for (int b = 31; b >= 0 && d; b--)
     if (d >> b & 1) {
       if (!basis[b])
         return false;
       d ^= basis[b];
+      sol ^= comb[b];
     }
+  *x = sol;
   return d == 0;
 }
 
 bool uroce_udp_icrc_ok(const struct uroce_udp_sock *s,
                        const struct uroce_udp_rx *rx) {
+  return uroce_udp_icrc_check(s, rx, NULL);
+}
+
+bool uroce_udp_icrc_check(const struct uroce_udp_sock *s,
+                          const struct uroce_udp_rx *rx, uint16_t *ip_id) {
+  uint16_t id = 0;
+  if (ip_id)
+    *ip_id = 0;
   if (rx->len < UROCE_BTH_LEN + UROCE_ICRC_LEN)
     return false;
   size_t bth_len = rx->len - UROCE_ICRC_LEN;
@@ -394,5 +416,9 @@ bool uroce_udp_icrc_ok(const struct uroce_udp_sock *s,
   uint32_t e[16];
   for (int i = 0; i < 16; i++)
     e[i] = unit_crc(i < 8 ? 13 : 12, i & 7, n);
-  return in_span16(e, got ^ want);
+  if (!in_span16(e, got ^ want, &id))
+    return false;
+  if (ip_id)
+    *ip_id = id;
+  return true;
 }

@@ -8,7 +8,9 @@
  * equal-sized packets and UDP GRO on receive where the kernel has them.
  * The ICRC is computed here, at the one place that knows the source port
  * the kernel will use. IPv4 sockets use IP_PMTUDISC_DO: packets carry DF
- * and the kernel writes IP identification 0, which the ICRC covers. */
+ * and the kernel writes IP identification 0, which the ICRC covers; in a
+ * GSO send the kernel numbers the segments 0, 1, 2, ... (each segment's
+ * ICRC is computed with its own identification). */
 #ifndef UROCE_IO_UDP_SOCK_H
 #define UROCE_IO_UDP_SOCK_H
 
@@ -51,6 +53,7 @@ struct uroce_udp_tx {
   uint32_t bth_len;
   struct iovec seg[UROCE_UDP_MAX_SEGS];
   uint8_t icrc[4]; /* filled by uroce_udp_send */
+  uint16_t ip_id;  /* IPv4 identification the ICRC was computed with */
 };
 
 /* One received datagram (a GRO super-datagram is split into these). */
@@ -93,5 +96,10 @@ int uroce_udp_recv(struct uroce_udp_sock *s, struct uroce_udp_rx *rx,
  * still rejects a corrupted packet except with probability 2^-16. */
 bool uroce_udp_icrc_ok(const struct uroce_udp_sock *s,
                        const struct uroce_udp_rx *rx);
+
+/* The same check; on success *ip_id (if not NULL) is the identification
+ * that makes the ICRC match, i.e. the one the packet carried. */
+bool uroce_udp_icrc_check(const struct uroce_udp_sock *s,
+                          const struct uroce_udp_rx *rx, uint16_t *ip_id);
 
 #endif
