@@ -179,19 +179,6 @@ static int has_root(int kind) {
   return kind == UROCE_COLL_BROADCAST || kind == UROCE_COLL_REDUCE;
 }
 
-static double bus_factor(int kind, int n) {
-  switch (kind) {
-  case UROCE_COLL_ALLREDUCE:
-    return 2.0 * (n - 1) / n;
-  case UROCE_COLL_REDUCE_SCATTER:
-  case UROCE_COLL_ALLGATHER:
-  case UROCE_COLL_ALLTOALL:
-    return (double)(n - 1) / n;
-  default:
-    return 1.0;
-  }
-}
-
 /* ---- data: exact in every type ------------------------------------------
  *
  * Inputs are small integers; for prod at most one factor 2 (or -1) per
@@ -206,46 +193,6 @@ static double value(int r, size_t i, int kind, int op) {
     return h == 0 ? 2 : h == 5 ? -1 : 1;
   }
   return (double)((i * 29 + (size_t)r * 11 + 3) % 9) - 4;
-}
-
-static void store(void *buf, size_t i, int dt, double v) {
-  switch (dt) {
-  case UROCE_COLL_FLOAT32:
-    ((float *)buf)[i] = (float)v;
-    break;
-  case UROCE_COLL_FLOAT16:
-    ((uint16_t *)buf)[i] = uroce_coll_f32_to_f16((float)v);
-    break;
-  case UROCE_COLL_BFLOAT16:
-    ((uint16_t *)buf)[i] = uroce_coll_f32_to_bf16((float)v);
-    break;
-  case UROCE_COLL_INT32:
-    ((int32_t *)buf)[i] = (int32_t)v;
-    break;
-  case UROCE_COLL_INT64:
-    ((int64_t *)buf)[i] = (int64_t)v;
-    break;
-  default:
-    ((double *)buf)[i] = v;
-    break;
-  }
-}
-
-static double load(const void *buf, size_t i, int dt) {
-  switch (dt) {
-  case UROCE_COLL_FLOAT32:
-    return ((const float *)buf)[i];
-  case UROCE_COLL_FLOAT16:
-    return uroce_coll_f16_to_f32(((const uint16_t *)buf)[i]);
-  case UROCE_COLL_BFLOAT16:
-    return uroce_coll_bf16_to_f32(((const uint16_t *)buf)[i]);
-  case UROCE_COLL_INT32:
-    return ((const int32_t *)buf)[i];
-  case UROCE_COLL_INT64:
-    return (double)((const int64_t *)buf)[i];
-  default:
-    return ((const double *)buf)[i];
-  }
 }
 
 static double reduce_ref(int n, size_t i, int kind, int op) {
@@ -325,12 +272,13 @@ static void fill(bench *b, int kind, int dt, int op, const shape *s,
   int me = b->rank;
   if (kind == UROCE_COLL_ALLGATHER) {
     for (size_t i = 0; i < s->count; i++)
-      store(send, i, dt, value(me, i, kind, op));
+      uroce_coll_store_f64((uroce_coll_dtype)dt, send, i,
+                           value(me, i, kind, op));
     return;
   }
   for (size_t i = 0; i < s->send_elems; i++) {
     keep_alive(b, i);
-    store(send, i, dt, value(me, i, kind, op));
+    uroce_coll_store_f64((uroce_coll_dtype)dt, send, i, value(me, i, kind, op));
   }
 }
 
@@ -350,18 +298,20 @@ static int64_t verify(bench *b, int kind, int dt, int op, int root,
   case UROCE_COLL_ALLREDUCE:
     for (size_t i = 0; i < s->count; i++) {
       keep_alive(b, i);
-      wrong += load(recv, i, dt) != reduce_ref(n, i, kind, op);
+      wrong += uroce_coll_load_f64((uroce_coll_dtype)dt, recv, i) !=
+               reduce_ref(n, i, kind, op);
     }
     break;
   case UROCE_COLL_REDUCE:
     if (me == root)
       for (size_t i = 0; i < s->count; i++)
-        wrong += load(recv, i, dt) != reduce_ref(n, i, kind, op);
+        wrong += uroce_coll_load_f64((uroce_coll_dtype)dt, recv, i) !=
+                 reduce_ref(n, i, kind, op);
     break;
   case UROCE_COLL_REDUCE_SCATTER:
     for (size_t i = 0; i < s->count; i++) {
       keep_alive(b, i);
-      wrong += load(recv, i, dt) !=
+      wrong += uroce_coll_load_f64((uroce_coll_dtype)dt, recv, i) !=
                reduce_ref(n, (size_t)me * s->count + i, kind, op);
     }
     break;
@@ -369,21 +319,24 @@ static int64_t verify(bench *b, int kind, int dt, int op, int root,
     for (int r = 0; r < n; r++)
       for (size_t i = 0; i < s->count; i++) {
         keep_alive(b, i);
-        wrong +=
-            load(recv, (size_t)r * s->count + i, dt) != value(r, i, kind, op);
+        wrong += uroce_coll_load_f64((uroce_coll_dtype)dt, recv,
+                                     (size_t)r * s->count + i) !=
+                 value(r, i, kind, op);
       }
     break;
   case UROCE_COLL_BROADCAST:
     for (size_t i = 0; i < s->count; i++) {
       keep_alive(b, i);
-      wrong += load(recv, i, dt) != value(root, i, kind, op);
+      wrong += uroce_coll_load_f64((uroce_coll_dtype)dt, recv, i) !=
+               value(root, i, kind, op);
     }
     break;
   default: /* all-to-all: block r comes from rank r's block me */
     for (int r = 0; r < n; r++)
       for (size_t i = 0; i < s->count; i++) {
         keep_alive(b, i);
-        wrong += load(recv, (size_t)r * s->count + i, dt) !=
+        wrong += uroce_coll_load_f64((uroce_coll_dtype)dt, recv,
+                                     (size_t)r * s->count + i) !=
                  value(r, (size_t)me * s->count + i, kind, op);
       }
     break;
@@ -477,7 +430,9 @@ static void point(bench *b, int kind, int dt, int op, size_t bytes) {
     double t = o->iters ? (double)(now_ns() - t0) / 1e3 / o->iters : 0;
     agree(b, &t, &wrong);
     double algbw = t > 0 ? (double)(s.total * es) / (t * 1e3) : 0;
-    res[inplace] = (result){t, algbw, algbw * bus_factor(kind, b->size), wrong};
+    res[inplace] = (result){
+        t, algbw,
+        algbw * uroce_coll_busbw_factor((uroce_coll_kind)kind, b->size), wrong};
     if (wrong > 0)
       b->total_wrong += wrong;
   }

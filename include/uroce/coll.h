@@ -284,6 +284,18 @@ UROCE_EXPORT uint16_t uroce_coll_f32_to_f16(float f); /* nearest even */
 UROCE_EXPORT float uroce_coll_bf16_to_f32(uint16_t h);
 UROCE_EXPORT uint16_t uroce_coll_f32_to_bf16(float f); /* nearest even */
 
+/* Element i of a buffer of type dt, as a double, and the reverse (f16 and
+ * bf16 round to nearest even). For checks and benchmarks, not the fast
+ * path. */
+UROCE_EXPORT double uroce_coll_load_f64(uroce_coll_dtype dt, const void *buf,
+                                        size_t i);
+UROCE_EXPORT void uroce_coll_store_f64(uroce_coll_dtype dt, void *buf, size_t i,
+                                       double v);
+/* nccl-tests' bus bandwidth factor: busbw = algbw x factor (REFERENCE.md):
+ * allreduce 2(n-1)/n; reduce-scatter, allgather, all-to-all (n-1)/n;
+ * broadcast and reduce 1. */
+UROCE_EXPORT double uroce_coll_busbw_factor(uroce_coll_kind kind, int n);
+
 UROCE_EXPORT const char *uroce_coll_dtype_name(uroce_coll_dtype dt);
 UROCE_EXPORT const char *uroce_coll_op_name(uroce_coll_op op);
 UROCE_EXPORT const char *uroce_coll_algo_name(uroce_coll_algo algo);

@@ -364,3 +364,58 @@ size_t uroce_coll_dtype_size(uroce_coll_dtype dt) {
     return 0;
   }
 }
+
+double uroce_coll_load_f64(uroce_coll_dtype dt, const void *buf, size_t i) {
+  switch (dt) {
+  case UROCE_COLL_FLOAT32:
+    return ((const float *)buf)[i];
+  case UROCE_COLL_FLOAT16:
+    return uroce_coll_f16_to_f32(((const uint16_t *)buf)[i]);
+  case UROCE_COLL_BFLOAT16:
+    return uroce_coll_bf16_to_f32(((const uint16_t *)buf)[i]);
+  case UROCE_COLL_INT32:
+    return ((const int32_t *)buf)[i];
+  case UROCE_COLL_INT64:
+    return (double)((const int64_t *)buf)[i];
+  default:
+    return ((const double *)buf)[i];
+  }
+}
+
+void uroce_coll_store_f64(uroce_coll_dtype dt, void *buf, size_t i, double v) {
+  switch (dt) {
+  case UROCE_COLL_FLOAT32:
+    ((float *)buf)[i] = (float)v;
+    break;
+  case UROCE_COLL_FLOAT16:
+    ((uint16_t *)buf)[i] = uroce_coll_f32_to_f16((float)v);
+    break;
+  case UROCE_COLL_BFLOAT16:
+    ((uint16_t *)buf)[i] = uroce_coll_f32_to_bf16((float)v);
+    break;
+  case UROCE_COLL_INT32:
+    ((int32_t *)buf)[i] = (int32_t)v;
+    break;
+  case UROCE_COLL_INT64:
+    ((int64_t *)buf)[i] = (int64_t)v;
+    break;
+  default:
+    ((double *)buf)[i] = v;
+    break;
+  }
+}
+
+double uroce_coll_busbw_factor(uroce_coll_kind kind, int n) {
+  if (n <= 0)
+    return 0;
+  switch (kind) {
+  case UROCE_COLL_ALLREDUCE:
+    return 2.0 * (n - 1) / n;
+  case UROCE_COLL_REDUCE_SCATTER:
+  case UROCE_COLL_ALLGATHER:
+  case UROCE_COLL_ALLTOALL:
+    return (double)(n - 1) / n;
+  default:
+    return 1.0;
+  }
+}

@@ -180,19 +180,6 @@ static double path_latency_ps(struct sim *s, uint32_t a, uint32_t b,
   return t;
 }
 
-static double bus_factor(int kind, uint32_t n) {
-  switch (kind) {
-  case UROCE_COLL_ALLREDUCE:
-    return 2.0 * (n - 1) / n;
-  case UROCE_COLL_REDUCE_SCATTER:
-  case UROCE_COLL_ALLGATHER:
-  case UROCE_COLL_ALLTOALL:
-    return (double)(n - 1) / n;
-  default:
-    return 1.0;
-  }
-}
-
 /* Dependent steps of the latency term: ring allreduce 2(n-1), the other
  * rings and the chains n-1; 0 (bandwidth only) for the others. */
 static uint32_t lat_steps(int kind, int algo, uint32_t n) {
@@ -409,7 +396,7 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
    * host link rate; the mean latency of a step between ring neighbours. */
   const struct sim_cfg *c = &s->cfg;
   uint32_t wire = sim_data_wire_bytes(c, c->tp.mtu, false);
-  sc->factor = bus_factor(cc->kind, n);
+  sc->factor = uroce_coll_busbw_factor((uroce_coll_kind)cc->kind, (int)n);
   sc->link_gbps =
       (double)c->topo.link[0].rate_bps / 1e9 * c->tp.mtu / (double)wire;
   double lat = 0;

@@ -44,45 +44,6 @@ static double input(uroce_coll_dtype dt, int op, uint64_t seed, int r,
   }
 }
 
-static void put(uroce_coll_dtype dt, void *buf, size_t i, double v) {
-  switch (dt) {
-  case UROCE_COLL_FLOAT32:
-    ((float *)buf)[i] = (float)v;
-    break;
-  case UROCE_COLL_FLOAT16:
-    ((uint16_t *)buf)[i] = uroce_coll_f32_to_f16((float)v);
-    break;
-  case UROCE_COLL_BFLOAT16:
-    ((uint16_t *)buf)[i] = uroce_coll_f32_to_bf16((float)v);
-    break;
-  case UROCE_COLL_INT32:
-    ((int32_t *)buf)[i] = (int32_t)v;
-    break;
-  case UROCE_COLL_INT64:
-    ((int64_t *)buf)[i] = (int64_t)v;
-    break;
-  default:
-    ((double *)buf)[i] = v;
-  }
-}
-
-static double get(uroce_coll_dtype dt, const void *buf, size_t i) {
-  switch (dt) {
-  case UROCE_COLL_FLOAT32:
-    return ((const float *)buf)[i];
-  case UROCE_COLL_FLOAT16:
-    return uroce_coll_f16_to_f32(((const uint16_t *)buf)[i]);
-  case UROCE_COLL_BFLOAT16:
-    return uroce_coll_bf16_to_f32(((const uint16_t *)buf)[i]);
-  case UROCE_COLL_INT32:
-    return ((const int32_t *)buf)[i];
-  case UROCE_COLL_INT64:
-    return (double)((const int64_t *)buf)[i];
-  default:
-    return ((const double *)buf)[i];
-  }
-}
-
 static double fold(int op, double a, double b) {
   switch (op) {
   case UROCE_COLL_SUM:
@@ -169,7 +130,7 @@ static void run_case(fab *f, uroce_coll_kind kind, uroce_coll_dtype dt, int op,
     }
     /* allgather's input is rank r's block; others index their input from 0 */
     for (size_t i = 0; i < scount; i++)
-      put(dt, s, i, input(dt, vop, seed, r, i));
+      uroce_coll_store_f64(dt, s, i, input(dt, vop, seed, r, i));
     sb[r] = s;
     rb[r] = d;
     int st = uroce_coll_start(f->comms[r], kind, s, d, count, dt, op, root,
@@ -215,7 +176,7 @@ static void run_case(fab *f, uroce_coll_kind kind, uroce_coll_dtype dt, int op,
         want = input(dt, vop, seed, (int)(i / count),
                      (size_t)r * count + i % count);
       }
-      double got = get(dt, rb[r], i);
+      double got = uroce_coll_load_f64(dt, rb[r], i);
       if (got != want) {
         fprintf(stderr,
                 "%s %s %s %s n=%d count=%zu inplace=%d root=%d: rank %d "
@@ -412,8 +373,8 @@ static void test_real_tolerance(void) {
       for (int r = 0; r < n; r++)
         for (size_t i = 0; i < count; i++) {
           double v = (double)(t_rand(&s) >> 11) * 0x1p-53 * 2.0 - 1.0;
-          put(dts[d], buf + (size_t)r * count * es, i, v);
-          v = get(dts[d], buf + (size_t)r * count * es, i);
+          uroce_coll_store_f64(dts[d], buf + (size_t)r * count * es, i, v);
+          v = uroce_coll_load_f64(dts[d], buf + (size_t)r * count * es, i);
           ref[i] += v;
           mag[i] += fabs(v);
         }
@@ -431,7 +392,8 @@ static void test_real_tolerance(void) {
       for (int r = 0; r < n; r++) {
         CHECK_EQ(rc[r], 0);
         for (size_t i = 0; i < count && !bad; i++) {
-          double got = get(dts[d], buf + (size_t)r * count * es, i);
+          double got =
+              uroce_coll_load_f64(dts[d], buf + (size_t)r * count * es, i);
           double tol = eps[d] * (n * mag[i] + fabs(ref[i]));
           if (fabs(got - ref[i]) > tol) {
             fprintf(stderr, "%s %s rank %d [%zu]: %g vs %g (tol %g)\n",
