@@ -357,33 +357,53 @@ static uint32_t unit_crc(size_t pos, int bit, size_t n) {
   return (uint32_t)crc32_combine_op(v, 0, op);
 }
 
-/* Whether d is a combination of e[0..15]; *x gets which ones (bit i set
- * for e[i]), i.e. the identification bits. */
-static bool in_span16(const uint32_t e[16], uint32_t d, uint16_t *x) {
-  uint32_t basis[32] = {0}; /* basis[b] has its top set bit at b */
-  uint16_t comb[32] = {0};  /* which e[i] make up basis[b] */
+/* Row-reduced E_0..E_15 of one message length: basis[b] has its top set
+ * bit at b, comb[b] says which E_i it is made of. Building it costs 16
+ * CRC shifts, so it is cached per thread for the few lengths in use (a
+ * stream's full-MTU packets all share one). */
+struct id_basis {
+  size_t n;
+  uint32_t basis[32];
+  uint16_t comb[32];
+};
+
+static const struct id_basis *id_basis_for(size_t n) {
+  static __thread struct id_basis cache[8];
+  struct id_basis *c = &cache[(n >> 2) & 7];
+  if (c->n == n)
+    return c;
+  memset(c, 0, sizeof(*c));
   for (int i = 0; i < 16; i++) {
-    uint32_t v = e[i];
-    uint16_t c = (uint16_t)(1u << i);
-    for (int b = 31; b >= 0 && v; b--) {
-      if (!(v >> b & 1))
+    /* Bit i of the identification: byte 13 for the low 8, 12 for the
+     * high 8 (8 x 0xFF, then the IPv4 header). */
+    uint32_t v = unit_crc(i < 8 ? 13 : 12, i & 7, n);
+    uint16_t k = (uint16_t)(1u << i);
+    for (int bit = 31; bit >= 0 && v; bit--) {
+      if (!(v >> bit & 1))
         continue;
-      if (!basis[b]) {
-        basis[b] = v;
-        comb[b] = c;
+      if (!c->basis[bit]) {
+        c->basis[bit] = v;
+        c->comb[bit] = k;
         break;
       }
-      v ^= basis[b];
-      c ^= comb[b];
+      v ^= c->basis[bit];
+      k ^= c->comb[bit];
     }
   }
+  c->n = n;
+  return c;
+}
+
+/* Whether d is a combination of the E_i; *x gets which ones, i.e. the
+ * identification bits. */
+static bool in_span16(const struct id_basis *c, uint32_t d, uint16_t *x) {
   uint16_t sol = 0;
   for (int b = 31; b >= 0 && d; b--)
     if (d >> b & 1) {
-      if (!basis[b])
+      if (!c->basis[b])
         return false;
-      d ^= basis[b];
-      sol ^= comb[b];
+      d ^= c->basis[b];
+      sol ^= c->comb[b];
     }
   *x = sol;
   return d == 0;
@@ -410,13 +430,9 @@ bool uroce_udp_icrc_check(const struct uroce_udp_sock *s,
     return true;
   if (s->ipver != 4)
     return false;
-  /* The identification sits at bytes 12-13 of the pseudo message
-   * (8 x 0xFF, then the IPv4 header); n is the whole message. */
+  /* n is the whole pseudo message the CRC covers. */
   size_t n = 8 + UROCE_IP4_HLEN + UROCE_UDP_HLEN + bth_len;
-  uint32_t e[16];
-  for (int i = 0; i < 16; i++)
-    e[i] = unit_crc(i < 8 ? 13 : 12, i & 7, n);
-  if (!in_span16(e, got ^ want, &id))
+  if (!in_span16(id_basis_for(n), got ^ want, &id))
     return false;
   if (ip_id)
     *ip_id = id;
