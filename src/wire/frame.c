@@ -18,9 +18,19 @@
 static const uint8_t v4mapped_prefix[12] = {0, 0, 0, 0, 0,    0,
                                             0, 0, 0, 0, 0xFF, 0xFF};
 
+/* From this length on uroce_crc32_vpclmul beats ISA-L on Zen 3 both in
+ * throughput (independent calls) and in latency (each call continuing the
+ * last one's CRC): 1.2x at 64 B, 1.4-1.7x at 128 B, 1.5x at 256 B (where
+ * ISA-L's own folding starts), 2x from 4 KiB. At 32-48 B ISA-L is up to 5%
+ * ahead in throughput, so short buffers stay with it. */
+#define CRC32_VPCLMUL_MIN 64
+
 uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len) {
+  if (len >= CRC32_VPCLMUL_MIN && uroce_crc32_vpclmul_supported())
+    return uroce_crc32_vpclmul(crc, buf, len);
   /* ISA-L's crc32_gzip_refl is zlib's crc32 (reflected 0xEDB88320, with
-   * the pre- and post-inversion), folded with PCLMULQDQ. */
+   * the pre- and post-inversion), folded with PCLMULQDQ. Without AVX-512
+   * it folds 128 bits at a time. */
   return crc32_gzip_refl(crc, (const unsigned char *)buf, len);
 }
 

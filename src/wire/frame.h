@@ -112,6 +112,23 @@ uint32_t uroce_frame_icrc_carried(const struct uroce_frame *f);
  * whose payload is scattered. */
 uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len);
 
+/* uroce_crc32 folded 256 bits at a time with VPCLMULQDQ on AVX2
+ * (crc32_vpclmul.c); same result as crc32_gzip_refl for every input.
+ * uroce_crc32 uses it when uroce_crc32_vpclmul_supported() and the buffer
+ * is long enough for it to win; it is exposed for the tests and the
+ * benchmark, and must not be called where the CPU lacks the feature. */
+uint32_t uroce_crc32_vpclmul(uint32_t crc, const void *buf, size_t len);
+int uroce_crc32_vpclmul_supported(void);
+/* Its constants, for the test that rederives them from the polynomial P.
+ * kfold(n) is x^n mod P bit-reflected into bits 1..32 (bit j holds
+ * x^(32-j)); fold_k[d] = {kfold(128 d + 32), kfold(128 d - 32)} for d >= 1
+ * (they fold a 16-byte block 16 d bytes on), fold_k[0] = {kfold(128),
+ * kfold(64)}. mu = floor(x^64 / P) and poly = P,
+ * reflected over 33 bits (bit j holds x^(32-j)). */
+#define UROCE_CRC32_FOLD_MAX 28
+extern const uint64_t uroce_crc32_fold_k[UROCE_CRC32_FOLD_MAX + 1][2];
+extern const uint64_t uroce_crc32_barrett_mu, uroce_crc32_barrett_poly;
+
 /* Text form of an address: for ipver 4, the dotted IPv4 address held in
  * the last 4 bytes; for 6, the IPv6 text (an IPv6 packet's ::ffff:a.b.c.d
  * address stays IPv6); for 0, IPv4 if the address is IPv4-mapped. */

@@ -1,9 +1,11 @@
 /* Wire layer: opcode table, header encode/decode, parser bounds, PSN
  * arithmetic, ICRC (known answers from scapy and an independent zlib
- * computation), framing. */
+ * computation), the CRC-32 code against ISA-L and zlib, framing. */
+#include <isa-l/crc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <zlib.h>
 
 #include "t.h"
 #include "uroce/uroce.h"
@@ -290,6 +292,159 @@ static void test_icrc_known(void) {
   check_masking(pkt, n, 6);
 }
 
+/* ---- CRC-32: uroce_crc32 and its VPCLMULQDQ code ---- */
+
+#define CRC_P 0x104C11DB7ull /* x^32 + ... + 1, MSB first */
+
+/* x^n mod P, MSB first, by shift-and-reduce. */
+static uint64_t xn_mod_p(unsigned n) {
+  uint64_t r = 1;
+  while (n--) {
+    r <<= 1;
+    if (r >> 32)
+      r ^= CRC_P;
+  }
+  return r;
+}
+
+static uint64_t reflect(uint64_t v, int bits) {
+  uint64_t r = 0;
+  for (int i = 0; i < bits; i++)
+    r |= ((v >> i) & 1) << (bits - 1 - i);
+  return r;
+}
+
+/* The layout crc32_vpclmul.c multiplies with: bit j holds x^(32-j). */
+static uint64_t kfold(unsigned n) {
+  return reflect(xn_mod_p(n), 32) << 1;
+}
+
+/* Every constant, rederived from P. */
+static void test_crc32_consts(void) {
+  CHECK_EQ(uroce_crc32_fold_k[0][0], kfold(128));
+  CHECK_EQ(uroce_crc32_fold_k[0][1], kfold(64));
+  for (unsigned d = 1; d <= UROCE_CRC32_FOLD_MAX; d++) {
+    CHECK_EQ(uroce_crc32_fold_k[d][0], kfold(128 * d + 32));
+    CHECK_EQ(uroce_crc32_fold_k[d][1], kfold(128 * d - 32));
+  }
+  /* mu = floor(x^64 / P): long division, one dividend bit at a time. */
+  uint64_t q = 0, rem = 0;
+  for (int i = 64; i >= 0; i--) {
+    rem = (rem << 1) | (i == 64);
+    if (rem >> 32) {
+      rem ^= CRC_P;
+      q |= 1ull << i;
+    }
+  }
+  CHECK_EQ(q, 0x104D101DFull);
+  CHECK_EQ(uroce_crc32_barrett_mu, reflect(q, 33));
+  CHECK_EQ(uroce_crc32_barrett_poly, reflect(CRC_P, 33));
+  CHECK_EQ(reflect(CRC_P, 33) >> 1, 0xEDB88320u); /* zlib's polynomial */
+}
+
+static uint32_t crc_zlib(uint32_t crc, const uint8_t *p, size_t len) {
+  return (uint32_t)crc32(crc, p, (uInt)len);
+}
+
+/* One case: the function under test against zlib, counting and showing
+ * the first few mismatches. */
+static int crc_case(const char *what, uint32_t got, uint32_t want, size_t len,
+                    size_t off, uint32_t init) {
+  static int shown;
+  if (got == want)
+    return 0;
+  if (shown++ < 10)
+    fprintf(stderr,
+            "%s: len %zu off %zu init %08" PRIx32 ": got %08" PRIx32
+            " want %08" PRIx32 "\n",
+            what, len, off, init, got, want);
+  return 1;
+}
+
+#define CRC_MAXLEN 70000
+
+/* uroce_crc32 (the dispatcher, everywhere) and uroce_crc32_vpclmul (where
+ * the CPU has AVX2 and VPCLMULQDQ) equal zlib's crc32 and ISA-L's
+ * crc32_gzip_refl: every length 0..2048 at every misalignment 0..63,
+ * random lengths up to 70000, random initial values, and CRCs continued
+ * over a buffer split in pieces. Buffers of exactly the length are
+ * allocated on their own, so that ASan sees any read past either end. */
+static void test_crc32(void) {
+  int vp = uroce_crc32_vpclmul_supported();
+  if (!vp)
+    printf("test_crc32: no AVX2+VPCLMULQDQ on this CPU; only the "
+           "dispatcher is compared\n");
+  uint64_t rng = 0x1CE;
+  /* aligned_alloc wants a size that is a multiple of the alignment. */
+  size_t buflen = (CRC_MAXLEN + 64 + 63) / 64 * 64;
+  uint8_t *data = aligned_alloc(64, buflen);
+  for (size_t i = 0; i < buflen; i++)
+    data[i] = (uint8_t)t_rand(&rng);
+  /* The check value of CRC-32 (and of zlib's). */
+  CHECK_EQ(uroce_crc32(0, "123456789", 9), 0xCBF43926);
+  if (vp)
+    CHECK_EQ(uroce_crc32_vpclmul(0, "123456789", 9), 0xCBF43926);
+
+  int bad_vp = 0, bad_disp = 0, bad_isal = 0;
+  for (size_t off = 0; off < 64; off++) {
+    for (size_t len = 0; len <= 2048; len++) {
+      uint32_t init = (uint32_t)t_rand(&rng);
+      const uint8_t *p = data + off;
+      uint32_t want = crc_zlib(init, p, len);
+      bad_disp += crc_case("uroce_crc32", uroce_crc32(init, p, len), want, len,
+                           off, init);
+      if (vp)
+        bad_vp +=
+            crc_case("uroce_crc32_vpclmul", uroce_crc32_vpclmul(init, p, len),
+                     want, len, off, init);
+    }
+  }
+  for (size_t i = 0; i <= 2048 + 300; i++) {
+    size_t len = i <= 2048 ? i : (size_t)(t_rand(&rng) % CRC_MAXLEN);
+    size_t off = (size_t)(t_rand(&rng) % 64);
+    uint32_t init = i & 1 ? (uint32_t)t_rand(&rng) : 0;
+    uint8_t *p = malloc(len ? len : 1);
+    memcpy(p, data + off, len);
+    uint32_t want = crc_zlib(init, p, len);
+    bad_isal += crc_case("crc32_gzip_refl", crc32_gzip_refl(init, p, len), want,
+                         len, off, init);
+    bad_disp += crc_case("uroce_crc32", uroce_crc32(init, p, len), want, len,
+                         off, init);
+    if (vp)
+      bad_vp +=
+          crc_case("uroce_crc32_vpclmul", uroce_crc32_vpclmul(init, p, len),
+                   want, len, off, init);
+    free(p);
+  }
+  /* Continued CRCs: the whole buffer in up to 6 pieces of any size (the
+   * sixth takes what is left). */
+  for (int i = 0; i < 400; i++) {
+    size_t len = (size_t)(t_rand(&rng) % (i < 200 ? 1024 : CRC_MAXLEN));
+    size_t off = (size_t)(t_rand(&rng) % 64);
+    uint32_t init = (uint32_t)t_rand(&rng);
+    const uint8_t *p = data + off;
+    uint32_t want = crc_zlib(init, p, len);
+    uint32_t cd = init, cv = init;
+    size_t pos = 0;
+    for (int piece = 0; piece < 6 && pos < len; piece++) {
+      size_t n =
+          piece == 5 ? len - pos : (size_t)(t_rand(&rng) % (len - pos + 1));
+      cd = uroce_crc32(cd, p + pos, n);
+      if (vp)
+        cv = uroce_crc32_vpclmul(cv, p + pos, n);
+      pos += n;
+    }
+    bad_disp += crc_case("uroce_crc32 continued", cd, want, len, off, init);
+    if (vp)
+      bad_vp +=
+          crc_case("uroce_crc32_vpclmul continued", cv, want, len, off, init);
+  }
+  CHECK_EQ(bad_disp, 0);
+  CHECK_EQ(bad_vp, 0);
+  CHECK_EQ(bad_isal, 0);
+  free(data);
+}
+
 /* encap builds frames that parse back with the same fields and a good
  * ICRC; ECN/TTL rewrites by routers keep it good. */
 static void test_encap(void) {
@@ -453,6 +608,8 @@ int main(void) {
   T_RUN(test_psn);
   T_RUN(test_aeth_rnr);
   T_RUN(test_icrc_known);
+  T_RUN(test_crc32_consts);
+  T_RUN(test_crc32);
   T_RUN(test_encap);
   T_RUN(test_frame_parse_bad);
   T_RUN(test_icrc_udp_iov);
