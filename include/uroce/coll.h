@@ -95,8 +95,9 @@ typedef enum uroce_coll_kind {
  * signaled; poll = ibv_poll_cq on one CQ shared by all QPs' send and receive
  * sides, with the binding reposting receive WQEs (write-with-imm consumes one
  * at the target; the collectives have at most 2 * slots + 1 of them
- * outstanding per connection and direction). Arrivals need not be ordered:
- * the collectives match them by header, not by order. */
+ * outstanding per connection and direction). Optional: reg_mr_src =
+ * ibv_reg_mr with access 0, post_write_imm2 = the write with 2 SGEs. Arrivals
+ * need not be ordered: the collectives match them by header, not by order. */
 
 typedef struct uroce_coll_mr {
   void *addr;
@@ -108,12 +109,13 @@ typedef struct uroce_coll_mr {
 } uroce_coll_mr;
 
 enum uroce_coll_cqe_kind {
-  UROCE_COLL_CQE_WRITE_DONE = 1, /* a post_write_imm of this rank finished */
+  UROCE_COLL_CQE_WRITE_DONE = 1, /* a post_write_imm(2) of this rank
+                                    finished */
   UROCE_COLL_CQE_RECV_IMM = 2,   /* a peer's write with immediate landed */
 };
 
 typedef struct uroce_coll_cqe {
-  uint64_t wr_id;    /* WRITE_DONE: the wr_id given to post_write_imm */
+  uint64_t wr_id;    /* WRITE_DONE: the wr_id given to post_write_imm(2) */
   uint32_t imm;      /* RECV_IMM: the immediate (host order) */
   uint32_t byte_len; /* RECV_IMM: bytes written */
   int32_t peer;      /* the other rank */
@@ -142,12 +144,38 @@ typedef struct uroce_coll_transport {
   int (*poll)(void *ctx, uroce_coll_cqe *cqes, int max);
   /* Monotonic time in nanoseconds (virtual in the simulator). */
   uint64_t (*now_ns)(void *ctx);
+  /* Optional, the gather path: used when both are set (and dereg_mr), so
+   * that a chunk's payload goes out straight from the caller's buffer
+   * behind its header in the send ring. A binding that leaves them NULL
+   * (as members a positional initializer does not reach are) gets every
+   * payload copied into the send ring first.
+   *
+   * Register [addr, addr+len) as a send source only: read by this rank's
+   * own writes, never reachable by a peer (ibv_reg_mr with access 0: the
+   * caller's buffers must not become remotely writable; rkey and
+   * remote_addr are unused). Freed with dereg_mr. 0 or a negative error
+   * (then that buffer's chunks are copied). */
+  int (*reg_mr_src)(void *ctx, void *addr, size_t len, uroce_coll_mr *mr);
+  /* As post_write_imm, but the write carries len bytes at mr->addr +
+   * offset followed by len2 bytes at mr2->addr + offset2 (a gather list of
+   * 2 entries), to remote_addr. len and len2 are both > 0. The transport
+   * may read both pieces at any time until the WRITE_DONE of wr_id
+   * (retransmission); the caller keeps them unchanged until then. 0,
+   * UROCE_ERR_QUEUE_FULL (try again later) or another negative error. */
+  int (*post_write_imm2)(void *ctx, int peer, const uroce_coll_mr *mr,
+                         size_t offset, size_t len, const uroce_coll_mr *mr2,
+                         size_t offset2, size_t len2, uint64_t remote_addr,
+                         uint32_t rkey, uint32_t imm, uint64_t wr_id);
 } uroce_coll_transport;
 
 /* ---- communicator ------------------------------------------------------- */
 
 typedef struct uroce_coll_config {
-  size_t chunk_bytes;   /* payload per RDMA WRITE; default 64 KiB */
+  size_t chunk_bytes;   /* payload per RDMA WRITE; default 64 KiB. With a
+                           transport that gathers, chunks of >= 4 KiB are
+                           written from the buffers without a copy; env
+                           UROCE_COLL_GATHER_MIN (bytes, or "off") moves
+                           that bound */
   int slots;            /* staging slots per peer (credits); default 8 */
   uint64_t timeout_ns;  /* no progress this long fails a collective with
                            PEER_TIMEOUT; default 30 s; env
@@ -208,12 +236,13 @@ UROCE_EXPORT const char *uroce_coll_errmsg(const uroce_coll_comm *comm);
  *
  * One collective at a time per communicator: a start while another request
  * is running returns UROCE_ERR_BUSY. Buffers must stay valid until the
- * request completes. Counts are in elements. In-place works as in NCCL:
- * sendbuf == recvbuf for allreduce, broadcast, reduce and all-to-all;
- * recvbuf == sendbuf + rank * recvcount for reduce-scatter; sendbuf ==
- * recvbuf + rank * sendcount for allgather. Start returns 0,
- * UROCE_ERR_INVALID_ARGUMENT, UROCE_ERR_BUSY, UROCE_COLL_ERR_NOT_CONNECTED,
- * UROCE_COLL_ERR_COMM_FAILED or -ENOMEM. */
+ * request completes (after an error: until the comm and its transport are
+ * deleted, since a write in flight may still read them). Counts are in
+ * elements. In-place works as in NCCL: sendbuf == recvbuf for allreduce,
+ * broadcast, reduce and all-to-all; recvbuf == sendbuf + rank * recvcount for
+ * reduce-scatter; sendbuf == recvbuf + rank * sendcount for allgather. Start
+ * returns 0, UROCE_ERR_INVALID_ARGUMENT, UROCE_ERR_BUSY,
+ * UROCE_COLL_ERR_NOT_CONNECTED, UROCE_COLL_ERR_COMM_FAILED or -ENOMEM. */
 
 /* recvbuf[count] = op over ranks of sendbuf[count]. */
 UROCE_EXPORT int uroce_coll_allreduce_start(uroce_coll_comm *comm,

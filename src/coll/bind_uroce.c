@@ -114,6 +114,23 @@ static int tp_reg_mr(void *ctx, void *addr, size_t len, uroce_coll_mr *mr) {
   return 0;
 }
 
+/* A send source: the engine's own writes read it (the local key checks no
+ * right for that); no peer can reach it, so its rkey opens nothing. */
+static int tp_reg_mr_src(void *ctx, void *addr, size_t len, uroce_coll_mr *mr) {
+  uroce_coll_native *n = ctx;
+  struct uroce_mr *m;
+  int rc = uroce_reg_mr(n->pd, addr, len, 0, &m);
+  if (rc < 0)
+    return rc;
+  mr->addr = addr;
+  mr->length = len;
+  mr->remote_addr = 0;
+  mr->lkey = uroce_mr_lkey(m);
+  mr->rkey = 0;
+  mr->handle = m;
+  return 0;
+}
+
 static void tp_dereg_mr(void *ctx, uroce_coll_mr *mr) {
   (void)ctx;
   if (mr && mr->handle) {
@@ -144,6 +161,34 @@ static int tp_post_write_imm(void *ctx, int peer, const uroce_coll_mr *mr,
     wr.sg_list = &sge;
     wr.num_sge = 1;
   }
+  return uroce_post_send(n->qp[peer], &wr, &bad);
+}
+
+/* One write with immediate from 2 pieces: the slot header and the payload
+ * in the caller's buffer. */
+static int tp_post_write_imm2(void *ctx, int peer, const uroce_coll_mr *mr,
+                              size_t offset, size_t len,
+                              const uroce_coll_mr *mr2, size_t offset2,
+                              size_t len2, uint64_t remote_addr, uint32_t rkey,
+                              uint32_t imm, uint64_t wr_id) {
+  uroce_coll_native *n = ctx;
+  if (peer < 0 || peer >= n->size || peer == n->rank || !n->qp[peer] || !mr ||
+      !mr2 || !len || !len2 || len > UROCE_MAX_MSG ||
+      len2 > UROCE_MAX_MSG - len || offset + len > mr->length ||
+      offset2 + len2 > mr2->length)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_sge sge[2] = {
+      {(uint64_t)(uintptr_t)mr->addr + offset, (uint32_t)len, mr->lkey},
+      {(uint64_t)(uintptr_t)mr2->addr + offset2, (uint32_t)len2, mr2->lkey}};
+  struct uroce_send_wr wr = {0}, *bad;
+  wr.wr_id = wr_id;
+  wr.opcode = UROCE_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = UROCE_SEND_SIGNALED;
+  wr.imm_data = htonl(imm);
+  wr.wr.rdma.remote_addr = remote_addr;
+  wr.wr.rdma.rkey = rkey;
+  wr.sg_list = sge;
+  wr.num_sge = 2;
   return uroce_post_send(n->qp[peer], &wr, &bad);
 }
 
@@ -278,7 +323,8 @@ int uroce_coll_native_new(const uroce_coll_native_attr *attr, int rank,
     ia.qp_type = UROCE_QPT_RC;
     ia.cap.max_send_wr = n->sq_depth;
     ia.cap.max_recv_wr = n->rq_depth;
-    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    ia.cap.max_send_sge = 2; /* post_write_imm2: header + payload */
+    ia.cap.max_recv_sge = 1;
     if ((rc = uroce_create_qp(n->pd, &ia, &n->qp[p])) < 0)
       goto fail;
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -286,9 +332,16 @@ int uroce_coll_native_new(const uroce_coll_native_attr *attr, int rank,
     n->map[n->nmap++] = (qpn_map){uroce_qp_num(n->qp[p]), p};
   }
   qsort(n->map, (size_t)n->nmap, sizeof *n->map, cmp_map);
-  n->tp = (uroce_coll_transport){n,         rank,        size,
-                                 tp_reg_mr, tp_dereg_mr, tp_post_write_imm,
-                                 tp_poll,   tp_now_ns};
+  n->tp = (uroce_coll_transport){.ctx = n,
+                                 .rank = rank,
+                                 .size = size,
+                                 .reg_mr = tp_reg_mr,
+                                 .dereg_mr = tp_dereg_mr,
+                                 .post_write_imm = tp_post_write_imm,
+                                 .poll = tp_poll,
+                                 .now_ns = tp_now_ns,
+                                 .reg_mr_src = tp_reg_mr_src,
+                                 .post_write_imm2 = tp_post_write_imm2};
   *out = n;
   return 0;
 fail:

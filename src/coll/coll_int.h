@@ -9,6 +9,14 @@
  * the slot into their working buffer and give the slot back with a credit
  * (a zero-length write whose immediate names the slot).
  *
+ * The sender either copies the payload into its own send-ring slot behind
+ * the header, or, where the transport has post_write_imm2 (the gather
+ * path), writes the header from the slot and the payload straight from the
+ * request's buffer. Such a write may read the buffer until its WRITE_DONE,
+ * so it is kept on the comm's in-flight list until then: a receive into an
+ * overlapping region waits for it, and the request completes only when the
+ * list is empty.
+ *
  * Ordering rules, per rank:
  *  - sends are posted step by step (all chunks of step s before any of
  *    s + 1), chunk by chunk;
@@ -16,7 +24,9 @@
  *    it, or only the same chunk of receives of the identical region, which
  *    is what pipelines a ring or a tree);
  *  - receive step r is processed only after send steps 0..r-1 are posted,
- *    so a receive never overwrites data that still has to be sent. */
+ *    so a receive never overwrites data that still has to be sent (and a
+ *    chunk written from the buffer it lands in waits for that write's
+ *    WRITE_DONE). */
 #ifndef UROCE_COLL_INT_H
 #define UROCE_COLL_INT_H
 
@@ -66,11 +76,21 @@ typedef struct slot_hdr {
 #define IMM_ARG(imm) ((imm)&0xffffu)
 #define IMM_MAKE(k, a) (((uint32_t)(k) << 30) | ((uint32_t)(a)&0xffffu))
 
+/* A gathered write in flight: it reads bytes [lo, hi) of buffer buf. */
+typedef struct gflight {
+  int peer;
+  unsigned slot;
+  int buf;
+  size_t lo, hi;
+} gflight;
+
 typedef struct coll_peer {
   uint64_t raddr; /* the peer's staging ring (its slots for this rank) */
   uint32_t rkey;
   uint64_t await_credit; /* slots written, peer has not given back */
   uint64_t await_comp;   /* slots written, local completion not seen */
+  uint64_t gathered;     /* of those, slots whose write reads the request's
+                            buffer (the gather path) */
   uint64_t arrived;      /* this rank's slots holding unconsumed data */
   uint64_t credit_owed;  /* consumed slots to give back */
   uint64_t alive_at;     /* last completion that proved the peer is up */
@@ -87,6 +107,7 @@ struct uroce_coll_req {
   size_t chunk; /* bytes per chunk, a multiple of esize */
   char *work;
   const char *src;
+  uint8_t gather; /* bit BUF_*: chunks of that buffer may be sent from it */
   step *steps;
   int nsteps, ss, rs;
   /* copy done after the last step (reduce-scatter's own block, ...) */
@@ -116,6 +137,14 @@ struct uroce_coll_comm {
   uint32_t seq;
   char *scratch[2];
   size_t scratch_len[2];
+  /* the gather path: on when the transport has reg_mr_src, post_write_imm2
+   * and dereg_mr and the comm is not phantom */
+  int gather;
+  size_t gather_min;       /* payload bytes a chunk needs to be gathered */
+  uroce_coll_mr src_mr[2]; /* cached send-source registrations, by BUF_* */
+  uint8_t src_mr_ok[2];    /* whether src_mr[b] is registered */
+  gflight *flight;         /* gathered writes without WRITE_DONE yet */
+  int nflight, flight_cap;
   step *steps;
   int steps_cap;
   uroce_coll_req req;

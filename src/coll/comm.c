@@ -14,6 +14,13 @@
 #define WRID_CTRL 2ull
 #define WRID_PING 3ull
 
+/* Chunks with at least this much payload go out from the request's buffer
+ * (the gather path) instead of being copied into the send ring. Below it
+ * the copy is cheap, while a gathered write costs a second gather entry,
+ * keeps the request open until it completes and makes a receive into the
+ * same bytes wait for that; UROCE_COLL_GATHER_MIN overrides it. */
+#define GATHER_MIN 4096
+
 typedef struct info_blob {
   uint32_t magic;
   int32_t rank;
@@ -73,6 +80,18 @@ int uroce_coll_comm_new(const uroce_coll_transport *tp,
   e = getenv("UROCE_COLL_ALGO");
   if (c->algo == UROCE_COLL_ALGO_AUTO && e && uroce_coll_algo_parse(e) >= 0)
     c->algo = (uroce_coll_algo)uroce_coll_algo_parse(e);
+  c->gather =
+      !c->phantom && tp->reg_mr_src && tp->post_write_imm2 && tp->dereg_mr;
+  c->gather_min = GATHER_MIN;
+  e = getenv("UROCE_COLL_GATHER_MIN");
+  if (e && *e) {
+    char *end;
+    unsigned long long v = strtoull(e, &end, 10);
+    if (!strcasecmp(e, "off"))
+      c->gather_min = SIZE_MAX;
+    else if (end != e)
+      c->gather_min = v ? (size_t)v : 1;
+  }
   c->peers = calloc((size_t)c->size, sizeof *c->peers);
   c->owed = calloc((size_t)c->size, sizeof *c->owed);
   size_t ring = (size_t)c->size * (size_t)c->slots * c->slot_stride;
@@ -111,18 +130,24 @@ void uroce_coll_comm_del(uroce_coll_comm *c) {
   if (!c)
     return;
   /* Let outstanding writes finish so the staging memory is not in use.
-   * Bounded by attempts, not time: a virtual clock may stand still. */
-  for (int tries = 0; tries < 10000 && c->connected && !c->failed; tries++) {
-    uint64_t busy = 0;
-    for (int p = 0; p < c->size; p++)
+   * Bounded by attempts, not time: a virtual clock may stand still. A
+   * failed comm still waits for the gathered writes, which read the
+   * caller's buffers (a flushed one completes too). */
+  for (int tries = 0; tries < 10000 && c->connected; tries++) {
+    uint64_t busy = (uint64_t)c->nflight;
+    for (int p = 0; p < c->size && !c->failed; p++)
       busy |= c->peers[p].await_comp;
-    if (!busy || poll_once(c) < 0)
+    if (!busy || (poll_once(c) < 0 && !c->nflight))
       break;
   }
   if (c->tp.dereg_mr) {
     c->tp.dereg_mr(c->tp.ctx, &c->send_mr);
     c->tp.dereg_mr(c->tp.ctx, &c->recv_mr);
+    for (int b = 0; b < 2; b++)
+      if (c->src_mr_ok[b])
+        c->tp.dereg_mr(c->tp.ctx, &c->src_mr[b]);
   }
+  free(c->flight);
   free(c->peers);
   free(c->owed);
   free(c->recv_ring);
@@ -207,12 +232,34 @@ static int fail(uroce_coll_comm *c, int err, int culprit) {
 /* ---- completions -----------------------------------------------------------
  */
 
+/* The write from slot of peer p completed (or failed: either way the
+ * transport no longer reads its source). */
+static void flight_done(uroce_coll_comm *c, int peer, unsigned slot) {
+  coll_peer *p = &c->peers[peer];
+  if (!(p->gathered & (1ull << slot)))
+    return;
+  p->gathered &= ~(1ull << slot);
+  for (int i = 0; i < c->nflight; i++)
+    if (c->flight[i].peer == peer && c->flight[i].slot == slot) {
+      c->flight[i] = c->flight[--c->nflight];
+      break;
+    }
+}
+
+static void note_write_done(uroce_coll_comm *c, const uroce_coll_cqe *q) {
+  if (q->kind == UROCE_COLL_CQE_WRITE_DONE && (q->wr_id >> 56) == WRID_DATA &&
+      q->peer >= 0 && q->peer < c->size &&
+      (q->wr_id & 0xffff) < (unsigned)c->slots)
+    flight_done(c, q->peer, (unsigned)(q->wr_id & 0xffff));
+}
+
 static int handle_cqe(uroce_coll_comm *c, const uroce_coll_cqe *q,
                       uint64_t now) {
   uroce_coll_req *r = &c->req;
   if (q->peer < 0 || q->peer >= c->size || q->peer == c->rank)
     return 0; /* not ours: ignore */
   coll_peer *p = &c->peers[q->peer];
+  note_write_done(c, q);
   if (q->status != 0) {
     set_err(c, "%s: transport error %d on the connection to rank %d",
             uroce_coll_kind_name(r->kind), q->status, q->peer);
@@ -268,8 +315,12 @@ static int poll_once(uroce_coll_comm *c) {
     }
     for (int i = 0; i < n; i++) {
       int rc = handle_cqe(c, &q[i], now);
-      if (rc < 0)
+      if (rc < 0) {
+        /* the rest of the batch only for the in-flight bookkeeping */
+        while (++i < n)
+          note_write_done(c, &q[i]);
         return rc;
+      }
       total += rc;
     }
     if (n < 32)
@@ -324,6 +375,19 @@ static int free_slot(const uroce_coll_comm *c, const coll_peer *p) {
   return -1;
 }
 
+/* Room for one more entry on the in-flight list; 0 if there is none. */
+static int flight_room(uroce_coll_comm *c) {
+  if (c->nflight < c->flight_cap)
+    return 1;
+  int cap = c->flight_cap ? 2 * c->flight_cap : 64;
+  gflight *f = realloc(c->flight, (size_t)cap * sizeof *f);
+  if (!f)
+    return 0;
+  c->flight = f;
+  c->flight_cap = cap;
+  return 1;
+}
+
 /* Post chunk j of send x. 1 posted, 0 no slot or queue full, <0 error. */
 static int post_chunk(uroce_coll_req *r, const xfer *x, size_t j) {
   uroce_coll_comm *c = r->comm;
@@ -335,16 +399,29 @@ static int post_chunk(uroce_coll_req *r, const xfer *x, size_t j) {
   char *dst = slot_ptr(c->send_ring, c, x->peer, (unsigned)s);
   slot_hdr h = {c->seq, x->tag, 0, (uint32_t)j, (uint32_t)len};
   memcpy(dst, &h, sizeof h);
-  if (!c->phantom) {
-    const char *base = x->buf == BUF_SRC ? r->src : r->work;
-    memcpy(dst + HDR_BYTES, base + x->off + j * r->chunk, len);
-  }
+  size_t soff = x->off + j * r->chunk;
+  const char *base = x->buf == BUF_SRC ? r->src : r->work;
+  /* the gather path: the header from the slot, the payload from the
+   * buffer (registered at start; r->gather is never set when phantom) */
+  int gather =
+      ((r->gather >> x->buf) & 1) && len >= c->gather_min && flight_room(c);
+  if (!c->phantom && !gather)
+    memcpy(dst + HDR_BYTES, base + soff, len);
   size_t loff = (size_t)(dst - c->send_ring);
   uint64_t raddr =
       p->raddr + ((size_t)c->rank * (size_t)c->slots + s) * c->slot_stride;
-  int rc = c->tp.post_write_imm(
-      c->tp.ctx, x->peer, &c->send_mr, loff, HDR_BYTES + len, raddr, p->rkey,
-      IMM_MAKE(IMM_DATA, s), (WRID_DATA << 56) | (uint64_t)s);
+  int rc;
+  if (gather) {
+    const uroce_coll_mr *m = &c->src_mr[x->buf];
+    size_t moff = (size_t)((uintptr_t)(base + soff) - (uintptr_t)m->addr);
+    rc = c->tp.post_write_imm2(
+        c->tp.ctx, x->peer, &c->send_mr, loff, HDR_BYTES, m, moff, len, raddr,
+        p->rkey, IMM_MAKE(IMM_DATA, s), (WRID_DATA << 56) | (uint64_t)s);
+  } else {
+    rc = c->tp.post_write_imm(
+        c->tp.ctx, x->peer, &c->send_mr, loff, HDR_BYTES + len, raddr, p->rkey,
+        IMM_MAKE(IMM_DATA, s), (WRID_DATA << 56) | (uint64_t)s);
+  }
   if (rc == UROCE_ERR_QUEUE_FULL)
     return 0;
   if (rc < 0) {
@@ -354,7 +431,23 @@ static int post_chunk(uroce_coll_req *r, const xfer *x, size_t j) {
   }
   p->await_credit |= 1ull << s;
   p->await_comp |= 1ull << s;
+  if (gather) {
+    p->gathered |= 1ull << s;
+    c->flight[c->nflight++] =
+        (gflight){x->peer, (unsigned)s, x->buf, soff, soff + len};
+  }
   return 1;
+}
+
+/* The gathered write in flight that still reads bytes [lo, hi) of the
+ * working buffer (a receive must not write them yet), or -1. */
+static int work_in_flight(const uroce_coll_comm *c, size_t lo, size_t hi) {
+  for (int i = 0; i < c->nflight; i++) {
+    const gflight *f = &c->flight[i];
+    if (f->buf == BUF_WORK && f->lo < hi && lo < f->hi)
+      return i;
+  }
+  return -1;
 }
 
 /* Find the slot holding (seq, tag, chunk) from x->peer. -1 if not there. */
@@ -389,8 +482,11 @@ static int take_chunk(uroce_coll_req *r, const xfer *x, size_t j) {
             uroce_coll_kind_name(r->kind), x->peer, h.len, j, x->tag, len);
     return fail(c, UROCE_COLL_ERR_MISMATCH, x->peer);
   }
+  size_t woff = x->off + j * r->chunk;
+  if (c->nflight && work_in_flight(c, woff, woff + len) >= 0)
+    return 0; /* the chunk waits in its slot for that WRITE_DONE */
   if (!c->phantom) {
-    char *dst = r->work + x->off + j * r->chunk;
+    char *dst = r->work + woff;
     if (x->reduce)
       uroce_coll_reduce_local(dst, slot + HDR_BYTES, len / r->esize, r->dt,
                               r->op);
@@ -503,13 +599,22 @@ static void give_credits(uroce_coll_comm *c) {
 
 /* The peer a stuck request waits for, for the error message. */
 static int waiting_on(const uroce_coll_req *r, const char **what) {
+  const uroce_coll_comm *c = r->comm;
   if (r->rs < r->nsteps && r->rs <= r->ss) {
     const step *st = &r->steps[r->rs];
-    for (int i = 0; i < st->nrecv; i++)
-      if (st->rdone[i] < nchunks(r, st->recv[i].len)) {
-        *what = "data from";
-        return st->recv[i].peer;
-      }
+    for (int i = 0; i < st->nrecv; i++) {
+      const xfer *x = &st->recv[i];
+      size_t j = st->rdone[i];
+      if (j >= nchunks(r, x->len))
+        continue;
+      /* arrived, but its bytes are still being sent from */
+      size_t lo = x->off + j * r->chunk;
+      int f = c->nflight && find_arrival(r, x, j) >= 0
+                  ? work_in_flight(c, lo, lo + chunk_len(r, x, j))
+                  : -1;
+      *what = f >= 0 ? "write completions from" : "data from";
+      return f >= 0 ? c->flight[f].peer : x->peer;
+    }
   }
   if (r->ss < r->nsteps) {
     const step *st = &r->steps[r->ss];
@@ -518,6 +623,10 @@ static int waiting_on(const uroce_coll_req *r, const char **what) {
         *what = "credits from";
         return st->send[i].peer;
       }
+  }
+  if (c->nflight) {
+    *what = "write completions from";
+    return c->flight[0].peer;
   }
   *what = "";
   return -1;
@@ -539,7 +648,9 @@ int uroce_coll_test(uroce_coll_req *r) {
   uint64_t now = c->tp.now_ns(c->tp.ctx);
   if (n > 0 || moved)
     r->last_progress = now;
-  if (r->ss == r->nsteps && r->rs == r->nsteps) {
+  /* Done when the schedule is, and the transport reads the buffers no more
+   * (no gathered write without its WRITE_DONE). */
+  if (r->ss == r->nsteps && r->rs == r->nsteps && !c->nflight) {
     if (r->fin_len && !c->phantom)
       memcpy(r->fin_dst, r->fin_src, r->fin_len);
     r->state = 0;
@@ -598,6 +709,51 @@ uroce_coll_algo uroce_coll_req_algo(const uroce_coll_req *r) {
 
 /* ---- starting collectives --------------------------------------------------
  */
+
+/* The gather path for request r: register the parts of its buffers that
+ * chunks of at least gather_min bytes are sent from (reusing the cached
+ * registration when it covers them) and mark those buffers in r->gather.
+ * A buffer that cannot be registered is sent through the ring as before.
+ * No write reads the cached regions now: the previous request completed,
+ * so its gathered writes did; a failed comm starts nothing. */
+static void gather_setup(uroce_coll_req *r) {
+  uroce_coll_comm *c = r->comm;
+  size_t lo[2] = {SIZE_MAX, SIZE_MAX}, hi[2] = {0, 0};
+  if (!c->gather || r->chunk < c->gather_min)
+    return;
+  for (int s = 0; s < r->nsteps; s++) {
+    const step *st = &r->steps[s];
+    for (int i = 0; i < st->nsend; i++) {
+      const xfer *x = &st->send[i];
+      if ((x->len < r->chunk ? x->len : r->chunk) < c->gather_min)
+        continue;
+      if (x->off < lo[x->buf])
+        lo[x->buf] = x->off;
+      if (x->off + x->len > hi[x->buf])
+        hi[x->buf] = x->off + x->len;
+    }
+  }
+  for (int b = 0; b < 2; b++) {
+    if (lo[b] >= hi[b])
+      continue;
+    uintptr_t a = (uintptr_t)(b == BUF_SRC ? r->src : r->work) + lo[b];
+    size_t len = hi[b] - lo[b];
+    uroce_coll_mr *m = &c->src_mr[b];
+    uintptr_t ma = (uintptr_t)m->addr;
+    if (c->src_mr_ok[b] && a >= ma && len <= m->length &&
+        a - ma <= m->length - len) {
+      r->gather |= (uint8_t)(1u << b);
+      continue;
+    }
+    if (c->src_mr_ok[b])
+      c->tp.dereg_mr(c->tp.ctx, m);
+    c->src_mr_ok[b] = 0;
+    if (c->tp.reg_mr_src(c->tp.ctx, (void *)a, len, m) == 0) {
+      c->src_mr_ok[b] = 1;
+      r->gather |= (uint8_t)(1u << b);
+    }
+  }
+}
 
 static char *scratch(uroce_coll_comm *c, int i, size_t len) {
   if (c->scratch_len[i] < len) {
@@ -724,6 +880,7 @@ int uroce_coll_start(uroce_coll_comm *c, uroce_coll_kind kind,
     rc = coll_sched_build(r, count, root);
   if (rc < 0)
     return rc;
+  gather_setup(r);
   r->state = UROCE_COLL_INPROGRESS;
   r->last_progress = c->tp.now_ns(c->tp.ctx);
   *out = r;

@@ -1,10 +1,12 @@
 /* Collectives over the in-memory fabric: every collective, type, operation
  * and algorithm on 1 to 16 ranks, uneven counts, in place and out of place,
  * with and without reordered arrivals, checked element by element against
- * a reference computed in float64. Inputs are small integers (and powers of
- * two for products) so every partial result is exact in every type and the
- * comparison can be exact; a separate test uses random reals with a
- * tolerance. */
+ * a reference computed in float64. The matrix runs twice: with the gather
+ * path (payloads written straight from the caller's buffers, checked to
+ * stay untouched until their writes complete) and with the staging copy. Inputs
+ * are small integers (and powers of two for products) so every partial result
+ * is exact in every type and the comparison can be exact; a separate test uses
+ * random reals with a tolerance. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +74,29 @@ typedef struct fab {
   uroce_coll_comm **comms;
 } fab;
 
+/* How the fabrics of the current pass are made: whether the transport
+ * offers the gather path, and UROCE_COLL_GATHER_MIN for the comms (NULL:
+ * the default, under which the small chunks of most tests are copied). */
+static int gather_on = 1;
+static const char *gather_min;
+static uint64_t gathered_writes; /* over the fabrics of the current pass */
+
+static int make_comms(coll_mem *m, const uroce_coll_config *cfg,
+                      uroce_coll_comm **comms) {
+  coll_mem_set_gather(m, gather_on);
+  if (gather_min)
+    setenv("UROCE_COLL_GATHER_MIN", gather_min, 1);
+  int rc = coll_mem_comms(m, cfg, comms);
+  unsetenv("UROCE_COLL_GATHER_MIN");
+  return rc;
+}
+
+static void mem_done(coll_mem *m) {
+  CHECK_EQ(coll_mem_violations(m), 0);
+  gathered_writes += coll_mem_writes2(m);
+  coll_mem_del(m);
+}
+
 static fab fab_new(int n, uint64_t seed, uint64_t delay, size_t chunk,
                    int slots) {
   fab f = {n, coll_mem_new(n, seed, delay), calloc((size_t)n, sizeof(void *))};
@@ -80,15 +105,17 @@ static fab fab_new(int n, uint64_t seed, uint64_t delay, size_t chunk,
   cfg.chunk_bytes = chunk;
   cfg.slots = slots;
   cfg.timeout_ns = 1000000000ull;
-  CHECK_EQ(coll_mem_comms(f.m, &cfg, f.comms), 0);
+  CHECK_EQ(make_comms(f.m, &cfg, f.comms), 0);
   return f;
 }
 
 static void fab_del(fab *f) {
-  for (int i = 0; i < f->n; i++)
+  for (int i = 0; i < f->n; i++) {
     uroce_coll_comm_del(f->comms[i]);
+    CHECK_EQ(coll_mem_mrs(f->m, i), 0); /* every registration is gone */
+  }
   free(f->comms);
-  coll_mem_del(f->m);
+  mem_done(f->m);
 }
 
 static int cases, case_failures;
@@ -141,7 +168,10 @@ static void run_case(fab *f, uroce_coll_kind kind, uroce_coll_dtype dt, int op,
       bad = 1;
     }
   }
+  uint64_t viol = coll_mem_violations(f->m);
   if (!bad && coll_mem_run(f->m, reqs, rc, 10000000000ull) != 0)
+    bad = 1;
+  if (coll_mem_violations(f->m) != viol)
     bad = 1;
   for (int r = 0; r < n && !bad; r++)
     if (rc[r] != 0) {
@@ -427,7 +457,7 @@ static void dead_rank(uroce_coll_kind kind, uroce_coll_algo algo, int n,
   cfg.chunk_bytes = 1024;
   cfg.slots = 2;
   cfg.timeout_ns = 50000000; /* 50 ms of virtual time */
-  CHECK_EQ(coll_mem_comms(m, &cfg, comms), 0);
+  CHECK_EQ(make_comms(m, &cfg, comms), 0);
   size_t count = 200000;
   float *buf = calloc((size_t)n * count * (size_t)n, sizeof(float));
   uroce_coll_req *reqs[16];
@@ -482,7 +512,7 @@ static void dead_rank(uroce_coll_kind kind, uroce_coll_algo algo, int n,
   for (int r = 0; r < n; r++)
     uroce_coll_comm_del(comms[r]);
   free(buf);
-  coll_mem_del(m);
+  mem_done(m);
 }
 
 static void test_dead_rank(void) {
@@ -590,16 +620,204 @@ static void test_connect_checks(void) {
   coll_mem_del(m);
 }
 
-int main(void) {
-  T_RUN(test_connect_checks);
-  T_RUN(test_wait_timeout);
-  T_RUN(test_env_override);
+/* The gather path registers the caller's buffers for local reads only:
+ * they never become remotely writable. Registrations are cached while the
+ * buffers stay the same, replaced when they change, and gone with the
+ * comm. */
+static void test_gather_rights(void) {
+  int n = 3;
+  size_t count = 6000; /* float32: 3 blocks of 8000 bytes, 2 chunks each */
+  fab f = fab_new(n, 21, 0, 4096, 4);
+  float *buf[3][3]; /* per rank: in, out, another out */
+  for (int r = 0; r < n; r++)
+    for (int k = 0; k < 3; k++) {
+      buf[r][k] = malloc((size_t)n * count * sizeof(float));
+      for (size_t i = 0; i < (size_t)n * count; i++)
+        buf[r][k][i] = (float)(r + 1);
+    }
+  uroce_coll_req *reqs[3];
+  int rc[3], mrs[3];
+  for (int round = 0; round < 3; round++) {
+    int out = round == 2 ? 2 : 1; /* round 2: another buffer */
+    uint64_t w2 = coll_mem_writes2(f.m);
+    for (int r = 0; r < n; r++)
+      CHECK_EQ(uroce_coll_start(f.comms[r], UROCE_COLL_ALLREDUCE, buf[r][0],
+                                buf[r][out], count, UROCE_COLL_FLOAT32,
+                                UROCE_COLL_SUM, 0, UROCE_COLL_ALGO_RING,
+                                &reqs[r]),
+               0);
+    CHECK_EQ(coll_mem_run(f.m, reqs, rc, 1000000000ull), 0);
+    CHECK(coll_mem_writes2(f.m) > w2);
+    for (int r = 0; r < n; r++) {
+      CHECK_EQ(rc[r], 0);
+      CHECK(buf[r][out][count - 1] == 6.0f);
+      /* allreduce sends from the output buffer: registered, local only */
+      CHECK_EQ(coll_mem_mr_access(f.m, r, buf[r][out]), 0);
+      CHECK_EQ(coll_mem_mr_access(f.m, r, buf[r][out] + count - 1), 0);
+      CHECK_EQ(coll_mem_mr_access(f.m, r, buf[r][0]), -1);
+      if (round == 0)
+        mrs[r] = coll_mem_mrs(f.m, r);
+      CHECK_EQ(coll_mem_mrs(f.m, r), mrs[r]); /* reused, or replaced */
+      if (round == 2)
+        CHECK_EQ(coll_mem_mr_access(f.m, r, buf[r][1]), -1);
+    }
+  }
+  /* all-to-all sends from the input: both buffers local only */
+  for (int r = 0; r < n; r++)
+    CHECK_EQ(uroce_coll_alltoall_start(f.comms[r], buf[r][0], buf[r][1], count,
+                                       UROCE_COLL_FLOAT32, &reqs[r]),
+             0);
+  CHECK_EQ(coll_mem_run(f.m, reqs, rc, 1000000000ull), 0);
+  for (int r = 0; r < n; r++) {
+    CHECK_EQ(rc[r], 0);
+    CHECK_EQ(coll_mem_mr_access(f.m, r, buf[r][0] + (r + 1) % n * count), 0);
+    CHECK_EQ(coll_mem_mr_access(f.m, r, buf[r][0] + (r + 2) % n * count), 0);
+    /* the output only receives here; round 2 replaced its registration */
+    CHECK_EQ(coll_mem_mr_access(f.m, r, buf[r][1]), -1);
+    CHECK(buf[r][1][count * 2] == 3.0f);
+  }
+  /* a peer's write into such a region fails the remote access check */
+  uroce_coll_transport *t0 = coll_mem_tp(f.m, 0), *t1 = coll_mem_tp(f.m, 1);
+  uroce_coll_mr src, ring;
+  char mine[64] = {0}, theirs[64];
+  memset(theirs, 7, sizeof theirs);
+  CHECK_EQ(t0->reg_mr_src(t0->ctx, mine, sizeof mine, &src), 0);
+  CHECK_EQ(t1->reg_mr(t1->ctx, theirs, sizeof theirs, &ring), 0);
+  CHECK_EQ(t1->post_write_imm(t1->ctx, 0, &ring, 0, 64, (uintptr_t)mine,
+                              src.rkey, 0, 99),
+           0);
+  uroce_coll_cqe q = {0};
+  while (t1->poll(t1->ctx, &q, 1) == 1 && q.wr_id != 99)
+    ; /* the credits' completions come first */
+  CHECK(q.wr_id == 99 && q.status != 0);
+  CHECK_EQ(mine[0], 0);
+  t0->dereg_mr(t0->ctx, &src);
+  t1->dereg_mr(t1->ctx, &ring);
+  fab_del(&f);
+  for (int r = 0; r < n; r++)
+    for (int k = 0; k < 3; k++)
+      free(buf[r][k]);
+}
+
+/* A request that wrote from the caller's buffer completes only after those
+ * writes' WRITE_DONEs (the transport may read the buffer until then); with
+ * the staging copy it need not wait. Receives into bytes that a write in
+ * flight still reads wait for it too (the fabric checks both, for every
+ * algorithm, with completions far behind arrivals). And a WRITE_DONE that
+ * never comes fails the request by the timeout, naming the peer. */
+static void test_gather_completion(void) {
+  const uint64_t lag = 400000; /* 400 us of virtual time */
+  for (int g = 0; g < 2; g++) {
+    coll_mem *m = coll_mem_new(2, 5, 0);
+    coll_mem_set_gather(m, g);
+    coll_mem_set_done_delay(m, lag);
+    uroce_coll_comm *comms[2];
+    uroce_coll_config cfg;
+    uroce_coll_config_init(&cfg);
+    cfg.chunk_bytes = 8192;
+    CHECK_EQ(coll_mem_comms(m, &cfg, comms), 0);
+    float a[2][2048];
+    uroce_coll_req *reqs[2];
+    int rc[2];
+    for (int r = 0; r < 2; r++) {
+      for (int i = 0; i < 2048; i++)
+        a[r][i] = (float)(i + r);
+      CHECK_EQ(uroce_coll_start(comms[r], UROCE_COLL_ALLGATHER, a[r] + 1024 * r,
+                                a[r], 1024, UROCE_COLL_FLOAT32, UROCE_COLL_SUM,
+                                0, UROCE_COLL_ALGO_RING, &reqs[r]),
+               0);
+    }
+    uint64_t t0 = coll_mem_now(m);
+    CHECK_EQ(coll_mem_run(m, reqs, rc, 1000000000ull), 0);
+    uint64_t took = coll_mem_now(m) - t0;
+    CHECK(g ? took >= lag : took < lag);
+    CHECK(rc[0] == 0 && rc[1] == 0);
+    CHECK(a[0][1500] == 1501.0f && a[1][3] == 3.0f);
+    CHECK_EQ(coll_mem_writes2(m) > 0, g);
+    for (int r = 0; r < 2; r++)
+      uroce_coll_comm_del(comms[r]);
+    mem_done(m);
+  }
+
+  const char *save = gather_min;
+  gather_min = "1";
+  gather_on = 1;
+  for (int n = 2; n <= 5; n++) {
+    fab f = fab_new(n, 40 + (uint64_t)n, 2000, 256, 3);
+    coll_mem_set_done_delay(f.m, 30000);
+    uint64_t seed = 500;
+    for (int k = 0; k < NKINDS; k++)
+      for (int a = 0; a < kinds[k].nalgo; a++)
+        for (int ip = 0; ip < 2; ip++) {
+          run_case(&f, kinds[k].kind, UROCE_COLL_INT32,
+                   kinds[k].has_op ? UROCE_COLL_SUM : 0, kinds[k].algos[a],
+                   1000 + (size_t)n, ip, (int)(seed % (uint64_t)n), seed);
+          seed++;
+        }
+    fab_del(&f);
+  }
+
+  coll_mem *m = coll_mem_new(2, 6, 0);
+  coll_mem_set_done_delay(m, 10000000000ull); /* never, in effect */
+  uroce_coll_comm *comms[2];
+  uroce_coll_config cfg;
+  uroce_coll_config_init(&cfg);
+  cfg.timeout_ns = 50000000;
+  CHECK_EQ(make_comms(m, &cfg, comms), 0);
+  gather_min = save;
+  float x[2][512] = {{0}};
+  uroce_coll_req *reqs[2];
+  int rc[2];
+  for (int r = 0; r < 2; r++)
+    CHECK_EQ(uroce_coll_allreduce_start(comms[r], x[r], x[r], 512,
+                                        UROCE_COLL_FLOAT32, UROCE_COLL_SUM,
+                                        &reqs[r]),
+             0);
+  CHECK_EQ(coll_mem_run(m, reqs, rc, 1000000000ull), 0);
+  for (int r = 0; r < 2; r++) {
+    CHECK_EQ(rc[r], UROCE_COLL_ERR_PEER_TIMEOUT);
+    CHECK(strstr(uroce_coll_errmsg(comms[r]), "write completions from rank"));
+  }
+  printf("no WRITE_DONE: %s\n", uroce_coll_errmsg(comms[0]));
+  for (int r = 0; r < 2; r++)
+    uroce_coll_comm_del(comms[r]);
+  coll_mem_del(m); /* its gathered writes never completed */
+}
+
+/* The correctness matrix, once per way of sending payloads. */
+static void run_matrix(void) {
   T_RUN(test_sweep_small);
+  const char *save = gather_min;
+  gather_min = NULL; /* 4 KiB chunks: full ones gathered, tails copied */
   T_RUN(test_sweep_large);
+  gather_min = save;
   T_RUN(test_auto);
   T_RUN(test_real_tolerance);
   T_RUN(test_mismatch);
   T_RUN(test_dead_rank);
+}
+
+int main(void) {
+  T_RUN(test_connect_checks);
+  T_RUN(test_wait_timeout);
+  T_RUN(test_env_override);
+  /* gather path, every chunk of any size gathered */
+  gather_on = 1;
+  gather_min = "1";
+  gathered_writes = 0;
+  run_matrix();
+  CHECK(gathered_writes > 0);
+  printf("gather pass: %llu gathered writes\n",
+         (unsigned long long)gathered_writes);
+  /* staging copy */
+  gather_on = 0;
+  gather_min = NULL;
+  gathered_writes = 0;
+  run_matrix();
+  CHECK_EQ(gathered_writes, 0);
+  gather_on = 1;
+  T_RUN(test_gather_rights);
+  T_RUN(test_gather_completion);
   printf("%d collective cases, %d failed\n", cases, case_failures);
   return T_DONE();
 }
