@@ -177,25 +177,6 @@ static void fill_icrc(const struct uroce_udp_sock *s, struct uroce_udp_tx *t,
   put_le32(t->icrc, c);
 }
 
-/* Whether t can go out on its entropy socket without an address: connects
- * the socket to t's destination if it is not connected yet. */
-static bool tx_connected(struct uroce_udp_sock *s,
-                         const struct uroce_udp_tx *t,
-                         const struct sockaddr_storage *sa, socklen_t sl) {
-  unsigned e = t->entropy;
-  if (e == 0 || (int)e > s->n_entropy)
-    return false; /* the main socket receives from everyone */
-  e--;
-  if (!s->econn[e]) {
-    if (connect(s->efd[e], (const struct sockaddr *)sa, sl) < 0)
-      return false;
-    s->econn[e] = true;
-    memcpy(s->edst[e], t->dst, 16);
-    s->edport[e] = t->dport;
-  }
-  return s->edport[e] == t->dport && memcmp(s->edst[e], t->dst, 16) == 0;
-}
-
 static bool same_flow(const struct uroce_udp_tx *a,
                       const struct uroce_udp_tx *b) {
   return a->entropy == b->entropy && a->dport == b->dport &&
@@ -224,10 +205,6 @@ int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
       m->msg_name = &addrs[k];
       m->msg_namelen =
           to_sockaddr(s->ipver, tx[idx].dst, tx[idx].dport, &addrs[k]);
-      if (tx_connected(s, &tx[idx], &addrs[k], m->msg_namelen)) {
-        m->msg_name = NULL; /* the socket's cached route */
-        m->msg_namelen = 0;
-      }
       m->msg_iov = &iov[niov];
       size_t size = tx[idx].bth_len + UROCE_ICRC_LEN;
       unsigned cnt = 0;

@@ -37,12 +37,6 @@ struct uroce_udp_sock {
   int n_entropy;
   int efd[UROCE_UDP_MAX_ENTROPY];
   uint16_t eport[UROCE_UDP_MAX_ENTROPY];
-  /* An entropy socket is connected to the first destination it sends to,
-   * so that the kernel keeps its route instead of looking it up on every
-   * send; other destinations still go out through it with an address. */
-  bool econn[UROCE_UDP_MAX_ENTROPY];
-  uint8_t edst[UROCE_UDP_MAX_ENTROPY][16];
-  uint16_t edport[UROCE_UDP_MAX_ENTROPY];
   bool gso, gro; /* what the kernel accepted */
   uint8_t ecn;   /* ECN codepoint sent (2 = ECT(0)) */
   struct uroce_udp_stats st;
