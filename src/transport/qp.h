@@ -241,6 +241,7 @@ struct resp {
   /* resources */
   struct resp_res *res;
   uint32_t nres, res_next;
+  bool any_pending; /* some res may be pending; false: none is */
   /* UROCE_ENG_OOO_WRITE: the WRITE in progress and the PSNs after epsn
    * already placed (bit psn & ooo_mask) */
   uint32_t msg_first, msg_last;

@@ -458,7 +458,7 @@ void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
         res->rkey = uroce_reth_rkey(reth);
         res->va = uroce_reth_va(reth);
         res->left = len;
-        res->pending = true;
+        res->pending = qp->resp.any_pending = true;
         r->epsn = uroce_psn_add(res->last_psn, 1);
         r->msn = (r->msn + 1) & UROCE_PSN_MASK;
         r->ack_pending = r->ack_now = false; /* the response acks */
@@ -482,7 +482,7 @@ void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
         res->type = RES_ATOMIC;
         res->first_psn = res->last_psn = res->cur_psn = psn;
         res->orig = orig;
-        res->pending = true;
+        res->pending = qp->resp.any_pending = true;
         r->epsn = uroce_psn_add(psn, 1);
         r->msn = (r->msn + 1) & UROCE_PSN_MASK;
         r->ack_pending = r->ack_now = false;
@@ -608,11 +608,11 @@ void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
         res->va = va;
         res->left = len;
         res->first_sent = false;
-        res->pending = true;
+        res->pending = qp->resp.any_pending = true;
       } else if (mask & UROCE_OPM_ATOMIC) {
         struct resp_res *res = res_find(qp, RES_ATOMIC, psn);
         if (res) /* resend the saved result, never execute twice */
-          res->pending = true;
+          res->pending = qp->resp.any_pending = true;
       } else {
         r->ack_pending = r->ack_now = true; /* the ACK may have been lost */
       }
@@ -705,12 +705,16 @@ static void put_ack_hdr(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
 
 static struct resp_res *oldest_pending(struct uroce_qp *qp) {
   struct resp_res *best = 0;
+  if (!qp->resp.any_pending) /* the common case: nothing to answer */
+    return 0;
   for (uint32_t i = 0; i < qp->resp.nres; i++) {
     struct resp_res *res = &qp->resp.res[i];
     if (res->pending &&
         (!best || uroce_psn_cmp(res->cur_psn, best->cur_psn) < 0))
       best = res;
   }
+  if (!best)
+    qp->resp.any_pending = false;
   return best;
 }
 
