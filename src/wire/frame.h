@@ -103,6 +103,16 @@ uint32_t uroce_icrc_udp(int ipver, const uint8_t src[16], const uint8_t dst[16],
                         uint16_t sport, uint16_t dport, uint16_t ip_id,
                         const struct iovec *iov, int iovcnt, size_t bth_len);
 
+/* uroce_icrc_udp in two parts, so that a sender can keep the first: the
+ * CRC state after the masked prefix (8 x 0xFF, IP and UDP headers), which
+ * depends only on the arguments given, and its continuation over the
+ * masked BTH and the rest. rest(prefix(...), iov, ...) == icrc_udp(...). */
+uint32_t uroce_icrc_udp_prefix(int ipver, const uint8_t src[16],
+                               const uint8_t dst[16], uint16_t sport,
+                               uint16_t dport, uint16_t ip_id, size_t bth_len);
+uint32_t uroce_icrc_udp_rest(uint32_t prefix, const struct iovec *iov,
+                             int iovcnt, size_t bth_len);
+
 /* ICRC of a parsed frame, and whether the one it carries matches.
  * f->bth_len must be at least 16 (BTH + ICRC). */
 uint32_t uroce_frame_icrc(const struct uroce_frame *f);

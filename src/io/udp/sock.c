@@ -168,13 +168,24 @@ static int tx_fd(const struct uroce_udp_sock *s, unsigned e) {
 /* seg: the packet's place in its GSO send. The kernel gives a DF packet
  * of an unconnected socket identification 0 and, when it segments a GSO
  * send, numbers the segments from there, so segment i carries i. */
-static void fill_icrc(const struct uroce_udp_sock *s, struct uroce_udp_tx *t,
+static void fill_icrc(struct uroce_udp_sock *s, struct uroce_udp_tx *t,
                       unsigned seg) {
   t->ip_id = s->ipver == 4 ? (uint16_t)seg : 0;
-  uint32_t c =
-      uroce_icrc_udp(s->ipver, s->addr, t->dst, uroce_udp_sport(s, t->entropy),
-                     t->dport, t->ip_id, t->seg, t->nseg, t->bth_len);
-  put_le32(t->icrc, c);
+  uint16_t sport = uroce_udp_sport(s, t->entropy);
+  unsigned h = (t->ip_id ^ t->bth_len * 7u ^ sport * 13u ^ t->dst[15] * 31u) &
+               (sizeof(s->pcache) / sizeof(s->pcache[0]) - 1);
+  __typeof__(&s->pcache[0]) e = &s->pcache[h];
+  if (e->bth_len != t->bth_len || e->ip_id != t->ip_id || e->sport != sport ||
+      e->dport != t->dport || memcmp(e->dst, t->dst, 16) != 0) {
+    e->crc = uroce_icrc_udp_prefix(s->ipver, s->addr, t->dst, sport, t->dport,
+                                   t->ip_id, t->bth_len);
+    memcpy(e->dst, t->dst, 16);
+    e->sport = sport;
+    e->dport = t->dport;
+    e->ip_id = t->ip_id;
+    e->bth_len = t->bth_len;
+  }
+  put_le32(t->icrc, uroce_icrc_udp_rest(e->crc, t->seg, t->nseg, t->bth_len));
 }
 
 static bool same_flow(const struct uroce_udp_tx *a,
@@ -282,8 +293,7 @@ int uroce_udp_recv(struct uroce_udp_sock *s, struct uroce_udp_rx *rx,
   if (vlen > UROCE_UDP_BATCH)
     vlen = UROCE_UDP_BATCH;
   for (unsigned i = 0; i < vlen; i++) {
-    iov[i] = (struct iovec){s->rxbuf + (size_t)i * RX_STRIDE,
-                            UROCE_UDP_RX_BUF};
+    iov[i] = (struct iovec){s->rxbuf + (size_t)i * RX_STRIDE, UROCE_UDP_RX_BUF};
     struct msghdr *m = &mm[i].msg_hdr;
     memset(m, 0, sizeof(*m));
     m->msg_name = &addrs[i];

@@ -40,6 +40,15 @@ struct uroce_udp_sock {
   bool gso, gro; /* what the kernel accepted */
   uint8_t ecn;   /* ECN codepoint sent (2 = ECT(0)) */
   struct uroce_udp_stats st;
+  /* ICRC state after the masked IP and UDP headers of recent sends, by
+   * (destination, ports, identification, length): a GSO send numbers its
+   * segments 0, 1, ... so the same few keys come back all the time. */
+  struct {
+    uint8_t dst[16];
+    uint16_t sport, dport, ip_id;
+    uint32_t bth_len; /* 0: empty */
+    uint32_t crc;
+  } pcache[64];
   uint8_t *rxbuf; /* UROCE_UDP_BATCH buffers of UROCE_UDP_RX_BUF, staggered */
 };
 
