@@ -36,6 +36,14 @@ static void build(uint8_t *buf, uint32_t psn, size_t payload) {
     buf[hl + i] = (uint8_t)(psn + i);
 }
 
+static size_t pay_of(int i) {
+  if (i % 50 == 49)
+    return 100;
+  if (i % 50 >= 20 && i % 50 < 30)
+    return i % 2 ? 1024 : 1040;
+  return 1024;
+}
+
 static void test_loopback(int ipver) {
   uint8_t aa[16], ba[16];
   uroce_addr_parse(ipver == 4 ? "127.0.0.11" : "::1", aa);
@@ -48,11 +56,13 @@ static void test_loopback(int ipver) {
   CHECK_EQ(uroce_udp_open(&dup, aa, a.port, 0), -EADDRINUSE);
 
   enum { N = 200, PAY = 1024 };
-  static uint8_t bufs[N][16 + PAY];
+  static uint8_t bufs[N][32 + PAY];
   static struct uroce_udp_tx tx[N];
   for (int i = 0; i < N; i++) {
-    /* Runs of equal sizes (GSO-able), a few odd ones, several sources. */
-    size_t pay = (i % 50 == 49) ? 100 : PAY;
+    /* Runs of equal sizes (GSO-able), a few odd ones, several sources,
+     * and big/small alternating like a 2-packet WRITE's FIRST and LAST
+     * (a short packet may end a GSO send). */
+    size_t pay = pay_of(i);
     build(bufs[i], (uint32_t)i, pay);
     memset(&tx[i], 0, sizeof(tx[i]));
     memcpy(tx[i].dst, ba, 16);
@@ -82,7 +92,7 @@ static void test_loopback(int ipver) {
     if (psn >= N)
       continue;
     seen[psn]++;
-    CHECK_EQ(pi.payload_len, (psn % 50 == 49) ? 100 : PAY);
+    CHECK_EQ(pi.payload_len, pay_of((int)psn));
     CHECK_EQ(rx[i].data[12 + 5], (uint8_t)(psn + 5));
     CHECK(uroce_udp_icrc_ok(&b, &rx[i]));
     CHECK_EQ(rx[i].sport, uroce_udp_sport(&a, (psn / 50) % 5));
@@ -95,7 +105,7 @@ static void test_loopback(int ipver) {
     CHECK(a.st.tx_gso_calls > 0);
   /* A corrupted packet fails the ICRC check. */
   if (got > 0) {
-    uint8_t copy[16 + PAY + 4];
+    uint8_t copy[32 + PAY + 4];
     memcpy(copy, rx[0].data, rx[0].len);
     copy[40] ^= 1;
     struct uroce_udp_rx bad = rx[0];

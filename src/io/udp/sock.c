@@ -188,10 +188,13 @@ static void fill_icrc(struct uroce_udp_sock *s, struct uroce_udp_tx *t,
   put_le32(t->icrc, uroce_icrc_udp_rest(e->crc, t->seg, t->nseg, t->bth_len));
 }
 
+/* Whether b can follow a in a GSO send that a starts: same destination
+ * and socket, and the same size - or a smaller one, which then ends the
+ * send (the kernel lets only the last segment be short). */
 static bool same_flow(const struct uroce_udp_tx *a,
                       const struct uroce_udp_tx *b) {
   return a->entropy == b->entropy && a->dport == b->dport &&
-         a->bth_len == b->bth_len && memcmp(a->dst, b->dst, 16) == 0;
+         a->bth_len >= b->bth_len && memcmp(a->dst, b->dst, 16) == 0;
 }
 
 int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
@@ -230,6 +233,7 @@ int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
         cnt++;
       } while (s->gso && idx + cnt < n && cnt < GSO_MAX_SEGS &&
                (cnt + 1) * size <= GSO_MAX_BYTES &&
+               tx[idx + cnt - 1].bth_len == tx[idx].bth_len &&
                same_flow(&tx[idx], &tx[idx + cnt]));
       if (cnt == 0)
         break;
@@ -267,7 +271,8 @@ int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
     }
     for (int i = 0; i < r; i++) {
       s->st.tx_pkts += npkts[i];
-      s->st.tx_bytes += (uint64_t)npkts[i] * (tx[done].bth_len + 4);
+      for (unsigned j = 0; j < npkts[i]; j++)
+        s->st.tx_bytes += tx[done + j].bth_len + UROCE_ICRC_LEN;
       done += npkts[i];
     }
     if ((unsigned)r < k)
