@@ -171,12 +171,12 @@ typedef struct uroce_coll_transport {
 /* ---- communicator ------------------------------------------------------- */
 
 typedef struct uroce_coll_config {
-  size_t chunk_bytes;   /* payload per RDMA WRITE; default 64 KiB. With a
+  size_t chunk_bytes;   /* payload per RDMA WRITE; default 256 KiB. With a
                            transport that gathers, chunks of >= 4 KiB are
                            written from the buffers without a copy; env
                            UROCE_COLL_GATHER_MIN (bytes, or "off") moves
                            that bound */
-  int slots;            /* staging slots per peer (credits); default 8 */
+  int slots;            /* staging slots per peer (credits); default 4 */
   uint64_t timeout_ns;  /* no progress this long fails a collective with
                            PEER_TIMEOUT; default 30 s; env
                            UROCE_COLL_TIMEOUT_MS overrides */

@@ -250,7 +250,7 @@ void uroce_coll_native_attr_init(uroce_coll_native_attr *a) {
    * machine (8 ranks on 2 cores) is not mistaken for a dead one. */
   a->qp_timeout = 16;
   a->retry_cnt = 6;
-  a->slots = 8;
+  a->slots = 4; /* uroce_coll_config_init's */
   a->yield = 1;
 }
 

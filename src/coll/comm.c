@@ -33,8 +33,11 @@ typedef struct info_blob {
 } info_blob;
 
 void uroce_coll_config_init(uroce_coll_config *cfg) {
-  cfg->chunk_bytes = 64 * 1024;
-  cfg->slots = 8;
+  /* 256 KiB x 4 slots: 8-rank allreduce on 2 cores, busbw 1-64 MiB, 3
+   * interleaved runs: 0.32-0.36 GB/s against 0.23-0.32 with 64 KiB x 8
+   * (fewer completions, credits and slot lookups per byte). */
+  cfg->chunk_bytes = 256 * 1024;
+  cfg->slots = 4;
   cfg->timeout_ns = 30ull * 1000000000ull;
   cfg->algo = UROCE_COLL_ALGO_AUTO;
   cfg->phantom = 0;
