@@ -4,6 +4,7 @@
  * reads the engine's single-producer completion ring under a per-CQ
  * consumer lock only, never the device lock. */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -278,6 +279,13 @@ int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
   pthread_mutex_lock(&d->poll_lock);
   int rv = uroce_cq_poll(cq, n, wc);
   pthread_mutex_unlock(&d->poll_lock);
+  /* Nothing yet while the progress thread is awake: give it the CPU if it
+   * shares this core (a busy-polling program on a small machine would
+   * otherwise take half of the NIC's time); with a core of its own the
+   * yield returns at once. */
+  if (rv == 0 && dev->progress == UROCE_PROGRESS_THREAD &&
+      !atomic_load(&dev->sleeping))
+    sched_yield();
   return rv;
 }
 
