@@ -139,6 +139,22 @@ static void tp_dereg_mr(void *ctx, uroce_coll_mr *mr) {
   }
 }
 
+/* A signaled RDMA WRITE WITH IMMEDIATE of nsge pieces to peer. */
+static int post_wimm(uroce_coll_native *n, int peer, struct uroce_sge *sge,
+                     int nsge, uint64_t remote_addr, uint32_t rkey,
+                     uint32_t imm, uint64_t wr_id) {
+  struct uroce_send_wr wr = {0}, *bad;
+  wr.wr_id = wr_id;
+  wr.opcode = UROCE_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = UROCE_SEND_SIGNALED;
+  wr.imm_data = htonl(imm);
+  wr.wr.rdma.remote_addr = remote_addr;
+  wr.wr.rdma.rkey = rkey;
+  wr.sg_list = nsge ? sge : NULL;
+  wr.num_sge = nsge;
+  return uroce_post_send(n->qp[peer], &wr, &bad);
+}
+
 static int tp_post_write_imm(void *ctx, int peer, const uroce_coll_mr *mr,
                              size_t offset, size_t len, uint64_t remote_addr,
                              uint32_t rkey, uint32_t imm, uint64_t wr_id) {
@@ -147,21 +163,10 @@ static int tp_post_write_imm(void *ctx, int peer, const uroce_coll_mr *mr,
       len > UROCE_MAX_MSG || (len && (!mr || offset + len > mr->length)))
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_sge sge = {0};
-  struct uroce_send_wr wr = {0}, *bad;
-  wr.wr_id = wr_id;
-  wr.opcode = UROCE_WR_RDMA_WRITE_WITH_IMM;
-  wr.send_flags = UROCE_SEND_SIGNALED;
-  wr.imm_data = htonl(imm);
-  wr.wr.rdma.remote_addr = remote_addr;
-  wr.wr.rdma.rkey = rkey;
-  if (len) {
-    sge.addr = (uint64_t)(uintptr_t)mr->addr + offset;
-    sge.length = (uint32_t)len;
-    sge.lkey = mr->lkey;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-  }
-  return uroce_post_send(n->qp[peer], &wr, &bad);
+  if (len)
+    sge = (struct uroce_sge){(uint64_t)(uintptr_t)mr->addr + offset,
+                             (uint32_t)len, mr->lkey};
+  return post_wimm(n, peer, &sge, len ? 1 : 0, remote_addr, rkey, imm, wr_id);
 }
 
 /* One write with immediate from 2 pieces: the slot header and the payload
@@ -180,16 +185,7 @@ static int tp_post_write_imm2(void *ctx, int peer, const uroce_coll_mr *mr,
   struct uroce_sge sge[2] = {
       {(uint64_t)(uintptr_t)mr->addr + offset, (uint32_t)len, mr->lkey},
       {(uint64_t)(uintptr_t)mr2->addr + offset2, (uint32_t)len2, mr2->lkey}};
-  struct uroce_send_wr wr = {0}, *bad;
-  wr.wr_id = wr_id;
-  wr.opcode = UROCE_WR_RDMA_WRITE_WITH_IMM;
-  wr.send_flags = UROCE_SEND_SIGNALED;
-  wr.imm_data = htonl(imm);
-  wr.wr.rdma.remote_addr = remote_addr;
-  wr.wr.rdma.rkey = rkey;
-  wr.sg_list = sge;
-  wr.num_sge = 2;
-  return uroce_post_send(n->qp[peer], &wr, &bad);
+  return post_wimm(n, peer, sge, 2, remote_addr, rkey, imm, wr_id);
 }
 
 static int tp_poll(void *ctx, uroce_coll_cqe *cqes, int max) {
