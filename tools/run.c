@@ -92,6 +92,20 @@ static int find_libdir(char *out, size_t n) {
   return has_lib(out) ? 0 : -1;
 }
 
+/* Sets name to "a:b", or to whichever of a and b is set and not empty.
+ * Returns 0, or -1 without memory. */
+static int env_join(const char *name, const char *a, const char *b) {
+  a = a ? a : "";
+  b = b ? b : "";
+  size_t n = strlen(a) + strlen(b) + 2;
+  char *v = malloc(n);
+  if (!v)
+    return -1;
+  snprintf(v, n, "%s%s%s", a, *a && *b ? ":" : "", b);
+  setenv(name, v, 1);
+  free(v);
+  return 0;
+}
 int cmd_run(int argc, char **argv) {
   const char *addr = "127.0.0.1", *ns = NULL, *port = NULL, *pcap = NULL;
   const char *dev = NULL, *rx_drop = NULL;
@@ -140,39 +154,19 @@ int cmd_run(int argc, char **argv) {
             libdir);
     return 1;
   }
-  const char *old = getenv("LD_LIBRARY_PATH");
-  size_t need = strlen(libdir) + (old ? strlen(old) + 1 : 0) + 1;
-  char *path = malloc(need);
-  if (!path)
+  if (env_join("LD_LIBRARY_PATH", libdir, getenv("LD_LIBRARY_PATH")) < 0)
     return 1;
-  snprintf(path, need, "%s%s%s", libdir, old && *old ? ":" : "",
-           old ? old : "");
-  setenv("LD_LIBRARY_PATH", path, 1);
-  free(path);
   setenv("UROCE_ADDR", addr, 1);
 #ifdef UROCE_ASAN_RUNTIME
   /* This build's libraries are compiled with AddressSanitizer; a program
    * that is not must load the sanitizer runtime first. Leaks of the
    * program itself are not ours to report. */
   {
-    const char *pre = getenv("LD_PRELOAD");
-    size_t n = strlen(UROCE_ASAN_RUNTIME) + (pre ? strlen(pre) + 1 : 0) + 1;
-    char *v = malloc(n);
-    if (!v)
+    if (env_join("LD_PRELOAD", UROCE_ASAN_RUNTIME, getenv("LD_PRELOAD")) < 0)
       return 1;
-    snprintf(v, n, "%s%s%s", UROCE_ASAN_RUNTIME, pre && *pre ? ":" : "",
-             pre ? pre : "");
-    setenv("LD_PRELOAD", v, 1);
-    free(v);
     /* Appended, so it wins over a detect_leaks=1 set by the caller. */
-    const char *ao = getenv("ASAN_OPTIONS");
-    size_t m = (ao ? strlen(ao) : 0) + sizeof(":detect_leaks=0");
-    char *o = malloc(m);
-    if (!o)
+    if (env_join("ASAN_OPTIONS", getenv("ASAN_OPTIONS"), "detect_leaks=0") < 0)
       return 1;
-    snprintf(o, m, "%s%sdetect_leaks=0", ao ? ao : "", ao && *ao ? ":" : "");
-    setenv("ASAN_OPTIONS", o, 1);
-    free(o);
   }
 #endif
   if (port)

@@ -254,9 +254,10 @@ def run_local_tools(uroce, side, where):
 
 
 def run_suite(uroce, srv, cli, where, quick, port, only):
-    for name, argv, size, iters, _ in pingpong_cases(quick):
-        if only and not re.search(only, name):
-            continue
+    def one(name, argv, iters, kind, check):
+        """Runs one server/client pair; check(out_srv, out_cli) returns
+        None or what is wrong."""
+        nonlocal port
         port += 1
         base = argv + ["-n", str(iters), "-p", str(port)]
         t0 = time.time()
@@ -264,31 +265,27 @@ def run_suite(uroce, srv, cli, where, quick, port, only):
                                    port)
         bad = None if rs == 0 and rc == 0 else "rc server %d client %d" % (
             rs, rc)
-        bad = bad or check_pingpong(os_, size, iters) or \
-            check_pingpong(oc, size, iters)
-        report("%s %s" % (where, name), bad is None,
-               ("%s (%.1fs)" % (summary(oc, "pp"), time.time() - t0))
-               if bad is None else "%s\n--- server\n%s\n--- client\n%s" %
-               (bad, os_[-1500:], oc[-1500:]))
-    for name, argv, kind, size, iters in perftest_cases(quick):
-        if only and not re.search(only, name):
-            continue
-        port += 1
-        base = argv + ["-n", str(iters), "-p", str(port)]
-        t0 = time.time()
-        rs, rc, os_, oc = run_pair(uroce, srv, cli, base, base + [srv.tcp],
-                                   port)
-        bad = None if rs == 0 and rc == 0 else "rc server %d client %d" % (
-            rs, rc)
-        bad = bad or check_perftest(oc, kind, size, iters)
-        # The bandwidth servers print the same table; latency servers
-        # print none for write/read.
-        if not bad and kind == "bw":
-            bad = check_perftest(os_, kind, size, iters, server=True)
+        bad = bad or check(os_, oc)
         report("%s %s" % (where, name), bad is None,
                ("%s (%.1fs)" % (summary(oc, kind), time.time() - t0))
                if bad is None else "%s\n--- server\n%s\n--- client\n%s" %
                (bad, os_[-1500:], oc[-1500:]))
+
+    for name, argv, size, iters, _ in pingpong_cases(quick):
+        if not only or re.search(only, name):
+            one(name, argv, iters, "pp",
+                lambda os_, oc, size=size, iters=iters:
+                check_pingpong(os_, size, iters) or
+                check_pingpong(oc, size, iters))
+    for name, argv, kind, size, iters in perftest_cases(quick):
+        # The bandwidth servers print the same table; latency servers
+        # print none for write/read.
+        if not only or re.search(only, name):
+            one(name, argv, iters, kind,
+                lambda os_, oc, kind=kind, size=size, iters=iters:
+                check_perftest(oc, kind, size, iters) or
+                (check_perftest(os_, kind, size, iters, server=True)
+                 if kind == "bw" else None))
     return port
 
 
