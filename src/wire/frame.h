@@ -129,6 +129,10 @@ uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len);
  * benchmark, and must not be called where the CPU lacks the feature. */
 uint32_t uroce_crc32_vpclmul(uint32_t crc, const void *buf, size_t len);
 int uroce_crc32_vpclmul_supported(void);
+/* The length from which uroce_crc32 leaves the buffer to ISA-L again
+ * (ISA-L's AVX-512 fold wins on long buffers where the CPU has it);
+ * SIZE_MAX where ISA-L has no wide fold, 0 where the CPU lacks VPCLMULQDQ. */
+size_t uroce_crc32_vpclmul_max(void);
 /* Its constants, for the test that rederives them from the polynomial P.
  * kfold(n) is x^n mod P bit-reflected into bits 1..32 (bit j holds
  * x^(32-j)); fold_k[d] = {kfold(128 d + 32), kfold(128 d - 32)} for d >= 1
