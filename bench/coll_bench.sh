@@ -52,7 +52,25 @@ $PY -c 'import torch.distributed as d; assert d.is_gloo_available()' \
   2>/dev/null || HAVE_GLOO=0
 
 TMP=$(mktemp -d /tmp/uroce-coll-bench.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+# Open MPI and Gloo run over TCP with the host's default congestion
+# control. Some hosts default to BBR, whose pacing holds loopback TCP to
+# a quarter of what CUBIC (Debian's default) reaches; the TCP contenders
+# get CUBIC for the run, and the host's setting comes back at exit.
+OLD_CC=$(sysctl -n net.ipv4.tcp_congestion_control 2>/dev/null || true)
+SET_CC=0
+if [ -n "$OLD_CC" ] && [ "$OLD_CC" != cubic ]; then
+  if sysctl -q -w net.ipv4.tcp_congestion_control=cubic 2>/dev/null; then
+    SET_CC=1
+    echo "# TCP congestion control $OLD_CC -> cubic for this run" >&2
+  else
+    echo "# TCP congestion control stays $OLD_CC (cannot set cubic)" >&2
+  fi
+fi
+cleanup() {
+  rm -rf "$TMP"
+  [ $SET_CC = 0 ] || sysctl -q -w net.ipv4.tcp_congestion_control="$OLD_CC"
+}
+trap cleanup EXIT
 
 # Iterations per size: enough to average small sizes, few for the big ones
 # so that the sweep ends in minutes on a small machine. The same rule for
