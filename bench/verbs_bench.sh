@@ -18,7 +18,7 @@ need ib_write_bw perftest
 # iperf3: one TCP stream on loopback.
 iperf3 -s -1 -p 5299 >/dev/null 2>&1 &
 sleep 0.5
-tcp_bps=$(iperf3 -c 127.0.0.1 -p 5299 -t "$secs" -J |
+tcp_bps=$(iperf3 -c 127.0.0.1 -p 5299 -t "$secs" -J -C cubic |
   /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"])')
 wait
 

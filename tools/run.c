@@ -24,7 +24,8 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: uroce run [--addr IP] [--port UDP] [--ns NETNS] "
-          "[--pcap FILE] [--dev NAME] [--rx-drop P] -- PROGRAM [ARGS...]\n"
+          "[--pcap FILE] [--dev NAME] [--rx-drop P] [--stats] -- PROGRAM "
+          "[ARGS...]\n"
           "\n"
           "Runs PROGRAM with uroce's libibverbs.so.1, so that an unmodified\n"
           "verbs program (ibv_rc_pingpong, ib_write_bw, ...) runs over\n"
@@ -43,6 +44,9 @@ static void usage(FILE *out) {
           "  --rx-drop P  testing: drop this share (0 <= P < 1) of the "
           "received\n"
           "               packets (UROCE_RX_DROP)\n"
+          "  --stats      print the device's counters to stderr when the "
+          "program\n"
+          "               closes it (UROCE_STATS=1)\n"
           "\n"
           "The programs' GID index for RoCE v2 over the address is 1\n"
           "(e.g. ibv_rc_pingpong -g 1). UROCE_LIBDIR overrides where the\n"
@@ -119,6 +123,10 @@ int cmd_run(int argc, char **argv) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
       return 0;
+    }
+    if (!strcmp(a, "--stats")) {
+      setenv("UROCE_STATS", "1", 1);
+      continue;
     }
     const char **opt = !strcmp(a, "--addr")      ? &addr
                        : !strcmp(a, "--ns")      ? &ns

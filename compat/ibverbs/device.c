@@ -152,6 +152,26 @@ static void link_local_gid(const uint8_t addr[16], uint8_t gid[16]) {
   gid[15] = mac[5];
 }
 
+/* UROCE_STATS=1 (uroce run --stats): the device's counters, when the
+ * program closes it. */
+static void print_stats(struct uroce_device *d) {
+  struct uroce_device_stats st;
+  uroce_device_get_stats(d, &st);
+  fprintf(stderr,
+          "uroce %s stats: tx_pkts=%llu rx_pkts=%llu rx_bad_icrc=%llu "
+          "rx_malformed=%llu rx_dropped_impair=%llu rx_dropped_engine=%llu "
+          "retransmits=%llu timeouts=%llu naks_tx=%llu rnr_naks_tx=%llu "
+          "acks_tx=%llu\n",
+          env_or("UROCE_ADDR", "127.0.0.1"), (unsigned long long)st.tx_pkts,
+          (unsigned long long)st.rx_pkts, (unsigned long long)st.rx_bad_icrc,
+          (unsigned long long)st.rx_malformed,
+          (unsigned long long)st.rx_dropped_impair,
+          (unsigned long long)st.rx_dropped_engine,
+          (unsigned long long)st.retransmits, (unsigned long long)st.timeouts,
+          (unsigned long long)st.naks_tx, (unsigned long long)st.rnr_naks_tx,
+          (unsigned long long)st.acks_tx);
+}
+
 static int udev_get(struct uroce_device **out) {
   int rv = 0;
   pthread_mutex_lock(&g_lock);
@@ -178,6 +198,8 @@ static int udev_get(struct uroce_device **out) {
 static void udev_put(void) {
   pthread_mutex_lock(&g_lock);
   if (--g_udev_refs == 0) {
+    if (atoi(env_or("UROCE_STATS", "0")))
+      print_stats(g_udev);
     uroce_device_close(g_udev);
     g_udev = NULL;
   }
