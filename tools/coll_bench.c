@@ -646,12 +646,11 @@ int cmd_coll_bench(int argc, char **argv) {
   b.rank = env.rank;
   b.size = env.size;
   b.json = stdout;
-  rc = uroce_coll_native_setup(&env, &na, &cfg, 60ull * 1000000000, &b.nat,
-                               &b.comm);
-  if (rc < 0)
-    return 1;
   /* Room for the largest point: sizes are rounded down to whole elements
-   * (and blocks), so maxb bytes always suffice. */
+   * (and blocks), so maxb bytes always suffice. Touched before the
+   * connections exist: faulting in 2 x 256 MiB takes seconds on a crowded
+   * host, and with inline progress a connected rank that long silent
+   * would exhaust its peers' retries (keep_alive covers the later loops). */
   b.buf_bytes = o.maxb + 64;
   b.sbuf = mmap(NULL, b.buf_bytes, PROT_READ | PROT_WRITE,
                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -664,6 +663,10 @@ int cmd_coll_bench(int argc, char **argv) {
   }
   memset(b.sbuf, 0, b.buf_bytes);
   memset(b.rbuf, 0, b.buf_bytes);
+  rc = uroce_coll_native_setup(&env, &na, &cfg, 60ull * 1000000000, &b.nat,
+                               &b.comm);
+  if (rc < 0)
+    return 1;
 
   if (b.rank == 0) {
     if (o.json)
