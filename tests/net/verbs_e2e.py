@@ -289,6 +289,48 @@ def run_suite(uroce, srv, cli, where, quick, port, only):
     return port
 
 
+STATS = re.compile(r"uroce (\S+) stats: (.*)$", re.M)
+
+
+def stats_case(uroce, port):
+    """ib_write_bw with the server dropping 3% of what it receives, both
+    sides with --stats: the transfer must still complete, and the counters
+    must show the drops and the client's retransmissions."""
+    name = "lo: ib_write_bw 64K under 3% receive drop, uroce run --stats"
+    argv = ["ib_write_bw", "-x", "1", "-s", "65536", "-n", "300", "-p",
+            str(port)]
+    srv = Side("127.0.0.2")
+    cli = Side("127.0.0.3")
+    srv.cmd = lambda u, a: [u, "run", "--stats", "--rx-drop", "0.03",
+                            "--addr", "127.0.0.2", "--"] + a
+    cli.cmd = lambda u, a: [u, "run", "--stats", "--addr", "127.0.0.3",
+                            "--"] + a
+    rs, rc, os_, oc = run_pair(uroce, srv, cli, argv, argv + ["127.0.0.2"],
+                               port)
+    st = {}
+    for out in (os_, oc):
+        for m in STATS.finditer(out):
+            st[m.group(1)] = {k: int(v) for k, v in
+                              (kv.split("=") for kv in m.group(2).split())}
+    s, c = st.get("127.0.0.2"), st.get("127.0.0.3")
+    bad = None
+    if rs != 0 or rc != 0:
+        bad = "rc server %d client %d" % (rs, rc)
+    elif not s or not c:
+        bad = "no stats line from %s" % ("the server" if not s else
+                                        "the client")
+    elif s["rx_dropped_impair"] == 0:
+        bad = "the server dropped nothing"
+    elif c["retransmits"] == 0 or c["tx_pkts"] <= 300 * 16:
+        bad = "the client did not retransmit (%s)" % c
+    report(name, bad is None,
+           "server dropped %d, client retransmitted %d times, sent %d "
+           "packets for 4800" % (s["rx_dropped_impair"], c["retransmits"],
+                                 c["tx_pkts"]) if bad is None else
+           "%s\n--- server\n%s\n--- client\n%s" % (bad, os_[-1500:],
+                                                    oc[-1500:]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--uroce", required=True, help="the uroce program")
@@ -313,6 +355,9 @@ def main():
     lo_srv, lo_cli = Side("127.0.0.2"), Side("127.0.0.3")
     run_local_tools(a.uroce, lo_srv, "lo")
     port = run_suite(a.uroce, lo_srv, lo_cli, "lo", a.quick, a.port, a.only)
+    if not a.only or re.search(a.only, "stats"):
+        port += 1
+        stats_case(a.uroce, port)
 
     if not a.no_netns:
         if os.geteuid() != 0:
