@@ -39,15 +39,16 @@ def report(name, ok, detail=""):
 class Side:
     """Where one end runs: its endpoint address and network namespace."""
 
-    def __init__(self, addr, ns=None, tcp=None):
+    def __init__(self, addr, ns=None, tcp=None, opts=()):
         self.addr = addr
         self.ns = ns
+        self.opts = list(opts)  # more `uroce run` options
         # Where the programs' own TCP exchange connects to; perftest and
         # the pingpongs listen on IPv4 only.
         self.tcp = tcp or addr
 
     def cmd(self, uroce, argv):
-        c = [uroce, "run", "--addr", self.addr]
+        c = [uroce, "run", "--addr", self.addr] + self.opts
         if self.ns:
             c += ["--ns", self.ns]
         return c + ["--"] + argv
@@ -299,12 +300,8 @@ def stats_case(uroce, port):
     name = "lo: ib_write_bw 64K under 3% receive drop, uroce run --stats"
     argv = ["ib_write_bw", "-x", "1", "-s", "65536", "-n", "300", "-p",
             str(port)]
-    srv = Side("127.0.0.2")
-    cli = Side("127.0.0.3")
-    srv.cmd = lambda u, a: [u, "run", "--stats", "--rx-drop", "0.03",
-                            "--addr", "127.0.0.2", "--"] + a
-    cli.cmd = lambda u, a: [u, "run", "--stats", "--addr", "127.0.0.3",
-                            "--"] + a
+    srv = Side("127.0.0.2", opts=["--stats", "--rx-drop", "0.03"])
+    cli = Side("127.0.0.3", opts=["--stats"])
     rs, rc, os_, oc = run_pair(uroce, srv, cli, argv, argv + ["127.0.0.2"],
                                port)
     st = {}
