@@ -8,6 +8,10 @@ run, on loopback and across a veth pair between two network namespaces:
     UDP ping-pong (half round trip);
   - a uroce WRITE bandwidth sweep from 2 B to 8 MiB.
 
+The WRITE rows also show uroce with its progress thread (what unmodified
+verbs programs get) and with --tx-gather (payload handed to the kernel
+straight from registered memory instead of staged per GSO send).
+
 Each pair is measured REPS times, interleaved, and the medians are
 compared. CPU use is user+system seconds per second of wall time (1.0 =
 one core busy) for each side. Goals (issue 4): WRITE bw >= 1.0x iperf3,
@@ -132,16 +136,18 @@ def med(xs):
 
 
 def run_path(name, path, rows):
-    bw_u, bw_t, bw_i, lat_u, lat_s = [], [], [], [], []
+    bw_u, bw_t, bw_g, bw_i, lat_u, lat_s = [], [], [], [], [], []
     for _ in range(REPS):
         bw_i.append(iperf_bw(path))
         bw_u.append(uroce_bw(path))
         bw_t.append(uroce_bw(path, extra=["--progress", "thread"]))
+        bw_g.append(uroce_bw(path, extra=["--tx-gather"]))
         lat_s.append(sockperf_lat(path))
         lat_u.append(uroce_lat(path))
     u = med([x[0] for x in bw_u])
     i = med([x[0] for x in bw_i])
     t = med([x[0] for x in bw_t])
+    g = med([x[0] for x in bw_g])
     rows.append((name, "64 KiB WRITE bw vs iperf3 TCP", "%.2f Gb/s" % u,
                  "%.2f Gb/s" % i, u / i,
                  "%.2f / %.2f" % (med([x[2] for x in bw_u]),
@@ -152,6 +158,10 @@ def run_path(name, path, rows):
                  "%.2f Gb/s" % i, t / i,
                  "%.2f / %.2f" % (med([x[2] for x in bw_t]),
                                   med([x[1] for x in bw_t])), ""))
+    rows.append((name, "  same, uroce --tx-gather (no staging)",
+                 "%.2f Gb/s" % g, "%.2f Gb/s" % i, g / i,
+                 "%.2f / %.2f" % (med([x[2] for x in bw_g]),
+                                  med([x[1] for x in bw_g])), ""))
     u = med([x[0] for x in lat_u])
     s = med([x[0] for x in lat_s])
     rows.append((name, "64 B SEND lat (median) vs sockperf",

@@ -42,7 +42,7 @@ struct opts {
   unsigned qps;
   unsigned tx_depth;
   int mtu; /* enum uroce_mtu, 0 = device's */
-  bool json, verify, inline_progress, stats;
+  bool json, verify, inline_progress, stats, tx_gather;
   const char *pcap;
   unsigned inline_size;
 };
@@ -93,6 +93,9 @@ static void usage(FILE *out) {
       "                   programs get)\n"
       "  --verify         check the data that moved\n"
       "  --json           one JSON object per size\n"
+      "  --tx-gather      send payload straight from registered memory\n"
+      "                   (one iovec per piece) instead of staging each\n"
+      "                   GSO send in one buffer (the default)\n"
       "  --stats          print this side's device counters at the end\n"
       "  --pcap FILE      capture every RoCEv2 packet this side sends and\n"
       "                   receives (read it with uroce dump)\n");
@@ -119,6 +122,7 @@ static int setup(struct ctx *x) {
   da.addr = o->addr;
   da.port = o->udp_port;
   da.pcap = o->pcap;
+  da.tx_gather = o->tx_gather;
   da.progress =
       o->inline_progress ? UROCE_PROGRESS_INLINE : UROCE_PROGRESS_THREAD;
   int rv = uroce_device_open(&x->dev, &da);
@@ -734,6 +738,7 @@ int cmd_perf(int argc, char **argv) {
                                      {"verify", no_argument, 0, 'V'},
                                      {"json", no_argument, 0, 'J'},
                                      {"stats", no_argument, 0, 'S'},
+                                     {"tx-gather", no_argument, 0, 'G'},
                                      {"pcap", required_argument, 0, 'C'},
                                      {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
@@ -862,6 +867,9 @@ int cmd_perf(int argc, char **argv) {
       break;
     case 'J':
       o.json = true;
+      break;
+    case 'G':
+      o.tx_gather = true;
       break;
     case 'S':
       o.stats = true;

@@ -185,6 +185,8 @@ static int udev_get(struct uroce_device **out) {
     /* testing: drop this share (0 <= P < 1) of the received packets */
     a.rx_drop = atof(env_or("UROCE_RX_DROP", "0"));
     a.progress = UROCE_PROGRESS_THREAD;
+    /* 1: send payload straight from registered memory (no staging copy) */
+    a.tx_gather = atoi(env_or("UROCE_TX_GATHER", "0")) != 0;
     rv = uroce_device_open(&g_udev, &a);
   }
   if (rv == 0) {

@@ -82,6 +82,11 @@ struct uroce_device_attr {
   double rx_drop;       /* testing: drop this share of received packets */
   uint64_t seed;        /* 0 = from the OS's random source */
   const char *cc;       /* congestion control: "none" (default), "dcqcn" */
+  int tx_gather;        /* 1: hand the kernel each packet's pieces where
+                           they lie (registered memory included) instead
+                           of copying each GSO send into one buffer; 0 =
+                           default: copy, which is faster where the
+                           kernel's per-iovec copy cost dominates */
 };
 
 struct uroce_device_stats {

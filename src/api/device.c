@@ -373,6 +373,7 @@ int uroce_device_open(struct uroce_device **out,
                       n_entropy);
   if (rv < 0)
     goto fail;
+  dev->sock.tx_gather = attr->tx_gather != 0;
 
   struct uroce_eng_cfg cfg = {0};
   cfg.seed = rnd(&dev->rng);

@@ -248,6 +248,7 @@ void uroce_coll_native_attr_init(uroce_coll_native_attr *a) {
   a->retry_cnt = 6;
   a->slots = 4; /* uroce_coll_config_init's */
   a->yield = 1;
+  a->tx_gather = 1;
 }
 
 void uroce_coll_native_del(uroce_coll_native *n) {
@@ -296,6 +297,7 @@ int uroce_coll_native_new(const uroce_coll_native_attr *attr, int rank,
   da.port = attr->udp_port;
   da.progress = attr->progress;
   da.busy_poll_us = attr->busy_poll_us;
+  da.tx_gather = attr->tx_gather;
   if ((rc = uroce_device_open(&n->dev, &da)) < 0) {
     set_err(n, "rank %d: opening a device on %s: %s", rank, attr->addr,
             uroce_strerror(rc));

@@ -120,7 +120,8 @@ int uroce_udp_open(struct uroce_udp_sock *s, const uint8_t addr[16],
   memcpy(s->addr, addr, 16);
   s->ecn = 2; /* ECT(0) */
   s->rxbuf = malloc((size_t)UROCE_UDP_BATCH * RX_STRIDE);
-  if (!s->rxbuf)
+  s->txstage = malloc(UROCE_UDP_TX_STAGE);
+  if (!s->rxbuf || !s->txstage)
     return -ENOMEM;
   int fd = open_one(s->ipver, addr, port, s->ecn, &s->port);
   if (fd < 0) {
@@ -149,7 +150,9 @@ void uroce_udp_close(struct uroce_udp_sock *s) {
   for (int i = 0; i < s->n_entropy; i++)
     close(s->efd[i]);
   free(s->rxbuf);
+  free(s->txstage);
   s->rxbuf = 0;
+  s->txstage = 0;
   s->fd = -1;
   s->n_entropy = 0;
 }
@@ -166,11 +169,14 @@ static int tx_fd(const struct uroce_udp_sock *s, unsigned e) {
   return s->efd[e - 1];
 }
 
-/* seg: the packet's place in its GSO send. The kernel gives a DF packet
- * of an unconnected socket identification 0 and, when it segments a GSO
- * send, numbers the segments from there, so segment i carries i. */
+/* Computes t's ICRC over its bytes in piece[0..npiece) (t->seg, or the
+ * staged copy). seg: the packet's place in its GSO send. The kernel gives
+ * a DF packet of an unconnected socket identification 0 and, when it
+ * segments a GSO send, numbers the segments from there, so segment i
+ * carries i. */
 static void fill_icrc(struct uroce_udp_sock *s, struct uroce_udp_tx *t,
-                      unsigned seg) {
+                      unsigned seg, const struct iovec *piece,
+                      unsigned npiece) {
   t->ip_id = s->ipver == 4 ? (uint16_t)seg : 0;
   uint16_t sport = uroce_udp_sport(s, t->entropy);
   unsigned h = (t->ip_id ^ t->bth_len * 7u ^ sport * 13u ^ t->dst[15] * 31u) &
@@ -186,7 +192,8 @@ static void fill_icrc(struct uroce_udp_sock *s, struct uroce_udp_tx *t,
     e->ip_id = t->ip_id;
     e->bth_len = t->bth_len;
   }
-  put_le32(t->icrc, uroce_icrc_udp_rest(e->crc, t->seg, t->nseg, t->bth_len));
+  put_le32(t->icrc,
+           uroce_icrc_udp_rest(e->crc, piece, (int)npiece, t->bth_len));
 }
 
 /* Whether b can follow a in a GSO send that a starts: same destination
@@ -243,6 +250,7 @@ int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
     int fd = tx_fd(s, tx[done].entropy);
     unsigned k = 0, idx = done, niov = 0;
     size_t gl = 0; /* bytes of glue used */
+    size_t sl = 0; /* bytes of txstage used */
     while (idx < n && k < UROCE_UDP_BATCH && tx_fd(s, tx[idx].entropy) == fd) {
       struct msghdr *m = &mm[k].msg_hdr;
       memset(m, 0, sizeof(*m));
@@ -254,10 +262,37 @@ int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
       unsigned cnt = 0;
       do {
         struct uroce_udp_tx *t = &tx[idx + cnt];
+        if (!s->tx_gather) {
+          /* staged: the packet is copied, its ICRC computed on the copy
+           * and appended; the send is one iovec */
+          if (sl + t->bth_len + UROCE_ICRC_LEN > UROCE_UDP_TX_STAGE ||
+              niov + 1 > sizeof(iov) / sizeof(iov[0]))
+            break;
+          uint8_t *p = s->txstage + sl;
+          size_t o = 0;
+          for (unsigned j = 0; j < t->nseg && o < t->bth_len; j++) {
+            size_t len = t->seg[j].iov_len;
+            if (len > t->bth_len - o)
+              len = t->bth_len - o;
+            memcpy(p + o, t->seg[j].iov_base, len);
+            o += len;
+          }
+          if (o < t->bth_len) /* pieces short of bth_len: zeros, not junk */
+            memset(p + o, 0, t->bth_len - o);
+          struct iovec whole = {p, t->bth_len};
+          fill_icrc(s, t, cnt, &whole, 1);
+          memcpy(p + t->bth_len, t->icrc, UROCE_ICRC_LEN);
+          sl += t->bth_len + UROCE_ICRC_LEN;
+          if (cnt == 0)
+            iov[niov++] = (struct iovec){p, 0};
+          iov[niov - 1].iov_len += t->bth_len + UROCE_ICRC_LEN;
+          cnt++;
+          continue;
+        }
         if (niov + t->nseg + 1 > sizeof(iov) / sizeof(iov[0]) ||
             gl + (size_t)(t->nseg + 1) * GLUE_MAX > sizeof(glue))
           break;
-        fill_icrc(s, t, cnt);
+        fill_icrc(s, t, cnt, t->seg, t->nseg);
         for (unsigned j = 0; j < t->nseg; j++)
           add_piece(iov, &niov, m->msg_iov, glue, &gl, t->seg[j].iov_base,
                     t->seg[j].iov_len);

@@ -6,6 +6,14 @@
  *
  * Batched: sendmmsg/recvmmsg, UDP GSO (UDP_SEGMENT) for runs of
  * equal-sized packets and UDP GRO on receive where the kernel has them.
+ * Each GSO send is copied into one staging buffer, the ICRCs computed on
+ * the copy while it is hot, and handed to the kernel as a single iovec:
+ * the kernel's copy from user memory costs per iovec piece, and a packet
+ * has two (headers, payload), so this halves the kernel's copy time for
+ * one user memcpy of cache-hot data (64 KiB WRITE: kernel copy 27% -> 14%
+ * of the sender's CPU). tx_gather = true hands the pieces over where they
+ * lie instead (registered memory straight to the kernel, no user copy).
+ *
  * The ICRC is computed here, at the one place that knows the source port
  * the kernel will use. IPv4 sockets use IP_PMTUDISC_DO: packets carry DF
  * and the kernel writes IP identification 0, which the ICRC covers; in a
@@ -23,6 +31,7 @@
 #define UROCE_UDP_MAX_SEGS 20  /* header + payload pieces of one packet */
 #define UROCE_UDP_BATCH 64     /* packets per sendmmsg/recvmmsg */
 #define UROCE_UDP_RX_BUF 65536 /* room for one GRO super-datagram */
+#define UROCE_UDP_TX_STAGE (256 << 10) /* staged bytes per sendmmsg */
 
 struct uroce_udp_stats {
   uint64_t tx_pkts, tx_bytes, tx_gso_calls, tx_errors, tx_eagain;
@@ -37,7 +46,8 @@ struct uroce_udp_sock {
   int n_entropy;
   int efd[UROCE_UDP_MAX_ENTROPY];
   uint16_t eport[UROCE_UDP_MAX_ENTROPY];
-  bool gso, gro; /* what the kernel accepted */
+  bool gso, gro;   /* what the kernel accepted */
+  bool tx_gather;  /* set by the caller: gather, don't stage (see above) */
   uint8_t ecn;   /* ECN codepoint sent (2 = ECT(0)) */
   struct uroce_udp_stats st;
   /* ICRC state after the masked IP and UDP headers of recent sends, by
@@ -50,10 +60,12 @@ struct uroce_udp_sock {
     uint32_t crc;
   } pcache[64];
   uint8_t *rxbuf; /* UROCE_UDP_BATCH buffers of UROCE_UDP_RX_BUF, staggered */
+  uint8_t *txstage; /* UROCE_UDP_TX_STAGE bytes */
 };
 
 /* One packet to send: BTH+headers and payload pieces in seg[0..nseg),
- * bth_len bytes in all (pad included, ICRC not: it is appended here). */
+ * bth_len bytes in all (pad included, ICRC not: it is appended here);
+ * seg[0] holds at least the BTH. */
 struct uroce_udp_tx {
   uint8_t dst[16];
   uint16_t dport;
