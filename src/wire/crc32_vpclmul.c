@@ -55,6 +55,7 @@
  * rederives every one from P by shift-and-reduce. */
 #include <isa-l/crc.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "wire/frame.h"
 
@@ -285,6 +286,87 @@ TARGET uint32_t uroce_crc32_vpclmul(uint32_t crc, const void *buf, size_t len) {
   return ~reduce128(a);
 }
 
+/* ---- Copy and CRC in one pass (AVX-512 VPCLMULQDQ) ----
+ * The same folding, 4 zmm accumulators of 4 blocks each, 256 bytes a
+ * round, each block stored to dst as it is loaded: a sender that copies
+ * a packet and computes its ICRC reads the source once. What is left
+ * after the whole rounds (< 256 bytes) is copied and folded on by
+ * uroce_crc32. */
+#define TARGET512                                                          \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx2,pclmul,vpclmulqdq")))
+
+TARGET512 static inline __m512i fold512(__m512i x, __m512i k) {
+  return _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k, 0x00),
+                          _mm512_clmulepi64_epi128(x, k, 0x11));
+}
+
+TARGET512 static uint32_t crc32_copy512(uint32_t crc, uint8_t *dst,
+                                        const uint8_t *src, size_t len) {
+  const __m512i k = _mm512_broadcast_i32x4(k128(16)); /* 256 bytes on */
+  __m512i x0 = _mm512_loadu_si512(src), x1 = _mm512_loadu_si512(src + 64);
+  __m512i x2 = _mm512_loadu_si512(src + 128);
+  __m512i x3 = _mm512_loadu_si512(src + 192);
+  _mm512_storeu_si512(dst, x0);
+  _mm512_storeu_si512(dst + 64, x1);
+  _mm512_storeu_si512(dst + 128, x2);
+  _mm512_storeu_si512(dst + 192, x3);
+  /* The register starts as ~crc and goes into the first 4 bytes. */
+  x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)~crc)));
+  size_t off = 256;
+  for (; off + 256 <= len; off += 256) {
+    __m512i y0 = _mm512_loadu_si512(src + off);
+    __m512i y1 = _mm512_loadu_si512(src + off + 64);
+    __m512i y2 = _mm512_loadu_si512(src + off + 128);
+    __m512i y3 = _mm512_loadu_si512(src + off + 192);
+    _mm512_storeu_si512(dst + off, y0);
+    _mm512_storeu_si512(dst + off + 64, y1);
+    _mm512_storeu_si512(dst + off + 128, y2);
+    _mm512_storeu_si512(dst + off + 192, y3);
+    x0 = _mm512_xor_si512(fold512(x0, k), y0);
+    x1 = _mm512_xor_si512(fold512(x1, k), y1);
+    x2 = _mm512_xor_si512(fold512(x2, k), y2);
+    x3 = _mm512_xor_si512(fold512(x3, k), y3);
+  }
+  /* x0..x2 onto x3 (192, 128, 64 bytes on), then its four blocks onto
+   * the last (48, 32, 16 bytes on): one block that ends at off. */
+  __m512i z = _mm512_xor_si512(
+      _mm512_xor_si512(fold512(x0, _mm512_broadcast_i32x4(k128(12))),
+                       fold512(x1, _mm512_broadcast_i32x4(k128(8)))),
+      _mm512_xor_si512(fold512(x2, _mm512_broadcast_i32x4(k128(4))), x3));
+  __m128i a = _mm512_extracti32x4_epi32(z, 3);
+  a = _mm_xor_si128(a, fold128(_mm512_extracti32x4_epi32(z, 0), k128(3)));
+  a = _mm_xor_si128(a, fold128(_mm512_extracti32x4_epi32(z, 1), k128(2)));
+  a = _mm_xor_si128(a, fold128(_mm512_extracti32x4_epi32(z, 2), k128(1)));
+  crc = ~reduce128(a);
+  if (off < len) {
+    memcpy(dst + off, src + off, len - off);
+    crc = uroce_crc32(crc, dst + off, len - off);
+  }
+  return crc;
+}
+
+static int avx512_vpclmul(void) {
+  static int ok = -1;
+  int v = __atomic_load_n(&ok, __ATOMIC_RELAXED);
+  if (v < 0) {
+    __builtin_cpu_init();
+    v = uroce_crc32_vpclmul_supported() && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq");
+    __atomic_store_n(&ok, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
+uint32_t uroce_crc32_copy(uint32_t crc, void *dst, const void *src,
+                          size_t len) {
+  if (len >= 256 && avx512_vpclmul())
+    return crc32_copy512(crc, dst, src, len);
+  memcpy(dst, src, len);
+  return uroce_crc32(crc, dst, len);
+}
+
 int uroce_crc32_vpclmul_supported(void) {
   static int ok = -1;
   int v = __atomic_load_n(&ok, __ATOMIC_RELAXED);
@@ -307,12 +389,8 @@ size_t uroce_crc32_vpclmul_max(void) {
      * 1 KiB 31 vs 40 ns, 4 KiB 75 vs 149 ns) while this fold stays ahead
      * below (256 B 23 vs 18 ns), where ISA-L has not started folding
      * wide yet. */
-    int avx512 = __builtin_cpu_supports("avx512f") &&
-                 __builtin_cpu_supports("avx512vl") &&
-                 __builtin_cpu_supports("avx512bw") &&
-                 __builtin_cpu_supports("avx512dq");
     v = !uroce_crc32_vpclmul_supported() ? 0
-        : avx512                         ? 1024
+        : avx512_vpclmul()               ? 1024
                                          : SIZE_MAX;
     __atomic_store_n(&max, v, __ATOMIC_RELAXED);
   }
@@ -327,6 +405,12 @@ uint32_t uroce_crc32_vpclmul(uint32_t crc, const void *buf, size_t len) {
 
 int uroce_crc32_vpclmul_supported(void) {
   return 0;
+}
+
+uint32_t uroce_crc32_copy(uint32_t crc, void *dst, const void *src,
+                          size_t len) {
+  memcpy(dst, src, len);
+  return uroce_crc32(crc, dst, len);
 }
 
 size_t uroce_crc32_vpclmul_max(void) {

@@ -286,6 +286,34 @@ uint32_t uroce_icrc_udp_rest(uint32_t prefix, const struct iovec *iov,
   return crc;
 }
 
+uint32_t uroce_icrc_udp_rest_copy(uint32_t prefix, const struct iovec *iov,
+                                  int iovcnt, size_t bth_len, uint8_t *dst) {
+  size_t o = 0;
+  uint32_t crc = 0;
+  bool ok = iovcnt >= 1 && iov[0].iov_len >= UROCE_BTH_LEN &&
+            bth_len >= UROCE_BTH_LEN;
+  for (int i = 0; i < iovcnt && o < bth_len; i++) {
+    size_t n = iov[i].iov_len < bth_len - o ? iov[i].iov_len : bth_len - o;
+    if (i == 0) {
+      /* the headers: short, copied and taken in with the BTH masked */
+      memcpy(dst, iov[0].iov_base, n);
+      if (ok)
+        crc = icrc_bth(prefix, dst, n);
+    } else if (ok) {
+      crc = uroce_crc32_copy(crc, dst + o, iov[i].iov_base, n);
+    } else {
+      memcpy(dst + o, iov[i].iov_base, n);
+    }
+    o += n;
+  }
+  if (o < bth_len) { /* pieces short of bth_len: zeros, and their CRC */
+    memset(dst + o, 0, bth_len - o);
+    if (ok)
+      crc = uroce_crc32(crc, dst + o, bth_len - o);
+  }
+  return crc;
+}
+
 uint32_t uroce_icrc_udp(int ipver, const uint8_t src[16], const uint8_t dst[16],
                         uint16_t sport, uint16_t dport, uint16_t ip_id,
                         const struct iovec *iov, int iovcnt, size_t bth_len) {

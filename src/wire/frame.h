@@ -112,6 +112,10 @@ uint32_t uroce_icrc_udp_prefix(int ipver, const uint8_t src[16],
                                uint16_t dport, uint16_t ip_id, size_t bth_len);
 uint32_t uroce_icrc_udp_rest(uint32_t prefix, const struct iovec *iov,
                              int iovcnt, size_t bth_len);
+/* uroce_icrc_udp_rest that also copies the bth_len bytes of the pieces to
+ * dst (zeros where the pieces end short), reading them once. */
+uint32_t uroce_icrc_udp_rest_copy(uint32_t prefix, const struct iovec *iov,
+                                  int iovcnt, size_t bth_len, uint8_t *dst);
 
 /* ICRC of a parsed frame, and whether the one it carries matches.
  * f->bth_len must be at least 16 (BTH + ICRC). */
@@ -121,6 +125,12 @@ uint32_t uroce_frame_icrc_carried(const struct uroce_frame *f);
 /* Continues a CRC-32 (zlib convention) over more bytes; used for packets
  * whose payload is scattered. */
 uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len);
+
+/* Copies len bytes from src to dst (not overlapping) and returns
+ * uroce_crc32(crc, src, len): in one pass where the CPU has AVX-512
+ * VPCLMULQDQ, else memcpy and then uroce_crc32 on the copy. */
+uint32_t uroce_crc32_copy(uint32_t crc, void *dst, const void *src,
+                          size_t len);
 
 /* uroce_crc32 folded 256 bits at a time with VPCLMULQDQ on AVX2
  * (crc32_vpclmul.c); same result as crc32_gzip_refl for every input.

@@ -169,14 +169,12 @@ static int tx_fd(const struct uroce_udp_sock *s, unsigned e) {
   return s->efd[e - 1];
 }
 
-/* Computes t's ICRC over its bytes in piece[0..npiece) (t->seg, or the
- * staged copy). seg: the packet's place in its GSO send. The kernel gives
- * a DF packet of an unconnected socket identification 0 and, when it
- * segments a GSO send, numbers the segments from there, so segment i
- * carries i. */
-static void fill_icrc(struct uroce_udp_sock *s, struct uroce_udp_tx *t,
-                      unsigned seg, const struct iovec *piece,
-                      unsigned npiece) {
+/* The ICRC state after t's masked IP and UDP headers, cached. seg: the
+ * packet's place in its GSO send. The kernel gives a DF packet of an
+ * unconnected socket identification 0 and, when it segments a GSO send,
+ * numbers the segments from there, so segment i carries i. */
+static uint32_t icrc_prefix(struct uroce_udp_sock *s, struct uroce_udp_tx *t,
+                            unsigned seg) {
   t->ip_id = s->ipver == 4 ? (uint16_t)seg : 0;
   uint16_t sport = uroce_udp_sport(s, t->entropy);
   unsigned h = (t->ip_id ^ t->bth_len * 7u ^ sport * 13u ^ t->dst[15] * 31u) &
@@ -192,8 +190,7 @@ static void fill_icrc(struct uroce_udp_sock *s, struct uroce_udp_tx *t,
     e->ip_id = t->ip_id;
     e->bth_len = t->bth_len;
   }
-  put_le32(t->icrc,
-           uroce_icrc_udp_rest(e->crc, piece, (int)npiece, t->bth_len));
+  return e->crc;
 }
 
 /* Whether b can follow a in a GSO send that a starts: same destination
@@ -263,24 +260,15 @@ int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
       do {
         struct uroce_udp_tx *t = &tx[idx + cnt];
         if (!s->tx_gather) {
-          /* staged: the packet is copied, its ICRC computed on the copy
-           * and appended; the send is one iovec */
+          /* staged: the packet is copied, its ICRC computed in the same
+           * pass and appended; the send is one iovec */
           if (sl + t->bth_len + UROCE_ICRC_LEN > UROCE_UDP_TX_STAGE ||
               niov + 1 > sizeof(iov) / sizeof(iov[0]))
             break;
           uint8_t *p = s->txstage + sl;
-          size_t o = 0;
-          for (unsigned j = 0; j < t->nseg && o < t->bth_len; j++) {
-            size_t len = t->seg[j].iov_len;
-            if (len > t->bth_len - o)
-              len = t->bth_len - o;
-            memcpy(p + o, t->seg[j].iov_base, len);
-            o += len;
-          }
-          if (o < t->bth_len) /* pieces short of bth_len: zeros, not junk */
-            memset(p + o, 0, t->bth_len - o);
-          struct iovec whole = {p, t->bth_len};
-          fill_icrc(s, t, cnt, &whole, 1);
+          put_le32(t->icrc,
+                   uroce_icrc_udp_rest_copy(icrc_prefix(s, t, cnt), t->seg,
+                                            t->nseg, t->bth_len, p));
           memcpy(p + t->bth_len, t->icrc, UROCE_ICRC_LEN);
           sl += t->bth_len + UROCE_ICRC_LEN;
           if (cnt == 0)
@@ -292,7 +280,8 @@ int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
         if (niov + t->nseg + 1 > sizeof(iov) / sizeof(iov[0]) ||
             gl + (size_t)(t->nseg + 1) * GLUE_MAX > sizeof(glue))
           break;
-        fill_icrc(s, t, cnt, t->seg, t->nseg);
+        put_le32(t->icrc, uroce_icrc_udp_rest(icrc_prefix(s, t, cnt), t->seg,
+                                              t->nseg, t->bth_len));
         for (unsigned j = 0; j < t->nseg; j++)
           add_piece(iov, &niov, m->msg_iov, glue, &gl, t->seg[j].iov_base,
                     t->seg[j].iov_len);
