@@ -42,7 +42,8 @@ struct opts {
   unsigned qps;
   unsigned tx_depth;
   int mtu; /* enum uroce_mtu, 0 = device's */
-  bool json, verify, inline_progress, stats, tx_gather;
+  bool json, verify, inline_progress, stats;
+  int tx_gather; /* uroce_device_attr's */
   const char *pcap;
   unsigned inline_size;
 };
@@ -94,8 +95,10 @@ static void usage(FILE *out) {
       "  --verify         check the data that moved\n"
       "  --json           one JSON object per size\n"
       "  --tx-gather      send payload straight from registered memory\n"
-      "                   (one iovec per piece) instead of staging each\n"
-      "                   GSO send in one buffer (the default)\n"
+      "                   (one iovec per piece)\n"
+      "  --tx-stage       copy each GSO send into one buffer, ICRCs in\n"
+      "                   the same pass (the default where the CPU has\n"
+      "                   AVX-512 VPCLMULQDQ)\n"
       "  --stats          print this side's device counters at the end\n"
       "  --pcap FILE      capture every RoCEv2 packet this side sends and\n"
       "                   receives (read it with uroce dump)\n");
@@ -739,6 +742,7 @@ int cmd_perf(int argc, char **argv) {
                                      {"json", no_argument, 0, 'J'},
                                      {"stats", no_argument, 0, 'S'},
                                      {"tx-gather", no_argument, 0, 'G'},
+                                     {"tx-stage", no_argument, 0, 'T'},
                                      {"pcap", required_argument, 0, 'C'},
                                      {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
@@ -869,7 +873,10 @@ int cmd_perf(int argc, char **argv) {
       o.json = true;
       break;
     case 'G':
-      o.tx_gather = true;
+      o.tx_gather = 1;
+      break;
+    case 'T':
+      o.tx_gather = -1;
       break;
     case 'S':
       o.stats = true;

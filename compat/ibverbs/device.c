@@ -185,8 +185,10 @@ static int udev_get(struct uroce_device **out) {
     /* testing: drop this share (0 <= P < 1) of the received packets */
     a.rx_drop = atof(env_or("UROCE_RX_DROP", "0"));
     a.progress = UROCE_PROGRESS_THREAD;
-    /* 1: send payload straight from registered memory (no staging copy) */
-    a.tx_gather = atoi(env_or("UROCE_TX_GATHER", "0")) != 0;
+    /* 1: send payload straight from registered memory; 0: stage each
+     * send in one buffer; unset: the device's choice */
+    const char *g = getenv("UROCE_TX_GATHER");
+    a.tx_gather = !g || !*g ? 0 : atoi(g) ? 1 : -1;
     rv = uroce_device_open(&g_udev, &a);
   }
   if (rv == 0) {

@@ -83,10 +83,11 @@ struct uroce_device_attr {
   uint64_t seed;        /* 0 = from the OS's random source */
   const char *cc;       /* congestion control: "none" (default), "dcqcn" */
   int tx_gather;        /* 1: hand the kernel each packet's pieces where
-                           they lie (registered memory included) instead
-                           of copying each GSO send into one buffer; 0 =
-                           default: copy, which is faster where the
-                           kernel's per-iovec copy cost dominates */
+                           they lie (registered memory included); -1:
+                           copy each GSO send into one buffer first,
+                           computing the ICRCs in the same pass; 0 =
+                           default: copy where the CPU does that in one
+                           pass (AVX-512 VPCLMULQDQ), else gather */
 };
 
 struct uroce_device_stats {

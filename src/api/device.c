@@ -373,7 +373,9 @@ int uroce_device_open(struct uroce_device **out,
                       n_entropy);
   if (rv < 0)
     goto fail;
-  dev->sock.tx_gather = attr->tx_gather != 0;
+  dev->sock.tx_gather = attr->tx_gather > 0   ? true
+                        : attr->tx_gather < 0 ? false
+                                              : !uroce_crc32_copy_one_pass();
 
   struct uroce_eng_cfg cfg = {0};
   cfg.seed = rnd(&dev->rng);

@@ -248,7 +248,6 @@ void uroce_coll_native_attr_init(uroce_coll_native_attr *a) {
   a->retry_cnt = 6;
   a->slots = 4; /* uroce_coll_config_init's */
   a->yield = 1;
-  a->tx_gather = 1;
 }
 
 void uroce_coll_native_del(uroce_coll_native *n) {

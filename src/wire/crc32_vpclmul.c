@@ -359,6 +359,10 @@ static int avx512_vpclmul(void) {
   return v;
 }
 
+int uroce_crc32_copy_one_pass(void) {
+  return avx512_vpclmul();
+}
+
 uint32_t uroce_crc32_copy(uint32_t crc, void *dst, const void *src,
                           size_t len) {
   if (len >= 256 && avx512_vpclmul())
@@ -404,6 +408,10 @@ uint32_t uroce_crc32_vpclmul(uint32_t crc, const void *buf, size_t len) {
 }
 
 int uroce_crc32_vpclmul_supported(void) {
+  return 0;
+}
+
+int uroce_crc32_copy_one_pass(void) {
   return 0;
 }
 

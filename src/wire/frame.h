@@ -131,6 +131,8 @@ uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len);
  * VPCLMULQDQ, else memcpy and then uroce_crc32 on the copy. */
 uint32_t uroce_crc32_copy(uint32_t crc, void *dst, const void *src,
                           size_t len);
+/* Whether uroce_crc32_copy reads its source once on this CPU. */
+int uroce_crc32_copy_one_pass(void);
 
 /* uroce_crc32 folded 256 bits at a time with VPCLMULQDQ on AVX2
  * (crc32_vpclmul.c); same result as crc32_gzip_refl for every input.

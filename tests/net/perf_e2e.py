@@ -178,6 +178,10 @@ def wire_case(uroce, a, b):
     ok, detail = True, ""
     for srv, cli in (("10.77.0.1", "10.77.0.2"), ("fd77::1", "fd77::2")):
         for op, extra in [("write", ["-s", "65536", "-n", "100"]),
+                          ("write", ["-s", "65536", "-n", "100",
+                                     "--tx-stage"]),
+                          ("write", ["-s", "65536", "-n", "100",
+                                     "--tx-gather"]),
                           ("read", ["-s", "20000", "-n", "100"]),
                           ("send", ["-s", "9000", "-n", "100"]),
                           ("atomic", ["-n", "100"])]:
@@ -219,6 +223,10 @@ def main():
                             ("send", "bw", ["-s", "65536", "-n", "3000"]),
                             ("atomic", "bw", ["-n", "5000"]),
                             ("write", "bw", ["-a", "-n", "50"]),
+                            # both send paths, whatever this CPU defaults to
+                            ("write", "bw", ["-a", "-n", "50", "--tx-stage"]),
+                            ("write", "bw", ["-a", "-n", "50",
+                                             "--tx-gather"]),
                             ("write", "lat", ["-n", "2000"]),
                             ("send", "lat", ["-n", "2000"]),
                             ("read", "lat", ["-n", "2000"]),

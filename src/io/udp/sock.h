@@ -6,13 +6,13 @@
  *
  * Batched: sendmmsg/recvmmsg, UDP GSO (UDP_SEGMENT) for runs of
  * equal-sized packets and UDP GRO on receive where the kernel has them.
- * Each GSO send is copied into one staging buffer, the ICRCs computed on
- * the copy while it is hot, and handed to the kernel as a single iovec:
- * the kernel's copy from user memory costs per iovec piece, and a packet
- * has two (headers, payload), so this halves the kernel's copy time for
- * one user memcpy of cache-hot data (64 KiB WRITE: kernel copy 27% -> 14%
- * of the sender's CPU). tx_gather = true hands the pieces over where they
- * lie instead (registered memory straight to the kernel, no user copy).
+ * Unless tx_gather, each GSO send is copied into one staging buffer, the
+ * ICRCs computed in the same pass (uroce_icrc_udp_rest_copy), and handed
+ * to the kernel as a single iovec: the kernel's copy into its skb pages
+ * is slower in a packet's 4 KiB pieces than in one run (64 KiB WRITE:
+ * kernel copy 27% -> 14% of the sender's CPU). With tx_gather the pieces
+ * go over where they lie (registered memory straight to the kernel). The
+ * device chooses (docs/design.md).
  *
  * The ICRC is computed here, at the one place that knows the source port
  * the kernel will use. IPv4 sockets use IP_PMTUDISC_DO: packets carry DF
