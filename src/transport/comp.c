@@ -17,7 +17,7 @@ const char *const uroce_comp_state_names[COMPST_COUNT] = {
 void comp_reset(struct uroce_qp *qp) {
   qp->comp.psn = qp->attr_sq_psn;
   qp->comp.gap_psn = 0;
-  qp->comp.gap_retried = false;
+  qp->comp.gap_events = 0;
 }
 
 static bool is_rd_atomic(uint32_t op) {
@@ -34,7 +34,7 @@ static void progress(struct uroce_qp *qp, uint64_t now, uint64_t bytes) {
   qp->req.retry_left = qp->retry_cnt;
   qp->req.rnr_left = qp->rnr_retry;
   qp->req.probe = false;
-  qp->comp.gap_retried = false;
+  qp->comp.gap_events = 0;
   qp->req.rto_deadline = outstanding(qp) && rto_ns(qp) != UINT64_MAX
                              ? now + rto_ns(qp)
                              : UINT64_MAX;
@@ -110,6 +110,25 @@ static bool use_retry(struct uroce_qp *qp) {
   return true;
 }
 
+/* Evidence that a READ response or atomic ack before comp.psn's successor
+ * was lost: a later response, or an ACK beyond the READ. Every packet
+ * still in flight after the loss brings the same evidence, and going back
+ * on each one restarts the responder's stream again and again (hundreds of
+ * times per loss on a long READ). Going back on the first only hangs on the
+ * timeout when that one re-request is lost too. So go back on the 1st,
+ * 2nd, 4th, 8th ... piece of evidence for the same comp.psn: a handful of
+ * re-requests per loss, spread over the stream. */
+static bool gap_retry(struct uroce_qp *qp) {
+  if (qp->comp.gap_psn != qp->comp.psn) {
+    qp->comp.gap_psn = qp->comp.psn;
+    qp->comp.gap_events = 0;
+  }
+  if (qp->comp.gap_events == UINT32_MAX)
+    return false;
+  uint32_t n = ++qp->comp.gap_events;
+  return (n & (n - 1)) == 0;
+}
+
 void comp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
   const struct uroce_pkt_info *pi = &rx->pi;
   struct uroce_eng *eng = qp->eng;
@@ -150,16 +169,19 @@ void comp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
       if (mask & UROCE_OPM_ACK) {
         switch (uroce_aeth_kind(syn)) {
         case UROCE_AETH_ACK:
-          st = ack_through(qp, psn, now) ? COMPST_UPDATE : COMPST_ERROR_RETRY;
+          st = ack_through(qp, psn, now) ? COMPST_UPDATE
+               : gap_retry(qp)           ? COMPST_ERROR_RETRY
+                                         : COMPST_UPDATE;
           break;
         case UROCE_AETH_RNR_NAK:
           st = ack_through(qp, uroce_psn_add(psn, UROCE_PSN_MASK), now)
                    ? COMPST_RNR_RETRY
-                   : COMPST_ERROR_RETRY;
+               : gap_retry(qp) ? COMPST_ERROR_RETRY
+                               : COMPST_UPDATE;
           break;
         case UROCE_AETH_NAK:
           if (!ack_through(qp, uroce_psn_add(psn, UROCE_PSN_MASK), now)) {
-            st = COMPST_ERROR_RETRY;
+            st = gap_retry(qp) ? COMPST_ERROR_RETRY : COMPST_UPDATE;
             break;
           }
           switch (uroce_aeth_value(syn)) {
@@ -196,9 +218,19 @@ void comp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
         st = COMPST_DONE;
         break;
       }
-      /* A READ response or atomic ack implies all before it arrived. */
-      if (!ack_through(qp, uroce_psn_add(psn, UROCE_PSN_MASK), now)) {
-        st = COMPST_ERROR_RETRY;
+      /* A READ response or atomic ack implies all before it arrived: the
+       * requests before its own WQE (a response inside the oldest READ
+       * acknowledges nothing, and a gap there is handled below). */
+      w = oldest(qp);
+      if (!(w && is_rd_atomic(w->opcode) &&
+            uroce_psn_cmp(psn, w->last_psn) <= 0) &&
+          !ack_through(qp, uroce_psn_add(psn, UROCE_PSN_MASK), now)) {
+        if (gap_retry(qp)) {
+          st = COMPST_ERROR_RETRY;
+        } else {
+          eng->stats.drops[UROCE_DROP_PSN]++;
+          st = COMPST_UPDATE;
+        }
         break;
       }
       w = oldest(qp);
@@ -211,14 +243,12 @@ void comp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
         break;
       }
       if (psn != qp->comp.psn) {
-        /* A gap inside a READ's responses: go back once per gap. */
-        if (qp->comp.gap_retried && qp->comp.gap_psn == qp->comp.psn) {
+        /* A gap inside a READ's responses. */
+        if (gap_retry(qp)) {
+          st = COMPST_ERROR_RETRY;
+        } else {
           eng->stats.drops[UROCE_DROP_PSN]++;
           st = COMPST_DONE;
-        } else {
-          qp->comp.gap_retried = true;
-          qp->comp.gap_psn = qp->comp.psn;
-          st = COMPST_ERROR_RETRY;
         }
         break;
       }
@@ -323,7 +353,7 @@ void comp_timeout(struct uroce_qp *qp, uint64_t now) {
     fail_wqe(qp, oldest(qp), UROCE_WC_RETRY_EXC_ERR);
     return;
   }
-  qp->comp.gap_retried = false;
+  qp->comp.gap_events = 0;
   /* Probe with one packet before resending a whole window into a path
    * that may be down (and so that the resent rounds do not line up with a
    * periodic loss pattern). */

@@ -166,9 +166,12 @@ enum comp_state {
 extern const char *const uroce_comp_state_names[COMPST_COUNT];
 
 struct comp {
-  uint32_t psn;     /* oldest PSN not yet acknowledged */
-  uint32_t gap_psn; /* comp.psn when a READ-response gap last restarted */
-  bool gap_retried;
+  uint32_t psn; /* oldest PSN not yet acknowledged */
+  /* Evidence that READ responses or atomic acks before gap_psn (comp.psn
+   * when it was seen) were lost: how many times it came. The requester
+   * goes back on the 1st, 2nd, 4th, 8th ... (comp.c gap_retry). */
+  uint32_t gap_psn;
+  uint32_t gap_events;
 };
 
 /* Responder states (resp.c): the steps of handling one request. */

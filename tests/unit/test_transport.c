@@ -299,6 +299,45 @@ static void test_ooo_write(void) {
   CHECK(r2 > 0);
 }
 
+/* READ responses lost at random: each loss must cost a handful of
+ * re-requests, not one per response still in flight behind it (every one
+ * of those is evidence of the same gap). Data byte-exact, one completion
+ * per READ. */
+static void test_read_loss(void) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  o.mtu = UROCE_MTU_1024;
+  setup(&o, 8);
+  ns.link[1][0].loss = 0.02;
+  ns.link[0][1].delay_ns = 5000;
+  for (size_t i = 0; i < B.memlen; i++)
+    B.mem[i] = (uint8_t)(i * 29 + 3);
+  for (int i = 0; i < 4; i++)
+    CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_READ, (uint64_t)i,
+                          (uint64_t)i * 200000, 200000, UROCE_SEND_SIGNALED,
+                          B.mr->iova + (uint64_t)i * 200000, B.mr->rkey),
+             0);
+  struct uroce_wc wc[5];
+  CHECK_EQ(wait_cq(A.scq, wc, 4), 4);
+  for (int i = 0; i < 4; i++) {
+    CHECK_EQ(wc[i].wr_id, (uint64_t)i);
+    CHECK_EQ(wc[i].status, UROCE_WC_SUCCESS);
+  }
+  CHECK(memcmp(A.mem, B.mem, 800000) == 0);
+  ns_run_idle(&ns, ns.now + 100000000);
+  CHECK_EQ(tp_poll(A.scq, wc, 1), 0);
+  uint64_t lost = ns.stats.lost;
+  uint64_t retx = uroce_eng_stats(ns.eng[0])->retransmits;
+  printf("READ with 2%% response loss: %llu lost, %llu restarts, %llu "
+         "packets sent\n",
+         (unsigned long long)lost, (unsigned long long)retx,
+         (unsigned long long)ns.stats.sent);
+  CHECK(lost > 0);
+  CHECK(retx > 0);
+  CHECK(retx <= 8 * lost);
+  teardown();
+}
+
 /* Atomic acks lost: the requester retries, the responder answers from its
  * saved result and never adds twice. */
 static void test_atomic_once(void) {
@@ -487,6 +526,7 @@ int main(void) {
   T_RUN(test_uc_loss);
   T_RUN(test_ud);
   T_RUN(test_lossy_bulk);
+  T_RUN(test_read_loss);
   T_RUN(test_atomic_once);
   T_RUN(test_sge_inline_inv_zero);
   T_RUN(test_srq_limit_and_cq_overflow);
