@@ -42,11 +42,15 @@ enum { BUF_WORK = 0, BUF_SRC = 1 };
 
 typedef struct xfer {
   int peer;
-  uint8_t buf;     /* sends: BUF_WORK or BUF_SRC; receives: BUF_WORK */
-  uint8_t reduce;  /* receives: reduce into the region instead of copy */
-  uint16_t tag;    /* matches a send with its receive at the peer */
-  int dep;         /* sends: receive step this waits for, or -1 */
-  size_t off, len; /* bytes */
+  uint8_t buf;      /* sends: BUF_WORK or BUF_SRC; receives: BUF_WORK */
+  uint8_t reduce;   /* receives: reduce into the region instead of copy */
+  uint8_t from_src; /* receives that reduce: the region's first touch, so
+                     * it starts as the same bytes of the request's src
+                     * (out-of-place allreduce, which copies nothing up
+                     * front) */
+  uint16_t tag;     /* matches a send with its receive at the peer */
+  int dep;          /* sends: receive step this waits for, or -1 */
+  size_t off, len;  /* bytes */
 } xfer;
 
 typedef struct step {

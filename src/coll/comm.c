@@ -490,6 +490,8 @@ static int take_chunk(uroce_coll_req *r, const xfer *x, size_t j) {
     return 0; /* the chunk waits in its slot for that WRITE_DONE */
   if (!c->phantom) {
     char *dst = r->work + woff;
+    if (x->reduce && x->from_src) /* while the chunk is in cache */
+      memcpy(dst, r->src + woff, len);
     if (x->reduce)
       uroce_coll_reduce_local(dst, slot + HDR_BYTES, len / r->esize, r->dt,
                               r->op);
@@ -828,8 +830,14 @@ int uroce_coll_start(uroce_coll_comm *c, uroce_coll_kind kind,
     break;
   case UROCE_COLL_ALLREDUCE:
     r->work = rb;
-    if (sb != rb && bytes)
-      memcpy(rb, sb, bytes);
+    if (sb != rb && bytes) {
+      /* The ring reads each block of sendbuf where it first needs it
+       * (sched.c ring_rs): no cold copy of the whole vector up front. */
+      if (algo == UROCE_COLL_ALGO_RING && n > 1)
+        r->src = sb;
+      else
+        memcpy(rb, sb, bytes);
+    }
     break;
   case UROCE_COLL_REDUCE_SCATTER:
     r->work = scratch(c, 0, total);

@@ -23,6 +23,7 @@ typedef struct builder {
   uroce_coll_req *r;
   int n, me;
   size_t es;
+  int lazy; /* the working buffer starts empty: its blocks come from src */
 } builder;
 
 static step *add_step(builder *b) {
@@ -112,10 +113,16 @@ static int ring_rs(builder *b, const blocks *bl, int shift, int tag0) {
     if (!st)
       return -ENOMEM;
     size_t o, l;
+    /* With b->lazy, step 0's block goes out from src, and every block
+     * received is reduced here for the first time (the one this rank
+     * sends first is never reduced here: the allgather overwrites it). */
     block(bl, n, mod(me - s + shift, n), &o, &l);
-    add_send(b, st, right, BUF_WORK, o, l, tag0 + s, idx - 1);
+    add_send(b, st, right, b->lazy && s == 0 ? BUF_SRC : BUF_WORK, o, l,
+             tag0 + s, idx - 1);
     block(bl, n, mod(me - s - 1 + shift, n), &o, &l);
     add_recv(b, st, left, o, l, tag0 + s, 1);
+    if (b->lazy && st->nrecv)
+      st->recv[st->nrecv - 1].from_src = 1;
   }
   return 0;
 }
@@ -488,7 +495,10 @@ uroce_coll_algo uroce_coll_choose_algo(const uroce_coll_comm *c,
 }
 
 int coll_sched_build(uroce_coll_req *r, size_t count, int root) {
-  builder b = {r, r->comm->size, r->comm->rank, r->esize};
+  builder b = {r, r->comm->size, r->comm->rank, r->esize, 0};
+  /* uroce_coll_start leaves the working buffer empty only for a ring
+   * allreduce out of place */
+  b.lazy = r->kind == UROCE_COLL_ALLREDUCE && r->src && r->src != r->work;
   r->nsteps = 0;
   r->steps = r->comm->steps;
   blocks bl = {count, r->kind != UROCE_COLL_ALLREDUCE};

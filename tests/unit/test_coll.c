@@ -218,6 +218,14 @@ static void run_case(fab *f, uroce_coll_kind kind, uroce_coll_dtype dt, int op,
       }
     }
   }
+  /* out of place, the input is only read (allreduce reads it block by
+   * block while the collective runs) */
+  for (int r = 0; r < n && !bad && !inplace; r++)
+    for (size_t i = 0; i < scount && !bad; i++)
+      if (uroce_coll_load_f64(dt, sb[r], i) != input(dt, vop, seed, r, i)) {
+        fprintf(stderr, "rank %d: input element %zu changed\n", r, i);
+        bad = 1;
+      }
   cases++;
   if (bad) {
     case_failures++;
@@ -651,10 +659,16 @@ static void test_gather_rights(void) {
     for (int r = 0; r < n; r++) {
       CHECK_EQ(rc[r], 0);
       CHECK(buf[r][out][count - 1] == 6.0f);
-      /* allreduce sends from the output buffer: registered, local only */
+      /* the ring allreduce out of place sends its first block (block r)
+       * from the input and the rest from the output: the regions it
+       * sends from are registered, local only; the input's other blocks
+       * are not registered at all */
       CHECK_EQ(coll_mem_mr_access(f.m, r, buf[r][out]), 0);
       CHECK_EQ(coll_mem_mr_access(f.m, r, buf[r][out] + count - 1), 0);
-      CHECK_EQ(coll_mem_mr_access(f.m, r, buf[r][0]), -1);
+      CHECK_EQ(coll_mem_mr_access(f.m, r, buf[r][0] + r * count / n), 0);
+      CHECK_EQ(coll_mem_mr_access(f.m, r, buf[r][0] + (r + 1) % n * count / n),
+               -1);
+      CHECK(buf[r][0][0] == (float)(r + 1)); /* the input is only read */
       if (round == 0)
         mrs[r] = coll_mem_mrs(f.m, r);
       CHECK_EQ(coll_mem_mrs(f.m, r), mrs[r]); /* reused, or replaced */
