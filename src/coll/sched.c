@@ -478,7 +478,7 @@ uroce_coll_algo uroce_coll_choose_algo(const uroce_coll_comm *c,
       return UROCE_COLL_ALGO_RING;
     if (bytes <= 64 * 1024)
       return UROCE_COLL_ALGO_RHD;
-    if (n >= 8 && bytes <= 4u * 1024 * 1024)
+    if (n >= 8 && bytes <= 1024 * 1024)
       return UROCE_COLL_ALGO_TREE;
     return UROCE_COLL_ALGO_RING;
   case UROCE_COLL_REDUCE_SCATTER:
