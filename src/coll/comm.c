@@ -831,9 +831,11 @@ int uroce_coll_start(uroce_coll_comm *c, uroce_coll_kind kind,
   case UROCE_COLL_ALLREDUCE:
     r->work = rb;
     if (sb != rb && bytes) {
-      /* The ring reads each block of sendbuf where it first needs it
-       * (sched.c ring_rs): no cold copy of the whole vector up front. */
-      if (algo == UROCE_COLL_ALGO_RING && n > 1)
+      /* The ring and the tree read each block of sendbuf where they first
+       * need it (sched.c ring_rs, tree_allreduce): no cold copy of the
+       * whole vector up front. */
+      if ((algo == UROCE_COLL_ALGO_RING || algo == UROCE_COLL_ALGO_TREE) &&
+          n > 1)
         r->src = sb;
       else
         memcpy(rb, sb, bytes);

@@ -251,11 +251,21 @@ static int tree_allreduce(builder *b, size_t count) {
     st[i] = &b->r->steps[b->r->nsteps - 4 + i];
   int base = b->r->nsteps - 4;
   for (int t = 0; t < 2; t++) {
+    /* With b->lazy, the first child's data is reduced onto the input's
+     * half, and a leaf sends its half up from the input (the way down
+     * overwrites it here). */
+    int leaf = 1;
     for (int k = 0; k < 2; k++)
-      if (ch[t][k] >= 0)
+      if (ch[t][k] >= 0) {
+        int had = st[0]->nrecv;
         add_recv(b, st[0], ch[t][k], off[t], len[t], TAG_UP + t, 1);
+        if (b->lazy && leaf && st[0]->nrecv > had)
+          st[0]->recv[had].from_src = 1;
+        leaf = 0;
+      }
     if (par[t] >= 0) {
-      add_send(b, st[1], par[t], BUF_WORK, off[t], len[t], TAG_UP + t, base);
+      add_send(b, st[1], par[t], b->lazy && leaf ? BUF_SRC : BUF_WORK, off[t],
+               len[t], TAG_UP + t, base);
       add_recv(b, st[2], par[t], off[t], len[t], TAG_DOWN + t, 0);
     }
     for (int k = 0; k < 2; k++)
@@ -496,8 +506,8 @@ uroce_coll_algo uroce_coll_choose_algo(const uroce_coll_comm *c,
 
 int coll_sched_build(uroce_coll_req *r, size_t count, int root) {
   builder b = {r, r->comm->size, r->comm->rank, r->esize, 0};
-  /* uroce_coll_start leaves the working buffer empty only for a ring
-   * allreduce out of place */
+  /* uroce_coll_start leaves the working buffer empty only for a ring or
+   * tree allreduce out of place */
   b.lazy = r->kind == UROCE_COLL_ALLREDUCE && r->src && r->src != r->work;
   r->nsteps = 0;
   r->steps = r->comm->steps;
