@@ -9,8 +9,10 @@ run, on loopback and across a veth pair between two network namespaces:
   - a uroce WRITE bandwidth sweep from 2 B to 8 MiB.
 
 The WRITE rows also show uroce with its progress thread (what unmodified
-verbs programs get) and with --tx-gather (payload handed to the kernel
-straight from registered memory instead of staged per GSO send).
+verbs programs get), spinning on the CQ and sleeping on its completion
+channel (--events, perftest's -e), and with --tx-gather (payload handed to
+the kernel straight from registered memory instead of staged per GSO
+send).
 
 Each pair is measured REPS times, interleaved, and the medians are
 compared. CPU use is user+system seconds per second of wall time (1.0 =
@@ -136,11 +138,12 @@ def med(xs):
 
 
 def run_path(name, path, rows):
-    bw_u, bw_t, bw_g, bw_i, lat_u, lat_s = [], [], [], [], [], []
+    bw_u, bw_t, bw_e, bw_g, bw_i, lat_u, lat_s = [], [], [], [], [], [], []
     for _ in range(REPS):
         bw_i.append(iperf_bw(path))
         bw_u.append(uroce_bw(path))
         bw_t.append(uroce_bw(path, extra=["--progress", "thread"]))
+        bw_e.append(uroce_bw(path, extra=["--progress", "thread", "--events"]))
         bw_g.append(uroce_bw(path, extra=["--tx-gather"]))
         lat_s.append(sockperf_lat(path))
         lat_u.append(uroce_lat(path))
@@ -148,6 +151,7 @@ def run_path(name, path, rows):
     i = med([x[0] for x in bw_i])
     t = med([x[0] for x in bw_t])
     g = med([x[0] for x in bw_g])
+    e = med([x[0] for x in bw_e])
     rows.append((name, "64 KiB WRITE bw vs iperf3 TCP", "%.2f Gb/s" % u,
                  "%.2f Gb/s" % i, u / i,
                  "%.2f / %.2f" % (med([x[2] for x in bw_u]),
@@ -158,6 +162,10 @@ def run_path(name, path, rows):
                  "%.2f Gb/s" % i, t / i,
                  "%.2f / %.2f" % (med([x[2] for x in bw_t]),
                                   med([x[1] for x in bw_t])), ""))
+    rows.append((name, "  same, progress thread + --events", "%.2f Gb/s" % e,
+                 "%.2f Gb/s" % i, e / i,
+                 "%.2f / %.2f" % (med([x[2] for x in bw_e]),
+                                  med([x[1] for x in bw_e])), ""))
     rows.append((name, "  same, uroce --tx-gather (no staging)",
                  "%.2f Gb/s" % g, "%.2f Gb/s" % i, g / i,
                  "%.2f / %.2f" % (med([x[2] for x in bw_g]),

@@ -43,6 +43,7 @@ struct opts {
   unsigned tx_depth;
   int mtu; /* enum uroce_mtu, 0 = device's */
   bool json, verify, inline_progress, stats;
+  bool events;   /* sleep on the completion channel instead of spinning */
   int tx_gather; /* uroce_device_attr's */
   const char *pcap;
   unsigned inline_size;
@@ -58,6 +59,8 @@ struct ctx {
   struct uroce_device *dev;
   struct uroce_pd *pd;
   struct uroce_cq *cq;
+  struct uroce_comp_channel *ch; /* with --events */
+  bool armed;                    /* the CQ is armed for one event */
   struct uroce_mr *mr;
   uint8_t *buf;
   size_t buf_size; /* per QP: 2 x max size (send and receive halves) */
@@ -92,6 +95,9 @@ static void usage(FILE *out) {
       "                   thread plays the NIC while the test thread\n"
       "                   posts and polls (what unmodified verbs\n"
       "                   programs get)\n"
+      "  -e, --events     with --progress thread: sleep on the CQ's\n"
+      "                   completion channel while waiting instead of\n"
+      "                   spinning (perftest's -e)\n"
       "  --verify         check the data that moved\n"
       "  --json           one JSON object per size\n"
       "  --tx-gather      send payload straight from registered memory\n"
@@ -152,7 +158,9 @@ static int setup(struct ctx *x) {
   if (rv < 0)
     return die("reg_mr", rv);
   uint32_t cqe = o->tx_depth * o->qps * 2 + 16;
-  if ((rv = uroce_create_cq(x->dev, cqe, 0, 0, &x->cq)) < 0)
+  if (o->events && (rv = uroce_create_comp_channel(x->dev, &x->ch)) < 0)
+    return die("create_comp_channel", rv);
+  if ((rv = uroce_create_cq(x->dev, cqe, x->ch, 0, &x->cq)) < 0)
     return die("create_cq", rv);
   x->c = calloc(o->qps, sizeof(*x->c));
   struct perf_qp_info *mine = calloc(o->qps, sizeof(*mine));
@@ -347,6 +355,33 @@ static int poll_some(struct ctx *x, struct uroce_wc *wc, int n) {
   return got;
 }
 
+/* Waits for at least one completion: spins on poll_some, or with
+ * --events arms the CQ, polls once more (a completion that came before
+ * the arming raises no event) and sleeps on the channel. */
+static int poll_wait(struct ctx *x, struct uroce_wc *wc, int n) {
+  for (;;) {
+    int got = poll_some(x, wc, n);
+    if (got != 0)
+      return got;
+    if (!x->o->events)
+      continue;
+    if (!x->armed) {
+      int rv = uroce_req_notify_cq(x->cq, 0);
+      if (rv < 0)
+        return rv;
+      x->armed = true;
+      continue;
+    }
+    struct uroce_cq *cq;
+    void *cq_ctx;
+    int rv = uroce_get_cq_event(x->ch, &cq, &cq_ctx);
+    if (rv < 0)
+      return rv;
+    uroce_ack_cq_events(cq, 1);
+    x->armed = false;
+  }
+}
+
 struct result {
   uint64_t size, iters;
   double secs;
@@ -386,7 +421,9 @@ static int client_bw(struct ctx *x, uint64_t size, struct result *r) {
         posted[q] += run;
       }
     }
-    int n = poll_some(x, wc, 64);
+    /* Everything that could be posted is: wait for a completion (one is
+     * due, or the loop would have ended). */
+    int n = poll_wait(x, wc, 64);
     if (n < 0) {
       rv = n;
       goto out;
@@ -422,7 +459,7 @@ static int server_send_bw(struct ctx *x, uint64_t size, uint64_t expect,
   uint64_t got = 0;
   double t0 = 0;
   while (got < expect) {
-    int n = poll_some(x, wc, 64);
+    int n = poll_wait(x, wc, 64);
     if (n < 0)
       return n;
     if (n && t0 == 0)
@@ -472,9 +509,7 @@ static int run_lat(struct ctx *x, uint64_t size, struct result *r) {
       }
       if ((rv = post(x, 0, size, true, 0)) < 0)
         break;
-      int n;
-      while ((n = poll_some(x, wc, 1)) == 0) {
-      }
+      int n = poll_wait(x, wc, 1);
       if (n < 0) {
         rv = n;
         break;
@@ -517,7 +552,7 @@ static int run_lat(struct ctx *x, uint64_t size, struct result *r) {
         /* Wait for the receive completion (the send's may come first). */
         bool got = false;
         while (!got) {
-          int n = poll_some(x, wc, 4);
+          int n = poll_wait(x, wc, 4);
           if (n < 0) {
             rv = n;
             goto out;
@@ -739,6 +774,7 @@ int cmd_perf(int argc, char **argv) {
                                      {"inline", required_argument, 0, 'I'},
                                      {"progress", required_argument, 0, 'P'},
                                      {"verify", no_argument, 0, 'V'},
+                                     {"events", no_argument, 0, 'e'},
                                      {"json", no_argument, 0, 'J'},
                                      {"stats", no_argument, 0, 'S'},
                                      {"tx-gather", no_argument, 0, 'G'},
@@ -779,7 +815,7 @@ int cmd_perf(int argc, char **argv) {
   }
   optind = 3;
   int c;
-  while ((c = getopt_long(argc, argv, "p:s:an:D:q:t:m:I:h", lo, 0)) != -1) {
+  while ((c = getopt_long(argc, argv, "p:s:an:D:q:t:m:I:eh", lo, 0)) != -1) {
     switch (c) {
     case 'A':
       o.addr = optarg;
@@ -869,6 +905,9 @@ int cmd_perf(int argc, char **argv) {
     case 'V':
       o.verify = true;
       break;
+    case 'e':
+      o.events = true;
+      break;
     case 'J':
       o.json = true;
       break;
@@ -901,6 +940,11 @@ int cmd_perf(int argc, char **argv) {
   if (!o.addr)
     o.addr = o.server ? "127.0.0.2" : "127.0.0.1";
   o.inline_progress = progress_mode != 0;
+  if (o.events && o.inline_progress) {
+    fprintf(stderr, "uroce perf: --events needs --progress thread (inline "
+                    "progress moves nothing while the test sleeps)\n");
+    return 2;
+  }
   if (!size_set)
     o.size = o.test == T_BW ? 65536 : 2;
   if (!iters_set)
@@ -953,6 +997,8 @@ int cmd_perf(int argc, char **argv) {
     uroce_dereg_mr(x.mr);
   if (x.cq)
     uroce_destroy_cq(x.cq);
+  if (x.ch)
+    uroce_destroy_comp_channel(x.ch);
   if (x.pd)
     uroce_dealloc_pd(x.pd);
   uroce_device_close(x.dev);

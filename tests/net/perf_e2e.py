@@ -233,6 +233,23 @@ def main():
                             ("atomic", "lat", ["-n", "2000"])]:
         case(u, "loopback %s %s %s" % (op, test, " ".join(extra)),
              [op, test] + extra + ["--verify"], "127.0.0.51", "127.0.0.52")
+    # The progress thread, the test spinning on the CQ or sleeping on its
+    # completion channel (-e): a lost wakeup would hang these.
+    for op, test, extra in [("write", "bw", ["-s", "65536", "-n", "2000"]),
+                            ("read", "bw", ["-s", "65536", "-n", "2000"]),
+                            ("send", "bw", ["-s", "16384", "-n", "3000"]),
+                            ("send", "lat", ["-n", "1000"]),
+                            ("atomic", "lat", ["-n", "1000"])]:
+        for ev in ([], ["-e"]):
+            case(u, "loopback thread%s %s %s" % (" -e" if ev else "", op,
+                                                 test),
+                 [op, test] + extra + ["--progress", "thread"] + ev +
+                 ["--verify"], "127.0.0.57", "127.0.0.58")
+    p = subprocess.run([u, "perf", "write", "bw", "-e"], capture_output=True,
+                       text=True, timeout=10)
+    report("--events without the progress thread is refused",
+           p.returncode == 2 and "--events needs --progress thread" in
+           p.stderr, "rc=%s %s" % (p.returncode, p.stderr.strip()))
     case(u, "loopback write bw, 64 QPs", ["write", "bw", "-q", "64", "-n",
                                           "200", "-t", "16", "--verify"],
          "127.0.0.53", "127.0.0.54")
