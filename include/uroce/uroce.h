@@ -153,7 +153,9 @@ void uroce_ack_cq_events(struct uroce_cq *cq, unsigned n);
 int uroce_create_cq(struct uroce_device *dev, uint32_t cqe,
                     struct uroce_comp_channel *ch, void *context,
                     struct uroce_cq **out);
-/* UROCE_ERR_BUSY while a QP uses it or events are unacknowledged. */
+/* UROCE_ERR_BUSY while a QP uses it or an event taken with
+ * uroce_get_cq_event is not acknowledged. Its events still queued on the
+ * channel are dropped. */
 int uroce_destroy_cq(struct uroce_cq *cq);
 void *uroce_cq_context(const struct uroce_cq *cq);
 /* Lock-free with respect to the progress thread. Returns the number of

@@ -39,8 +39,10 @@ struct dcq {
   /* Under the device lock: */
   bool is_armed, solicited_only;
   uint32_t arm_head;
-  /* Under the channel lock: */
-  uint64_t events, acked;
+  /* Under the channel lock: events handed out by uroce_get_cq_event, and
+   * acknowledged. Events still queued are not counted: destroying the CQ
+   * drops them, as the kernel does for ibverbs. */
+  uint64_t retrieved, acked;
 };
 
 struct uroce_device {

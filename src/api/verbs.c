@@ -145,12 +145,19 @@ int uroce_get_cq_event(struct uroce_comp_channel *ch, struct uroce_cq **cq,
   uint64_t one;
   if (!ch || !cq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  /* One count per queued event; blocks unless the fd is non-blocking. */
-  if (read(ch->fd, &one, sizeof(one)) != sizeof(one))
-    return -errno;
-  pthread_mutex_lock(&ch->lock);
-  struct dcq *d = ch->ev[ch->ev_tail++ % UROCE_CHANNEL_EVENTS];
-  pthread_mutex_unlock(&ch->lock);
+  struct dcq *d;
+  do {
+    /* One count per queued event; blocks unless the fd is non-blocking.
+     * The event of a CQ destroyed since it was queued is a hole: it
+     * wakes nobody up for nothing, the next one is waited for. */
+    if (read(ch->fd, &one, sizeof(one)) != sizeof(one))
+      return -errno;
+    pthread_mutex_lock(&ch->lock);
+    d = ch->ev[ch->ev_tail++ % UROCE_CHANNEL_EVENTS];
+    if (d)
+      d->retrieved++;
+    pthread_mutex_unlock(&ch->lock);
+  } while (!d);
   *cq = d->cq;
   if (cq_context)
     *cq_context = d->context;
@@ -186,7 +193,6 @@ void dev_fire_cq_events(struct uroce_device *dev) {
       continue;
     }
     ch->ev[ch->ev_head++ % UROCE_CHANNEL_EVENTS] = d;
-    d->events++;
     pthread_mutex_unlock(&ch->lock);
     uint64_t one = 1;
     if (write(ch->fd, &one, sizeof(one)) < 0) {
@@ -235,16 +241,26 @@ int uroce_destroy_cq(struct uroce_cq *cq) {
   struct dcq *d = cq->user;
   struct uroce_device *dev = dev_of(cq->eng);
   LOCK(dev);
+  /* The channel lock is held from the check to the removal of the CQ's
+   * queued events, so that no uroce_get_cq_event hands one out between. */
   if (d->ch) {
     pthread_mutex_lock(&d->ch->lock);
-    bool unacked = d->acked != d->events;
-    pthread_mutex_unlock(&d->ch->lock);
-    if (unacked) {
+    if (d->acked != d->retrieved) {
+      pthread_mutex_unlock(&d->ch->lock);
       UNLOCK(dev);
-      return UROCE_ERR_BUSY; /* ibv: every event must be acked first */
+      return UROCE_ERR_BUSY; /* ibv: every event taken must be acked */
     }
   }
   int rv = uroce_cq_del(cq);
+  if (d->ch) {
+    struct uroce_comp_channel *ch = d->ch;
+    /* Events queued and not taken go with the CQ (the device lock keeps
+     * progress from queueing another). */
+    for (uint32_t i = ch->ev_tail; rv == 0 && i != ch->ev_head; i++)
+      if (ch->ev[i % UROCE_CHANNEL_EVENTS] == d)
+        ch->ev[i % UROCE_CHANNEL_EVENTS] = NULL;
+    pthread_mutex_unlock(&ch->lock);
+  }
   if (rv == 0) {
     if (d->is_armed)
       for (unsigned i = 0; i < dev->narmed; i++)

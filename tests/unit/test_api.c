@@ -3,6 +3,7 @@
  * RC operation and check it; completion channels are file descriptors;
  * the responder needs no calls from its application. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,61 @@ static void test_inline(void) {
   run_ops(UROCE_PROGRESS_INLINE, UROCE_PROGRESS_THREAD);
 }
 
+/* Posts one signaled WRITE from a with a's CQ armed, and waits until the
+ * channel's fd says an event is queued. */
+static void write_and_wait_event(struct side *a, struct side *b) {
+  struct uroce_sge sge;
+  struct uroce_send_wr wr = wr_of(a, UROCE_WR_RDMA_WRITE, &sge, 0, 100, b, 0);
+  struct uroce_send_wr *bad;
+  CHECK_EQ(uroce_req_notify_cq(a->cq, 0), 0);
+  CHECK_EQ(uroce_post_send(a->qp, &wr, &bad), 0);
+  struct pollfd pfd = {.fd = uroce_comp_channel_fd(a->ch), .events = POLLIN};
+  CHECK_EQ(poll(&pfd, 1, 5000), 1);
+}
+
+/* As with ibverbs: destroying a CQ waits for the acknowledgement of every
+ * event taken from the channel (UROCE_ERR_BUSY until then), and drops the
+ * ones still queued, which nobody then receives. */
+static void test_cq_event_lifetime(void) {
+  struct side a = {0}, b = {0};
+  CHECK_EQ(open_side(&a, "127.0.0.24", UROCE_PROGRESS_THREAD, 4096), 0);
+  CHECK_EQ(open_side(&b, "127.0.0.25", UROCE_PROGRESS_THREAD, 4096), 0);
+  if (!a.dev || !b.dev)
+    goto out;
+  connect_qp(&a, &b);
+  connect_qp(&b, &a);
+  struct uroce_wc wc;
+  struct uroce_cq *evcq = 0;
+  void *ctx = 0;
+  write_and_wait_event(&a, &b);
+  CHECK_EQ(uroce_get_cq_event(a.ch, &evcq, &ctx), 0); /* taken, not acked */
+  CHECK(evcq == a.cq);
+  CHECK_EQ(wait_wc(&a, &wc), 1);
+  write_and_wait_event(&a, &b); /* queued, never taken */
+  CHECK_EQ(wait_wc(&a, &wc), 1);
+  CHECK_EQ(uroce_destroy_qp(a.qp), 0);
+  a.qp = 0;
+  CHECK_EQ(uroce_destroy_cq(a.cq), UROCE_ERR_BUSY);
+  CHECK_EQ(uroce_destroy_comp_channel(a.ch), UROCE_ERR_BUSY);
+  uroce_ack_cq_events(a.cq, 1);
+  CHECK_EQ(uroce_destroy_cq(a.cq), 0);
+  a.cq = 0;
+  /* The queued event went with its CQ: a non-blocking wait finds none. */
+  int fd = uroce_comp_channel_fd(a.ch);
+  CHECK_EQ(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
+  CHECK_EQ(uroce_get_cq_event(a.ch, &evcq, &ctx), -EAGAIN);
+  CHECK_EQ(uroce_destroy_comp_channel(a.ch), 0);
+  a.ch = 0;
+  CHECK_EQ(uroce_dereg_mr(a.mr), 0);
+  CHECK_EQ(uroce_dealloc_pd(a.pd), 0);
+  uroce_device_close(a.dev);
+  free(a.buf);
+  memset(&a, 0, sizeof(a));
+out:
+  close_side(&a);
+  close_side(&b);
+}
+
 static void test_bad_args(void) {
   struct uroce_device *d;
   struct uroce_device_attr a = {.addr = "not-an-address"};
@@ -262,6 +318,7 @@ static void test_bad_args(void) {
 int main(void) {
   T_RUN(test_thread);
   T_RUN(test_inline);
+  T_RUN(test_cq_event_lifetime);
   T_RUN(test_bad_args);
   return T_DONE();
 }
