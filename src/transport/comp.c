@@ -16,7 +16,6 @@ const char *const uroce_comp_state_names[COMPST_COUNT] = {
 
 void comp_reset(struct uroce_qp *qp) {
   qp->comp.psn = qp->attr_sq_psn;
-  qp->comp.gap_psn = 0;
   qp->comp.gap_events = 0;
 }
 
@@ -117,12 +116,9 @@ static bool use_retry(struct uroce_qp *qp) {
  * times per loss on a long READ). Going back on the first only hangs on the
  * timeout when that one re-request is lost too. So go back on the 1st,
  * 2nd, 4th, 8th ... piece of evidence for the same comp.psn: a handful of
- * re-requests per loss, spread over the stream. */
+ * re-requests per loss, spread over the stream. comp.psn only moves
+ * through progress(), which starts the count again. */
 static bool gap_retry(struct uroce_qp *qp) {
-  if (qp->comp.gap_psn != qp->comp.psn) {
-    qp->comp.gap_psn = qp->comp.psn;
-    qp->comp.gap_events = 0;
-  }
   if (qp->comp.gap_events == UINT32_MAX)
     return false;
   uint32_t n = ++qp->comp.gap_events;

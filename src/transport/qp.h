@@ -167,10 +167,9 @@ extern const char *const uroce_comp_state_names[COMPST_COUNT];
 
 struct comp {
   uint32_t psn; /* oldest PSN not yet acknowledged */
-  /* Evidence that READ responses or atomic acks before gap_psn (comp.psn
-   * when it was seen) were lost: how many times it came. The requester
-   * goes back on the 1st, 2nd, 4th, 8th ... (comp.c gap_retry). */
-  uint32_t gap_psn;
+  /* Evidence, since comp.psn last moved, that a READ response or atomic
+   * ack was lost: how many times it came. The requester goes back on the
+   * 1st, 2nd, 4th, 8th ... (comp.c gap_retry). */
   uint32_t gap_events;
 };
 
