@@ -490,7 +490,7 @@ static int take_chunk(uroce_coll_req *r, const xfer *x, size_t j) {
     return 0; /* the chunk waits in its slot for that WRITE_DONE */
   if (!c->phantom) {
     char *dst = r->work + woff;
-    if (x->reduce && x->from_src) /* while the chunk is in cache */
+    if (x->from_src) /* a reduction's first touch, while in cache */
       memcpy(dst, r->src + woff, len);
     if (x->reduce)
       uroce_coll_reduce_local(dst, slot + HDR_BYTES, len / r->esize, r->dt,

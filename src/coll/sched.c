@@ -57,10 +57,11 @@ static void add_send(builder *b, step *st, int peer, int buf, size_t off,
   x->len = len * b->es;
 }
 
-static void add_recv(builder *b, step *st, int peer, size_t off, size_t len,
-                     int tag, int reduce) {
+/* Returns the receive added, or NULL for a zero-length one. */
+static xfer *add_recv(builder *b, step *st, int peer, size_t off, size_t len,
+                      int tag, int reduce) {
   if (!len)
-    return;
+    return NULL;
   xfer *x = &st->recv[st->nrecv++];
   x->peer = peer;
   x->buf = BUF_WORK;
@@ -69,6 +70,7 @@ static void add_recv(builder *b, step *st, int peer, size_t off, size_t len,
   x->dep = -1;
   x->off = off * b->es;
   x->len = len * b->es;
+  return x;
 }
 
 static int mod(int a, int n) {
@@ -120,9 +122,9 @@ static int ring_rs(builder *b, const blocks *bl, int shift, int tag0) {
     add_send(b, st, right, b->lazy && s == 0 ? BUF_SRC : BUF_WORK, o, l,
              tag0 + s, idx - 1);
     block(bl, n, mod(me - s - 1 + shift, n), &o, &l);
-    add_recv(b, st, left, o, l, tag0 + s, 1);
-    if (b->lazy && st->nrecv)
-      st->recv[st->nrecv - 1].from_src = 1;
+    xfer *rx = add_recv(b, st, left, o, l, tag0 + s, 1);
+    if (rx && b->lazy)
+      rx->from_src = 1;
   }
   return 0;
 }
@@ -257,10 +259,9 @@ static int tree_allreduce(builder *b, size_t count) {
     int leaf = 1;
     for (int k = 0; k < 2; k++)
       if (ch[t][k] >= 0) {
-        int had = st[0]->nrecv;
-        add_recv(b, st[0], ch[t][k], off[t], len[t], TAG_UP + t, 1);
-        if (b->lazy && leaf && st[0]->nrecv > had)
-          st[0]->recv[had].from_src = 1;
+        xfer *rx = add_recv(b, st[0], ch[t][k], off[t], len[t], TAG_UP + t, 1);
+        if (rx && b->lazy && leaf)
+          rx->from_src = 1;
         leaf = 0;
       }
     if (par[t] >= 0) {
