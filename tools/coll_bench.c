@@ -583,7 +583,7 @@ int cmd_coll_bench(int argc, char **argv) {
       break;
     case 'P':
       if (!strcmp(optarg, "thread"))
-        o.progress = UROCE_PROGRESS_INLINE;
+        o.progress = UROCE_PROGRESS_THREAD;
       else if (!strcmp(optarg, "inline"))
         o.progress = UROCE_PROGRESS_INLINE;
       else
@@ -671,13 +671,16 @@ int cmd_coll_bench(int argc, char **argv) {
   if (b.rank == 0) {
     if (o.json)
       printf("{\"ranks\": %d, \"check\": %s, \"iters\": %d, \"warmup\": %d, "
-             "\"reduce_impl\": \"%s\", \"results\": [",
+             "\"progress\": \"%s\", \"reduce_impl\": \"%s\", "
+             "\"results\": [",
              b.size, o.check ? "true" : "false", o.iters, o.warmup,
+             o.progress == UROCE_PROGRESS_THREAD ? "thread" : "inline",
              uroce_coll_reduce_impl());
     else
       printf("# uroce coll-bench: %d ranks, %d iterations (%d warm-up), "
-             "check %s, reductions %s\n",
+             "check %s, progress %s, reductions %s\n",
              b.size, o.iters, o.warmup, o.check ? "on" : "off",
+             o.progress == UROCE_PROGRESS_THREAD ? "thread" : "inline",
              uroce_coll_reduce_impl());
   }
   for (int k = 0; k < o.ncolls; k++) {

@@ -34,12 +34,15 @@ def launch_cmd(uroce, n, base, extra_launch=()):
         list(extra_launch) + ["--", uroce, "coll-bench"]
 
 
-def check_case(uroce, n, algo, maxbytes, small_chunks, root):
-    name = "%2d ranks, algo %-5s%s" % (n, algo, ", 4K chunks 3 slots"
-                                       if small_chunks else "")
+def check_case(uroce, n, algo, maxbytes, small_chunks, root,
+               progress="inline"):
+    name = "%2d ranks, algo %-5s%s%s" % (
+        n, algo, ", 4K chunks 3 slots" if small_chunks else "",
+        ", progress thread" if progress == "thread" else "")
     args = ["-c", "-J", "-o", "all", "-d", "all", "-r", "all", "-b", "4",
             "-e", str(maxbytes), "-f", "13", "-n", "1", "-w", "0",
-            "--algo", algo, "--root", str(root), "--timeout", "20000"]
+            "--algo", algo, "--root", str(root), "--timeout", "20000",
+            "--progress", progress]
     if small_chunks:
         args += ["--chunk", "4096", "--slots", "3"]
     t0 = time.time()
@@ -62,6 +65,11 @@ def check_case(uroce, n, algo, maxbytes, small_chunks, root):
         types = set(r["type"] for r in res)
         ops = set(r["redop"] for r in res)
         ok = ok and doc["ranks"] == n and doc["wrong"] == 0
+        # the progress mode asked for is the one that ran
+        if doc.get("progress") != progress:
+            ok = False
+            detail += "\n  progress %r ran, %r asked" % (doc.get("progress"),
+                                                        progress)
         ok = ok and len(kinds) == 6 and len(types) == 6 and \
             ops >= {"sum", "prod", "min", "max", "none"}
         for r in res:
@@ -176,6 +184,10 @@ def main():
             plan.append((n, algo, 120000, (n + i) % 2 == 1, (n - 1) * (i % 2)))
     plan.append((16, "auto", 10000, False, 5))
     plan.append((16, "ring", 10000, True, 15))
+    # a NIC thread per rank: the responder and the completions come from
+    # the thread while the rank polls
+    plan.append((4, "auto", 120000, False, 1, "thread"))
+    plan.append((8, "ring", 120000, True, 3, "thread"))
     if args.quick:
         plan = [c for c in plan if c[0] in (3, 8) or c[1] == "auto"]
     for c in plan:
