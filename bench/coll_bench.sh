@@ -176,21 +176,30 @@ done
 
 echo "# $(nproc) cores, $RANKS ranks, allreduce float32 sum, $MIN..$MAX" >&2
 
-# ---- uroce: one coll-bench run per size (iterations differ by size) -------
+# ---- uroce: every size in one run, as MPI and Gloo below ----------------
+# The same plan (size, warm-up, iterations) for all three. One launch per
+# size used to time uroce in processes seconds old, against MPI and Gloo
+# processes that had run the smaller sizes: the first few tens of
+# collectives of 8 fresh ranks on 2 cores run 2-3x slower (1 MiB: 7-12 ms
+# instead of 2.5 for the first 5-8 calls; no retransmits, not page faults,
+# with or without pinning), which 3 warm-up calls did not cover.
+UPLAN=""
+for ((k = 0; k < ${#PLAN[@]}; k += 3)); do
+  UPLAN+="${UPLAN:+,}${PLAN[k]}:${PLAN[k + 1]}:${PLAN[k + 2]}"
+done
 : >"$TMP/uroce.txt"
-for b in "${SIZES[@]}"; do
-  read -r w i <<<"$(iters_for "$b")"
-  "$UROCE" launch -n "$RANKS" --base-addr 127.0.2.161 -- "$UROCE" coll-bench \
-    -o allreduce -d float32 -r sum -b "$b" -e "$b" -w "$w" -n "$i" -J \
-    >"$TMP/u.json" || { echo "# uroce failed at $b bytes" >&2; continue; }
+if "$UROCE" launch -n "$RANKS" --base-addr 127.0.2.161 -- "$UROCE" coll-bench \
+  -o allreduce -d float32 -r sum --plan "$UPLAN" -J >"$TMP/u.json"; then
   $PY - "$TMP/u.json" >>"$TMP/uroce.txt" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 for r in d["results"]:
     print(r["size"], r["out_of_place"]["time_us"])
 EOF
-  echo "#   uroce $b done" >&2
-done
+else
+  echo "# uroce failed" >&2
+fi
+echo "#   uroce done" >&2
 
 if [ $HAVE_MPI = 1 ]; then
   mpicc -O2 -o "$TMP/mpi_allreduce" "$TMP/mpi_allreduce.c"

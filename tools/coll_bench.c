@@ -32,6 +32,12 @@ typedef struct opts {
   size_t chunk;
   int slots, progress, busy_poll_us, yield;
   uint64_t timeout_ms;
+  /* --plan: sizes with their own warm-up and iteration counts, in order */
+  struct {
+    size_t bytes;
+    int warmup, iters;
+  } plan[64];
+  int nplan;
 } opts;
 
 typedef struct result {
@@ -78,6 +84,10 @@ static void usage(FILE *out) {
       "  -a, --algo NAME       ring, tree, rhd, pairwise or auto (default)\n"
       "  -n, --iters N         timed iterations per size (default 20)\n"
       "  -w, --warmup N        untimed iterations first (default 5)\n"
+      "  --plan LIST           SIZE:WARMUP:ITERS,... instead of -b/-e/-f/-i/\n"
+      "                        -w/-n: each size with its own counts, in one\n"
+      "                        run (what bench/coll_bench.sh gives every\n"
+      "                        library)\n"
       "  -c, --check           verify every result (#wrong; exit 1 if any)\n"
       "  -J, --json            print JSON instead of the table\n"
       "  --chunk BYTES         bytes per RDMA WRITE (default 256K)\n"
@@ -397,7 +407,8 @@ static void json_part(FILE *f, const char *name, const result *r) {
           name, r->time_us, r->algbw, r->busbw, r->wrong);
 }
 
-static void point(bench *b, int kind, int dt, int op, size_t bytes) {
+static void point(bench *b, int kind, int dt, int op, size_t bytes, int warmup,
+                  int iters) {
   const opts *o = b->o;
   size_t es = uroce_coll_dtype_size((uroce_coll_dtype)dt);
   shape s = shape_of(kind, bytes / es, b->size);
@@ -422,12 +433,12 @@ static void point(bench *b, int kind, int dt, int op, size_t bytes) {
                 b->rank, kind_names[kind], type_names[dt], op_names[op],
                 s.count, inplace ? "in-place" : "out-of-place", wrong);
     }
-    for (int i = 0; i < o->warmup; i++)
+    for (int i = 0; i < warmup; i++)
       algo = run_one(b, kind, send, recv, s.count, dt, op, root);
     uint64_t t0 = now_ns();
-    for (int i = 0; i < o->iters; i++)
+    for (int i = 0; i < iters; i++)
       algo = run_one(b, kind, send, recv, s.count, dt, op, root);
-    double t = o->iters ? (double)(now_ns() - t0) / 1e3 / o->iters : 0;
+    double t = iters ? (double)(now_ns() - t0) / 1e3 / iters : 0;
     agree(b, &t, &wrong);
     double algbw = t > 0 ? (double)(s.total * es) / (t * 1e3) : 0;
     res[inplace] = (result){
@@ -446,10 +457,10 @@ static void point(bench *b, int kind, int dt, int op, size_t bytes) {
     fprintf(b->json,
             "%s\n    {\"collective\": \"%s\", \"algo\": \"%s\", \"size\": %zu, "
             "\"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", "
-            "\"root\": %d, ",
+            "\"root\": %d, \"warmup\": %d, \"iters\": %d, ",
             b->json_rows++ ? "," : "", kind_names[kind],
             uroce_coll_algo_name(algo), s.total * es, s.total, type_names[dt],
-            redop, proot);
+            redop, proot, warmup, iters);
     json_part(b->json, "out_of_place", &res[0]);
     fprintf(b->json, ", ");
     json_part(b->json, "in_place", &res[1]);
@@ -480,6 +491,36 @@ static void header(const bench *b, int kind) {
          "(us)", "(GB/s)", "(GB/s)", "");
 }
 
+/* SIZE:WARMUP:ITERS[,...] into o->plan; no empty entries. Returns 0 or 1
+ * (bad). */
+static int parse_plan(const char *arg, opts *o) {
+  char *copy = strdup(arg);
+  int bad = !copy || !*arg;
+  o->nplan = 0;
+  for (char *e = copy; e && !bad;) {
+    char *next = strchr(e, ',');
+    if (next)
+      *next++ = 0;
+    char *c1 = strchr(e, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2 || o->nplan == (int)(sizeof(o->plan) / sizeof(o->plan[0]))) {
+      bad = 1;
+      break;
+    }
+    *c1 = *c2 = 0;
+    char *end1, *end2;
+    long w = strtol(c1 + 1, &end1, 10), n = strtol(c2 + 1, &end2, 10);
+    bad = parse_size(e, &o->plan[o->nplan].bytes) || *end1 || *end2 ||
+          end1 == c1 + 1 || end2 == c2 + 1 || w < 0 || n < 0 || w > 1000000 ||
+          n > 1000000;
+    o->plan[o->nplan].warmup = (int)w;
+    o->plan[o->nplan].iters = (int)n;
+    o->nplan++;
+    e = next;
+  }
+  free(copy);
+  return bad || o->nplan == 0;
+}
+
 int cmd_coll_bench(int argc, char **argv) {
   static const struct option longs[] = {
       {"minbytes", required_argument, 0, 'b'},
@@ -493,6 +534,7 @@ int cmd_coll_bench(int argc, char **argv) {
       {"algo", required_argument, 0, 'a'},
       {"iters", required_argument, 0, 'n'},
       {"warmup", required_argument, 0, 'w'},
+      {"plan", required_argument, 0, 'p'},
       {"check", no_argument, 0, 'c'},
       {"json", no_argument, 0, 'J'},
       {"chunk", required_argument, 0, 'C'},
@@ -566,6 +608,15 @@ int cmd_coll_bench(int argc, char **argv) {
       o.warmup = atoi(optarg);
       bad |= o.warmup < 0;
       break;
+    case 'p':
+      if (parse_plan(optarg, &o)) {
+        fprintf(stderr,
+                "uroce coll-bench: bad --plan '%s': want "
+                "SIZE:WARMUP:ITERS[,...], at most %zu sizes\n",
+                optarg, sizeof(o.plan) / sizeof(o.plan[0]));
+        return 2;
+      }
+      break;
     case 'c':
       o.check = 1;
       break;
@@ -608,6 +659,12 @@ int cmd_coll_bench(int argc, char **argv) {
       bad = 1;
       break;
     }
+  }
+  if (o.nplan) { /* the buffers must hold the largest planned size */
+    o.minb = o.maxb = 0;
+    for (int i = 0; i < o.nplan; i++)
+      if (o.plan[i].bytes > o.maxb)
+        o.maxb = o.plan[i].bytes;
   }
   if (bad || optind != argc || o.minb > o.maxb) {
     usage(stderr);
@@ -690,14 +747,18 @@ int cmd_coll_bench(int argc, char **argv) {
       int nops = has_redop(kind) ? o.nops : 1;
       for (int p = 0; p < nops; p++) {
         int op = has_redop(kind) ? o.ops[p] : UROCE_COLL_SUM;
+        for (int i = 0; i < o.nplan; i++)
+          point(&b, kind, o.dtypes[d], op, o.plan[i].bytes, o.plan[i].warmup,
+                o.plan[i].iters);
         size_t last = (size_t)-1;
-        for (double sz = (double)o.minb; sz <= (double)o.maxb + 0.5;
+        for (double sz = (double)o.minb;
+             o.nplan == 0 && sz <= (double)o.maxb + 0.5;
              sz = o.step ? sz + (double)o.step : sz * o.factor) {
           size_t bytes = (size_t)sz;
           if (bytes == last)
             continue;
           last = bytes;
-          point(&b, kind, o.dtypes[d], op, bytes);
+          point(&b, kind, o.dtypes[d], op, bytes, o.warmup, o.iters);
         }
       }
     }

@@ -100,6 +100,39 @@ def check_case(uroce, n, algo, maxbytes, small_chunks, root,
     report(name, ok, detail)
 
 
+def plan_case(uroce):
+    """--plan: each size with its own warm-up and iteration counts, in the
+    order given, checked; a malformed plan is refused before any rank
+    connects."""
+    name = " 3 ranks, --plan"
+    want = [(4096, 0, 2), (1 << 20, 1, 1), (64, 2, 3)]
+    plan = ",".join("%d:%d:%d" % w for w in want)
+    p = subprocess.run(launch_cmd(uroce, 3, "127.0.2.91") +
+                       ["-c", "-J", "--plan", plan, "--timeout", "20000"],
+                       capture_output=True, text=True, timeout=120)
+    ok, detail = p.returncode == 0, ""
+    try:
+        doc = json.loads(p.stdout)
+        got = [(r["size"], r["warmup"], r["iters"]) for r in doc["results"]]
+        if got != want or doc["wrong"] != 0:
+            ok = False
+            detail += "\n  rows %s, wrong %s" % (got, doc["wrong"])
+    except (ValueError, KeyError) as e:
+        ok = False
+        detail += "\n  bad JSON (%s): %s" % (e, p.stdout[-400:])
+    for bad in ("1M:x:3", "1M:2", "4K:1:2,", "-5:1:1", ""):
+        q = subprocess.run(launch_cmd(uroce, 2, "127.0.2.95") +
+                           ["--plan", bad], capture_output=True, text=True,
+                           timeout=60)
+        if q.returncode == 0 or "bad --plan" not in q.stderr:
+            ok = False
+            detail += "\n  --plan %r: rc %d, %s" % (bad, q.returncode,
+                                                    q.stderr[-200:])
+    if not ok:
+        detail += "\n  rc=%d stderr: %s" % (p.returncode, p.stderr[-800:])
+    report(name, ok, detail)
+
+
 def rank_pids(launcher_pid):
     """rank -> pid of the launcher's children, from /proc."""
     out = {}
@@ -192,6 +225,7 @@ def main():
         plan = [c for c in plan if c[0] in (3, 8) or c[1] == "auto"]
     for c in plan:
         check_case(u, *c)
+    plan_case(u)
 
     dead_rank_case(u, 4, 2, "ring", "127.0.2.101", 8)
     dead_rank_case(u, 8, 5, "tree", "127.0.2.111", 8)
