@@ -489,6 +489,11 @@ uroce_coll_algo uroce_coll_choose_algo(const uroce_coll_comm *c,
       return UROCE_COLL_ALGO_RING;
     if (bytes <= 64 * 1024)
       return UROCE_COLL_ALGO_RHD;
+    /* from 512 KiB the halving/doubling's 2 log2(n) steps of the least
+     * data overtake the tree, until the ring's pipeline does (docs/coll.md:
+     * measured on 8 ranks; on 16 the two were even at 1 MiB) */
+    if (n >= 8 && !(n & (n - 1)) && bytes > 512 * 1024 && bytes <= 1024 * 1024)
+      return UROCE_COLL_ALGO_RHD;
     if (n >= 8 && bytes <= 1024 * 1024)
       return UROCE_COLL_ALGO_TREE;
     return UROCE_COLL_ALGO_RING;

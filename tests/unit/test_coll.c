@@ -342,8 +342,13 @@ static void test_auto(void) {
   fab g = fab_new(8, 5, 0, 1024, 4);
   CHECK_EQ(uroce_coll_choose_algo(g.comms[0], UROCE_COLL_ALLREDUCE, 1024),
            UROCE_COLL_ALGO_RHD);
-  CHECK_EQ(uroce_coll_choose_algo(g.comms[0], UROCE_COLL_ALLREDUCE, 1 << 20),
+  CHECK_EQ(uroce_coll_choose_algo(g.comms[0], UROCE_COLL_ALLREDUCE, 1 << 19),
            UROCE_COLL_ALGO_TREE);
+  CHECK_EQ(uroce_coll_choose_algo(g.comms[0], UROCE_COLL_ALLREDUCE, 1 << 20),
+           UROCE_COLL_ALGO_RHD);
+  CHECK_EQ(
+      uroce_coll_choose_algo(g.comms[0], UROCE_COLL_ALLREDUCE, (1 << 20) + 4),
+      UROCE_COLL_ALGO_RING);
   CHECK_EQ(uroce_coll_choose_algo(g.comms[0], UROCE_COLL_ALLREDUCE, 1 << 26),
            UROCE_COLL_ALGO_RING);
   CHECK_EQ(uroce_coll_choose_algo(g.comms[0], UROCE_COLL_ALLGATHER, 1 << 26),
