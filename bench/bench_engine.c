@@ -29,6 +29,7 @@ struct end {
   struct uroce_cq *cq;
   struct uroce_mr *mr;
   struct uroce_qp *qp;
+  uint8_t gid[16];
 };
 
 static void die(const char *what, int rc) {
@@ -45,6 +46,7 @@ static void make_end(struct end *e, uint8_t last_octet) {
   cfg.gid[10] = cfg.gid[11] = 0xFF;
   cfg.gid[12] = 10;
   cfg.gid[15] = last_octet;
+  memcpy(e->gid, cfg.gid, 16);
   int rc;
   if ((rc = uroce_eng_new(&e->eng, &cfg)))
     die("eng_new", rc);
@@ -131,6 +133,8 @@ static uint64_t pump(struct end *from, struct end *to, uint64_t now) {
   struct uroce_rx_pkt rx;
   uint64_t n = 0;
   memset(&rx, 0, sizeof(rx));
+  memcpy(rx.sgid, from->gid, 16);
+  memcpy(rx.dgid, to->gid, 16);
   rx.ecn = 2;
   while (uroce_eng_write_pkt(from->eng, &tx, now)) {
     /* Phantom: the parser sees the headers; the payload is only a length

@@ -158,9 +158,10 @@ const struct uroce_eng_stats *uroce_eng_stats(const struct uroce_eng *eng) {
 
 const char *uroce_drop_name(enum uroce_drop d) {
   static const char *const names[UROCE_DROP_COUNT] = {
-      "malformed", "no-qp",      "qp-state",  "transport",  "pkey",
-      "qkey",      "psn",        "duplicate", "opcode-seq", "length",
-      "no-rwqe",   "uc-message", "response",  "access",     "too-long"};
+      "malformed",  "no-qp",  "qp-state", "transport",
+      "pkey",       "qkey",   "psn",      "duplicate",
+      "opcode-seq", "length", "no-rwqe",  "uc-message",
+      "response",   "access", "too-long", "peer"};
   return (unsigned)d < UROCE_DROP_COUNT ? names[d] : "?";
 }
 
@@ -541,6 +542,14 @@ int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
   struct uroce_qp *qp = eng_qp_lookup(eng, pi->dqpn);
   if (!qp) {
     drop(eng, UROCE_DROP_NO_QP);
+    return 0;
+  }
+  /* A connected QP hears only its peer (CNPs included): anyone who guesses
+   * a QPN and a PSN could otherwise write into its memory regions, the
+   * ICRC being no authentication. The UDP source port is the peer's flow
+   * entropy and may be anything. */
+  if (qp->type != UROCE_QPT_UD && memcmp(rx->sgid, qp->av.dgid, 16) != 0) {
+    drop(eng, UROCE_DROP_PEER);
     return 0;
   }
   if (pi->op->mask & UROCE_OPM_CNP) {

@@ -97,6 +97,7 @@ enum uroce_drop {
   UROCE_DROP_RESPONSE,   /* response that matches nothing outstanding */
   UROCE_DROP_ACCESS,     /* UC: remote access violation */
   UROCE_DROP_TOO_LONG,   /* UD: message longer than the receive buffer */
+  UROCE_DROP_PEER,       /* RC/UC: not from the address the QP is bound to */
   UROCE_DROP_COUNT
 };
 

@@ -272,6 +272,59 @@ static void test_garbage_headers(void) {
   teardown();
 }
 
+/* A third host that knows B's QPN, PSN and rkey (a QP of its own aimed at
+ * B) writes into B's region: B drops every packet as not from its peer
+ * (RC and UC), the memory stays as it was, the intruder gets no answer
+ * and so runs out of retries, and A's own write still lands. */
+static void peer_case(uint32_t type) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  o.type = type;
+  o.retry_cnt = 2;
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  CHECK_EQ(ns_init(&ns, 3, 7, &cfg), 0);
+  struct tp_end C;
+  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], &o), 0);
+  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], &o), 0);
+  CHECK_EQ(tp_end_init(&C, ns.eng[2], ns.gid[2], &o), 0);
+  CHECK_EQ(tp_connect(&A, &B, &o), 0);
+  CHECK_EQ(tp_bring_up(&C, &B, &o), 0);
+  memset(B.mem, 0x11, 8192);
+  memset(C.mem, 0xEE, 8192);
+  memset(A.mem, 0xAA, 8192);
+  CHECK_EQ(tp_post_send(&C, UROCE_WR_RDMA_WRITE, 7, 0, 5000,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           0);
+  ns_run_idle(&ns, 2000000000ull);
+  const struct uroce_eng_stats *st = uroce_eng_stats(ns.eng[1]);
+  CHECK(st->drops[UROCE_DROP_PEER] >= 5); /* 5 packets at MTU 1024 */
+  CHECK_EQ(st->acks_tx + st->naks_tx, 0);
+  for (int i = 0; i < 8192; i++)
+    if (B.mem[i] != 0x11) {
+      CHECK_EQ(B.mem[i], 0x11);
+      break;
+    }
+  struct uroce_wc wc[4];
+  if (type == UROCE_QPT_RC) {
+    CHECK_EQ(drain(C.scq, wc, 4), 1);
+    CHECK_EQ(wc[0].status, UROCE_WC_RETRY_EXC_ERR);
+  }
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 8, 0, 5000,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           0);
+  ns_run_idle(&ns, 2000000000ull);
+  CHECK_EQ(drain(A.scq, wc, 4), 1);
+  CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
+  CHECK_EQ(memcmp(B.mem, A.mem, 5000), 0);
+  CHECK_EQ(B.mem[5000], 0x11);
+  tp_end_free(&C);
+  teardown();
+}
+
+static void test_foreign_peer_rc(void) { peer_case(UROCE_QPT_RC); }
+static void test_foreign_peer_uc(void) { peer_case(UROCE_QPT_UC); }
+
 int main(void) {
   T_RUN(test_bad_rkey);
   T_RUN(test_out_of_bounds);
@@ -283,5 +336,7 @@ int main(void) {
   T_RUN(test_local_protection);
   T_RUN(test_recv_too_short);
   T_RUN(test_garbage_headers);
+  T_RUN(test_foreign_peer_rc);
+  T_RUN(test_foreign_peer_uc);
   return T_DONE();
 }
