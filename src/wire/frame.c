@@ -215,11 +215,19 @@ static uint32_t icrc_prefix(const uint8_t *ip, size_t iphlen,
 /* Continues crc over the first bth_len bytes from the BTH on, with the
  * BTH's FECN, BECN and resv6 byte masked. */
 static uint32_t icrc_bth(uint32_t crc, const uint8_t *bth, size_t bth_len) {
-  uint8_t b[UROCE_BTH_LEN];
-  memcpy(b, bth, UROCE_BTH_LEN);
-  b[4] = 0xFF; /* FECN, BECN, resv6 */
-  crc = uroce_crc32(crc, b, UROCE_BTH_LEN);
-  return uroce_crc32(crc, bth + UROCE_BTH_LEN, bth_len - UROCE_BTH_LEN);
+  /* The BTH in three little-endian words, the mask applied in a register:
+   * a masked copy on the stack read back at once would stall the load on
+   * the two stores it straddles (no store-to-load forwarding). */
+  uint32_t c = ~crc;
+  for (int k = 0; k < 3; k++) {
+    uint32_t w = get_le32(bth + 4 * k);
+    if (k == 1)
+      w |= 0xFF; /* byte 4: FECN, BECN, resv6 */
+    c ^= w;
+    c = crc_tab[3][c & 0xFF] ^ crc_tab[2][(c >> 8) & 0xFF] ^
+        crc_tab[1][(c >> 16) & 0xFF] ^ crc_tab[0][c >> 24];
+  }
+  return uroce_crc32(~c, bth + UROCE_BTH_LEN, bth_len - UROCE_BTH_LEN);
 }
 
 uint32_t uroce_icrc(const uint8_t *ip, size_t iphlen, const uint8_t *udp,
