@@ -322,8 +322,12 @@ static void peer_case(uint32_t type) {
   teardown();
 }
 
-static void test_foreign_peer_rc(void) { peer_case(UROCE_QPT_RC); }
-static void test_foreign_peer_uc(void) { peer_case(UROCE_QPT_UC); }
+static void test_foreign_peer_rc(void) {
+  peer_case(UROCE_QPT_RC);
+}
+static void test_foreign_peer_uc(void) {
+  peer_case(UROCE_QPT_UC);
+}
 
 int main(void) {
   T_RUN(test_bad_rkey);
