@@ -59,7 +59,10 @@ UROCE_EXPORT const char *uroce_version(void);
 /* ---- devices ---- */
 
 enum uroce_progress {
-  /* A progress thread plays the NIC: the application need not call in. */
+  /* A progress thread plays the NIC: the application need not call in.
+   * While the application busy-polls a CQ, its empty polls run the
+   * device themselves and the thread stays out of the way (on a small
+   * machine the two would otherwise take turns at the CPU). */
   UROCE_PROGRESS_THREAD = 0,
   /* No thread: posted work leaves at once (a post list as one batch), but
    * packets are received and timers run only inside uroce_poll_cq and
@@ -158,8 +161,10 @@ int uroce_create_cq(struct uroce_device *dev, uint32_t cqe,
  * channel are dropped. */
 int uroce_destroy_cq(struct uroce_cq *cq);
 void *uroce_cq_context(const struct uroce_cq *cq);
-/* Lock-free with respect to the progress thread. Returns the number of
- * completions taken (0..n), or UROCE_ERR_CQ_OVERFLOW. */
+/* Takes completions without the device lock. With a progress thread, a
+ * poll that finds none runs the device once itself unless another thread
+ * is at it (never waiting for it), then looks again. Returns the number
+ * of completions taken (0..n), or UROCE_ERR_CQ_OVERFLOW. */
 int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc);
 /* Arms the CQ: its channel gets an event for the next completion.
  * UROCE_ERR_INVALID_ARGUMENT if the CQ has no channel. solicited_only is

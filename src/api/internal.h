@@ -54,6 +54,12 @@ struct uroce_device {
   bool thread_started;
   atomic_bool stop;
   atomic_bool sleeping;
+  /* While the application polls, it makes progress itself (an empty
+   * uroce_poll_cq) and the thread stays out of its way ("backs off"):
+   * when the last empty poll was (0: the application is not polling),
+   * and whether the thread is backing off. */
+  _Atomic uint64_t app_poll_ns;
+  atomic_bool backoff;
   int epfd, doorbell;
   uint64_t busy_ns;
   int mtu; /* enum uroce_mtu */
@@ -62,7 +68,7 @@ struct uroce_device {
   double rx_drop;
   uint64_t rng;
   uint64_t rx_bad_icrc, rx_malformed, rx_dropped_impair;
-  uint64_t wakeups, doorbells;
+  _Atomic uint64_t wakeups, doorbells; /* bumped outside the lock */
   /* Completion notification. */
   struct dcq **armed;
   unsigned narmed;
@@ -82,6 +88,13 @@ struct uroce_device {
 
 /* After verbs calls that give the engine work. */
 void uroce_device_kick(struct uroce_device *dev);
+/* A poll with a progress thread that found nothing: the application
+ * makes progress itself unless another thread holds the device. */
+void uroce_device_app_poll(struct uroce_device *dev);
+/* The application stops polling: a poll returned work (the thread finds
+ * out at its next look), or it is about to block on a completion channel
+ * (blocks: the thread is woken). */
+void uroce_device_app_leaves(struct uroce_device *dev, bool blocks);
 /* Progress helpers in verbs.c; device lock held. */
 void dev_fire_cq_events(struct uroce_device *dev);
 void dev_move_async_events(struct uroce_device *dev);

@@ -146,6 +146,7 @@ int uroce_get_cq_event(struct uroce_comp_channel *ch, struct uroce_cq **cq,
   if (!ch || !cq)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct dcq *d;
+  uroce_device_app_leaves(ch->dev, true);
   do {
     /* One count per queued event; blocks unless the fd is non-blocking.
      * The event of a CQ destroyed since it was queued is a hole: it
@@ -295,13 +296,21 @@ int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
   pthread_mutex_lock(&d->poll_lock);
   int rv = uroce_cq_poll(cq, n, wc);
   pthread_mutex_unlock(&d->poll_lock);
-  /* Nothing yet while the progress thread is awake: give it the CPU if it
-   * shares this core (a busy-polling program on a small machine would
-   * otherwise take half of the NIC's time); with a core of its own the
-   * yield returns at once. */
-  if (rv == 0 && dev->progress == UROCE_PROGRESS_THREAD &&
-      !atomic_load(&dev->sleeping))
-    sched_yield();
+  /* Nothing yet with a progress thread: the polling application makes
+   * progress itself while it polls (the thread backs off), as a NIC would
+   * have meanwhile, then looks again. */
+  if (dev->progress == UROCE_PROGRESS_THREAD && n > 0) {
+    if (rv == 0) {
+      uroce_device_app_poll(dev);
+      pthread_mutex_lock(&d->poll_lock);
+      rv = uroce_cq_poll(cq, n, wc);
+      pthread_mutex_unlock(&d->poll_lock);
+    }
+    /* With work in hand the application goes off to do it: the thread
+     * takes over at its next look. */
+    if (rv > 0)
+      uroce_device_app_leaves(dev, false);
+  }
   return rv;
 }
 

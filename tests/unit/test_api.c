@@ -1,7 +1,8 @@
 /* The native API over real UDP: two devices in one process on two
  * loopback addresses, each with its progress thread, move data with every
  * RC operation and check it; completion channels are file descriptors;
- * the responder needs no calls from its application. */
+ * the responder needs no calls from its application, also after the
+ * application polled for a while and went quiet. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -10,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "uroce/uroce.h"
+#include "api/internal.h"
 #include "t.h"
 #include "uroce/uroce.h"
 
@@ -243,6 +244,75 @@ static void test_inline(void) {
   run_ops(UROCE_PROGRESS_INLINE, UROCE_PROGRESS_THREAD);
 }
 
+/* While its application polls, a device's thread leaves progress to the
+ * polls (uroce_poll_cq makes it itself) and only looks now and then. An
+ * application that polled and then went quiet without a word (here: it
+ * stops calling in at all) must still serve READs, WRITEs and atomics:
+ * the thread takes over by itself, soon (not after a retransmit timeout,
+ * let alone never). Each time, b polls until its thread is seen backing
+ * off, then stops. */
+static void test_polled_then_quiet(void) {
+  struct side a = {0}, b = {0};
+  size_t len = 1 << 20;
+  CHECK_EQ(open_side(&a, "127.0.0.23", UROCE_PROGRESS_INLINE, len), 0);
+  CHECK_EQ(open_side(&b, "127.0.0.24", UROCE_PROGRESS_THREAD, len), 0);
+  if (!a.dev || !b.dev)
+    goto out;
+  connect_qp(&a, &b);
+  connect_qp(&b, &a);
+  for (size_t i = 0; i < len; i++)
+    b.buf[i] = (uint8_t)(i * 7 + 3);
+  struct uroce_wc wc;
+  struct uroce_sge sge;
+  struct uroce_send_wr *bad, wr;
+  uint64_t v = 40;
+  memcpy(b.buf + 900000, &v, 8);
+  for (int k = 0; k < 3; k++) {
+    /* A post rings b's sleeping thread, which then sees b polling (a
+     * post that comes as it goes to sleep finds it not yet asleep and
+     * rings nothing: post again). */
+    struct uroce_sge rsge = {(uint64_t)(uintptr_t)(b.buf + 700000), 64,
+                             uroce_mr_lkey(b.mr)};
+    struct uroce_recv_wr rwr = {.sg_list = &rsge, .num_sge = 1}, *rbad;
+    for (int tries = 0; tries < 20 && !atomic_load(&b.dev->backoff); tries++) {
+      CHECK_EQ(uroce_post_recv(b.qp, &rwr, &rbad), 0);
+      uint64_t end = now_ms() + 20;
+      while (!atomic_load(&b.dev->backoff) && now_ms() < end)
+        CHECK_EQ(uroce_poll_cq(b.cq, 1, &wc), 0); /* b's CQ stays empty */
+    }
+    CHECK(atomic_load(&b.dev->backoff));
+    uint64_t t0 = now_ms();
+    if (k == 0) { /* READ b's 200 KB */
+      wr = wr_of(&a, UROCE_WR_RDMA_READ, &sge, 0, 200000, &b, 0);
+    } else if (k == 1) { /* WRITE them back, inverted */
+      for (size_t i = 0; i < 200000; i++)
+        a.buf[i] ^= 0xFF;
+      wr = wr_of(&a, UROCE_WR_RDMA_WRITE, &sge, 0, 200000, &b, 0);
+    } else {
+      wr = wr_of(&a, UROCE_WR_ATOMIC_FETCH_AND_ADD, &sge, 500000, 8, &b, 0);
+      wr.wr.atomic.remote_addr = (uint64_t)(uintptr_t)(b.buf + 900000);
+      wr.wr.atomic.rkey = uroce_mr_rkey(b.mr);
+      wr.wr.atomic.compare_add = 5;
+    }
+    CHECK_EQ(uroce_post_send(a.qp, &wr, &bad), 0);
+    CHECK_EQ(wait_wc(&a, &wc), 1);
+    CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+    CHECK(now_ms() - t0 < 100);
+  }
+  for (size_t i = 0; i < 200000; i++)
+    if (b.buf[i] != (uint8_t) ~(i * 7 + 3)) {
+      CHECK_EQ(b.buf[i], (uint8_t) ~(i * 7 + 3));
+      break;
+    }
+  memcpy(&v, a.buf + 500000, 8);
+  CHECK_EQ(v, 40);
+  memcpy(&v, b.buf + 900000, 8);
+  CHECK_EQ(v, 45);
+out:
+  close_side(&a);
+  close_side(&b);
+}
+
 /* Posts one signaled WRITE from a with a's CQ armed, and waits until the
  * channel's fd says an event is queued. */
 static void write_and_wait_event(struct side *a, struct side *b) {
@@ -318,6 +388,7 @@ static void test_bad_args(void) {
 int main(void) {
   T_RUN(test_thread);
   T_RUN(test_inline);
+  T_RUN(test_polled_then_quiet);
   T_RUN(test_cq_event_lifetime);
   T_RUN(test_bad_args);
   return T_DONE();
