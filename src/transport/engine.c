@@ -600,7 +600,7 @@ int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
 static int cnp_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
                         uint64_t now) {
   const struct uroce_opcode_info *op = uroce_opcode(UROCE_OP_CNP);
-  memset(tx->hdr, 0, op->length);
+  memset(tx->hdr, 0, UROCE_TX_HDR_MAX);
   qp_put_bth(qp, tx->hdr, UROCE_OP_CNP, false, 0, qp->cnp_dqpn, false, 0);
   uroce_bth_set_becn(tx->hdr, true);
   tx->hdr_len = op->length;

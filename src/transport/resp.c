@@ -692,7 +692,7 @@ static void put_ack_hdr(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
                         uint8_t opcode, uint32_t psn, uint8_t syn,
                         uint8_t pad) {
   const struct uroce_opcode_info *op = uroce_opcode(opcode);
-  memset(tx->hdr, 0, op->length);
+  memset(tx->hdr, 0, UROCE_TX_HDR_MAX);
   qp_put_bth(qp, tx->hdr, opcode, false, pad, qp->dest_qpn, false, psn);
   if (op->mask & UROCE_OPM_HDR(UROCE_HDR_AETH))
     uroce_aeth_put(tx->hdr + op->offset[UROCE_HDR_AETH], syn, qp->resp.msn);
