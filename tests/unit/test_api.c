@@ -268,17 +268,22 @@ static void test_polled_then_quiet(void) {
   uint64_t v = 40;
   memcpy(b.buf + 900000, &v, 8);
   for (int k = 0; k < 3; k++) {
-    /* A post rings b's sleeping thread, which then sees b polling (a
-     * post that comes as it goes to sleep finds it not yet asleep and
-     * rings nothing: post again). */
+    /* A post rings b's sleeping thread, which then sees b polling (one
+     * that comes as the thread goes to sleep rings nothing: post again,
+     * now and then, while it sleeps; each post keeps a receive WR). */
     struct uroce_sge rsge = {(uint64_t)(uintptr_t)(b.buf + 700000), 64,
                              uroce_mr_lkey(b.mr)};
     struct uroce_recv_wr rwr = {.sg_list = &rsge, .num_sge = 1}, *rbad;
-    for (int tries = 0; tries < 20 && !atomic_load(&b.dev->backoff); tries++) {
-      CHECK_EQ(uroce_post_recv(b.qp, &rwr, &rbad), 0);
-      uint64_t end = now_ms() + 20;
-      while (!atomic_load(&b.dev->backoff) && now_ms() < end)
-        CHECK_EQ(uroce_poll_cq(b.cq, 1, &wc), 0); /* b's CQ stays empty */
+    uint64_t end = now_ms() + 5000, last = 0;
+    int posts = 0;
+    while (!atomic_load(&b.dev->backoff) && now_ms() < end) {
+      if (posts < 16 && atomic_load(&b.dev->sleeping) &&
+          now_ms() - last >= 10) {
+        CHECK_EQ(uroce_post_recv(b.qp, &rwr, &rbad), 0);
+        posts++;
+        last = now_ms();
+      }
+      CHECK_EQ(uroce_poll_cq(b.cq, 1, &wc), 0); /* b's CQ stays empty */
     }
     CHECK(atomic_load(&b.dev->backoff));
     uint64_t t0 = now_ms();
