@@ -334,35 +334,59 @@ void uroce_device_app_leaves(struct uroce_device *dev, bool blocks) {
   }
 }
 
+/* The thread's turn at the device: its progress, or, with next_expiry
+ * set, just the engine's next timer. -1 when the application is polling
+ * (the thread backs off). The thread never waits on the lock: a polling
+ * application takes and gives it back in a tight loop and would starve
+ * a waiter. */
+static int thread_turn(struct uroce_device *dev, uint64_t *next_expiry) {
+  for (;;) {
+    if (app_polling(dev, now_ns()))
+      return -1;
+    if (pthread_mutex_trylock(&dev->lock) == 0)
+      break;
+    sched_yield(); /* a post or another poller: brief */
+  }
+  int work = 0;
+  if (next_expiry)
+    *next_expiry = uroce_eng_next_expiry(dev->eng);
+  else
+    work = progress_locked(dev);
+  pthread_mutex_unlock(&dev->lock);
+  return work;
+}
+
 static void *progress_thread(void *arg) {
   struct uroce_device *dev = arg;
   uint64_t last_work = now_ns();
   struct epoll_event evs[4];
   while (!atomic_load(&dev->stop)) {
-    if (app_polling(dev, now_ns())) {
+    int work = thread_turn(dev, NULL);
+    if (work < 0) {
       back_off(dev);
       last_work = now_ns();
       continue;
     }
-    int work = uroce_device_progress(dev);
     uint64_t now = now_ns();
     if (work) {
       last_work = now;
       continue;
     }
-    if (now - last_work < dev->busy_ns)
+    if (now - last_work < dev->busy_ns) {
+      /* Spinning for more: let an application that shares this core
+       * run (and poll, which would make this thread back off). */
+      sched_yield();
       continue;
+    }
     /* Going to sleep: announce it, then look once more so that a post
      * that raced with us either is seen here or rings the doorbell. */
     atomic_store(&dev->sleeping, true);
-    if (uroce_device_progress(dev)) {
+    uint64_t exp;
+    if (thread_turn(dev, NULL) != 0 || thread_turn(dev, &exp) < 0) {
       atomic_store(&dev->sleeping, false);
       last_work = now_ns();
       continue;
     }
-    pthread_mutex_lock(&dev->lock);
-    uint64_t exp = uroce_eng_next_expiry(dev->eng);
-    pthread_mutex_unlock(&dev->lock);
     now = now_ns();
     struct timespec ts, *tsp = 0;
     if (exp != UINT64_MAX) {
