@@ -265,6 +265,24 @@ int uroce_device_progress(struct uroce_device *dev) {
   return work;
 }
 
+/* Wakes the progress thread (counted in the stats). */
+static void ring_doorbell(struct uroce_device *dev) {
+  uint64_t one = 1;
+  atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
+  if (write(dev->doorbell, &one, sizeof(one)) < 0) {
+    /* the counter is saturated: the thread is being woken anyway */
+  }
+}
+
+/* The thread, awake: forgets any ring (none, if a packet or the timer
+ * woke it). */
+static void clear_doorbell(struct uroce_device *dev) {
+  uint64_t v;
+  if (read(dev->doorbell, &v, sizeof(v)) < 0) {
+    /* nothing rang */
+  }
+}
+
 /* How long after an application's last empty poll the progress thread
  * still counts on it to poll again (a busy-polling program comes back
  * within microseconds). The backing-off thread looks again after
@@ -293,12 +311,8 @@ static void back_off(struct uroce_device *dev) {
   while (!atomic_load(&dev->stop) && app_polling(dev, now_ns())) {
     struct timespec ts = {0, (long)wait};
     struct pollfd pfd = {.fd = dev->doorbell, .events = POLLIN};
-    if (ppoll(&pfd, 1, &ts, 0) > 0) {
-      uint64_t v;
-      if (read(dev->doorbell, &v, sizeof(v)) < 0) {
-        /* raced with another reader: nothing to clear */
-      }
-    }
+    if (ppoll(&pfd, 1, &ts, 0) > 0)
+      clear_doorbell(dev);
     if (wait < BACKOFF_MAX_NS)
       wait *= 2;
   }
@@ -325,13 +339,8 @@ void uroce_device_app_leaves(struct uroce_device *dev, bool blocks) {
   atomic_store(&dev->app_poll_ns, 0);
   if (!blocks)
     return; /* the thread finds out at its next look */
-  if (atomic_load(&dev->backoff)) {
-    uint64_t one = 1;
-    atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
-    if (write(dev->doorbell, &one, sizeof(one)) < 0) {
-      /* saturated: the thread is being woken anyway */
-    }
-  }
+  if (atomic_load(&dev->backoff))
+    ring_doorbell(dev);
 }
 
 /* The thread's turn at the device: its progress, or, with next_expiry
@@ -398,10 +407,7 @@ static void *progress_thread(void *arg) {
     epoll_pwait2(dev->epfd, evs, 4, tsp, 0);
     atomic_store(&dev->sleeping, false);
     atomic_fetch_add_explicit(&dev->wakeups, 1, memory_order_relaxed);
-    uint64_t v;
-    if (read(dev->doorbell, &v, sizeof(v)) < 0) {
-      /* nothing rang: woken by a packet or the timer */
-    }
+    clear_doorbell(dev);
     last_work = now_ns();
   }
   return 0;
@@ -427,13 +433,8 @@ void uroce_device_kick(struct uroce_device *dev) {
     }
     return;
   }
-  if (atomic_load(&dev->sleeping)) {
-    uint64_t one = 1;
-    atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
-    if (write(dev->doorbell, &one, sizeof(one)) < 0) {
-      /* the counter is saturated: the thread is being woken anyway */
-    }
-  }
+  if (atomic_load(&dev->sleeping))
+    ring_doorbell(dev);
 }
 
 int uroce_device_open(struct uroce_device **out,
