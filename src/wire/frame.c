@@ -48,14 +48,17 @@ __attribute__((constructor)) static void crc_tab_init(void) {
           (crc_tab[k - 1][b] >> 8) ^ crc_tab[0][crc_tab[k - 1][b] & 0xFF];
 }
 
+/* The register c (inverted CRC) after four more bytes, w little-endian. */
+static inline uint32_t crc_step4(uint32_t c, uint32_t w) {
+  c ^= w;
+  return crc_tab[3][c & 0xFF] ^ crc_tab[2][(c >> 8) & 0xFF] ^
+         crc_tab[1][(c >> 16) & 0xFF] ^ crc_tab[0][c >> 24];
+}
+
 static uint32_t crc32_small(uint32_t crc, const uint8_t *p, size_t len) {
   uint32_t c = ~crc;
-  for (; len >= 4; len -= 4, p += 4) {
-    c ^= (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-         (uint32_t)p[3] << 24;
-    c = crc_tab[3][c & 0xFF] ^ crc_tab[2][(c >> 8) & 0xFF] ^
-        crc_tab[1][(c >> 16) & 0xFF] ^ crc_tab[0][c >> 24];
-  }
+  for (; len >= 4; len -= 4, p += 4)
+    c = crc_step4(c, get_le32(p));
   while (len--)
     c = (c >> 8) ^ crc_tab[0][(c ^ *p++) & 0xFF];
   return ~c;
@@ -223,9 +226,7 @@ static uint32_t icrc_bth(uint32_t crc, const uint8_t *bth, size_t bth_len) {
     uint32_t w = get_le32(bth + 4 * k);
     if (k == 1)
       w |= 0xFF; /* byte 4: FECN, BECN, resv6 */
-    c ^= w;
-    c = crc_tab[3][c & 0xFF] ^ crc_tab[2][(c >> 8) & 0xFF] ^
-        crc_tab[1][(c >> 16) & 0xFF] ^ crc_tab[0][c >> 24];
+    c = crc_step4(c, w);
   }
   return uroce_crc32(~c, bth + UROCE_BTH_LEN, bth_len - UROCE_BTH_LEN);
 }
