@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -139,15 +140,24 @@ static struct uroce_send_wr wr_of(struct side *s, uint32_t opcode,
   return wr;
 }
 
+/* Opens a and b with 1 MiB each and connects their QPs; false if either
+ * could not be opened (the failure is checked). */
+static bool open_pair(struct side *a, const char *addr_a, int progress_a,
+                      struct side *b, const char *addr_b, int progress_b) {
+  CHECK_EQ(open_side(a, addr_a, progress_a, 1 << 20), 0);
+  CHECK_EQ(open_side(b, addr_b, progress_b, 1 << 20), 0);
+  if (!a->dev || !b->dev)
+    return false;
+  connect_qp(a, b);
+  connect_qp(b, a);
+  return true;
+}
+
 static void run_ops(int progress_a, int progress_b) {
   struct side a = {0}, b = {0};
   size_t len = 1 << 20;
-  CHECK_EQ(open_side(&a, "127.0.0.21", progress_a, len), 0);
-  CHECK_EQ(open_side(&b, "127.0.0.22", progress_b, len), 0);
-  if (!a.dev || !b.dev)
+  if (!open_pair(&a, "127.0.0.21", progress_a, &b, "127.0.0.22", progress_b))
     goto out;
-  connect_qp(&a, &b);
-  connect_qp(&b, &a);
   for (size_t i = 0; i < len; i++)
     a.buf[i] = (uint8_t)(i * 13 + 1);
 
@@ -254,12 +264,9 @@ static void test_inline(void) {
 static void test_polled_then_quiet(void) {
   struct side a = {0}, b = {0};
   size_t len = 1 << 20;
-  CHECK_EQ(open_side(&a, "127.0.0.23", UROCE_PROGRESS_INLINE, len), 0);
-  CHECK_EQ(open_side(&b, "127.0.0.24", UROCE_PROGRESS_THREAD, len), 0);
-  if (!a.dev || !b.dev)
+  if (!open_pair(&a, "127.0.0.23", UROCE_PROGRESS_INLINE, &b, "127.0.0.24",
+                 UROCE_PROGRESS_THREAD))
     goto out;
-  connect_qp(&a, &b);
-  connect_qp(&b, &a);
   for (size_t i = 0; i < len; i++)
     b.buf[i] = (uint8_t)(i * 7 + 3);
   struct uroce_wc wc;
