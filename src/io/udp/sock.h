@@ -31,7 +31,11 @@
 #define UROCE_UDP_MAX_SEGS 20  /* header + payload pieces of one packet */
 #define UROCE_UDP_BATCH 64     /* packets per sendmmsg/recvmmsg */
 #define UROCE_UDP_RX_BUF 65536 /* room for one GRO super-datagram */
-#define UROCE_UDP_TX_STAGE (256 << 10) /* staged bytes per sendmmsg */
+/* Staged bytes per sendmmsg: room for a whole batch of 4096-byte
+ * packets with their headers (at most 64 bytes) and ICRCs, so that a
+ * batch is one sendmmsg (at 256 KiB its 64th packet went alone in a
+ * second one). */
+#define UROCE_UDP_TX_STAGE (UROCE_UDP_BATCH * (4096 + 64 + 4))
 
 struct uroce_udp_stats {
   uint64_t tx_pkts, tx_bytes, tx_gso_calls, tx_errors, tx_eagain;
@@ -46,9 +50,9 @@ struct uroce_udp_sock {
   int n_entropy;
   int efd[UROCE_UDP_MAX_ENTROPY];
   uint16_t eport[UROCE_UDP_MAX_ENTROPY];
-  bool gso, gro;   /* what the kernel accepted */
-  bool tx_gather;  /* set by the caller: gather, don't stage (see above) */
-  uint8_t ecn;   /* ECN codepoint sent (2 = ECT(0)) */
+  bool gso, gro;  /* what the kernel accepted */
+  bool tx_gather; /* set by the caller: gather, don't stage (see above) */
+  uint8_t ecn;    /* ECN codepoint sent (2 = ECT(0)) */
   struct uroce_udp_stats st;
   /* ICRC state after the masked IP and UDP headers of recent sends, by
    * (destination, ports, identification, length): a GSO send numbers its
@@ -59,7 +63,7 @@ struct uroce_udp_sock {
     uint32_t bth_len; /* 0: empty */
     uint32_t crc;
   } pcache[64];
-  uint8_t *rxbuf; /* UROCE_UDP_BATCH buffers of UROCE_UDP_RX_BUF, staggered */
+  uint8_t *rxbuf;   /* UROCE_UDP_BATCH buffers of UROCE_UDP_RX_BUF, staggered */
   uint8_t *txstage; /* UROCE_UDP_TX_STAGE bytes */
 };
 
