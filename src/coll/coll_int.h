@@ -79,6 +79,12 @@ typedef struct slot_hdr {
 #define IMM_KIND(imm) ((imm) >> 30)
 #define IMM_ARG(imm) ((imm)&0xffffu)
 #define IMM_MAKE(k, a) (((uint32_t)(k) << 30) | ((uint32_t)(a)&0xffffu))
+/* A CREDIT gives back one slot (arg: its index) or, with CREDIT_SET, the
+ * slots of a set: bit i of the low CREDIT_SET_SLOTS bits for slot i. */
+#define CREDIT_SET (1u << 29)
+#define CREDIT_SET_SLOTS 29
+#define IMM_CREDIT_SET(mask)                                                   \
+  ((IMM_CREDIT << 30) | CREDIT_SET | (uint32_t)(mask))
 
 /* A gathered write in flight: it reads bytes [lo, hi) of buffer buf. */
 typedef struct gflight {

@@ -294,7 +294,9 @@ static int handle_cqe(uroce_coll_comm *c, const uroce_coll_cqe *q,
     p->arrived |= 1ull << arg;
     return 1;
   } else if (kind == IMM_CREDIT) {
-    if (arg < (unsigned)c->slots)
+    if (q->imm & CREDIT_SET)
+      p->await_credit &= ~((uint64_t)q->imm & ((1ull << CREDIT_SET_SLOTS) - 1));
+    else if (arg < (unsigned)c->slots)
       p->await_credit &= ~(1ull << arg);
     return 1;
   } else if (kind == IMM_ABORT) {
@@ -584,22 +586,35 @@ static int cmp_int(const void *a, const void *b) {
 }
 
 /* Credits go out in rank order; only the peers on the owed list are
- * visited (a communicator of 1024 ranks owes to one or two at a time). */
-static void give_credits(uroce_coll_comm *c) {
+ * visited (a communicator of 1024 ranks owes to one or two at a time).
+ * One write gives back every slot owed to a peer (a set, where the slots
+ * fit the immediate). Unless all, a peer's credits wait until half its
+ * slots are owed: a credit is a message, an acknowledgement and a
+ * completion, and at one per 256 KiB chunk they were an eighth of all
+ * messages. The caller gives all when this rank has nothing else to do
+ * (the sender may be waiting for them) and when a request ends. */
+static void give_credits(uroce_coll_comm *c, int all) {
   if (c->nowed > 1)
     qsort(c->owed, (size_t)c->nowed, sizeof *c->owed, cmp_int);
   int keep = 0;
+  int batch = all ? 1 : (c->slots + 1) / 2;
   for (int i = 0; i < c->nowed; i++) {
     int pi = c->owed[i];
     coll_peer *p = &c->peers[pi];
+    if (__builtin_popcountll(p->credit_owed) < batch) {
+      c->owed[keep++] = pi;
+      continue;
+    }
     while (p->credit_owed) {
+      int set = c->slots <= CREDIT_SET_SLOTS;
       int s = __builtin_ctzll(p->credit_owed);
-      int rc =
-          c->tp.post_write_imm(c->tp.ctx, pi, NULL, 0, 0, p->raddr, p->rkey,
-                               IMM_MAKE(IMM_CREDIT, s), WRID_CTRL << 56);
+      uint32_t imm =
+          set ? IMM_CREDIT_SET(p->credit_owed) : IMM_MAKE(IMM_CREDIT, s);
+      int rc = c->tp.post_write_imm(c->tp.ctx, pi, NULL, 0, 0, p->raddr,
+                                    p->rkey, imm, WRID_CTRL << 56);
       if (rc < 0)
         break; /* queue full: next time; a dead peer shows up elsewhere */
-      p->credit_owed &= p->credit_owed - 1;
+      p->credit_owed = set ? 0 : p->credit_owed & (p->credit_owed - 1);
     }
     if (p->credit_owed)
       c->owed[keep++] = pi;
@@ -654,13 +669,14 @@ int uroce_coll_test(uroce_coll_req *r) {
   int moved = advance(r);
   if (moved < 0)
     return r->state;
-  give_credits(c);
+  int done = r->ss == r->nsteps && r->rs == r->nsteps;
+  give_credits(c, !moved || done);
   uint64_t now = c->tp.now_ns(c->tp.ctx);
   if (n > 0 || moved)
     r->last_progress = now;
   /* Done when the schedule is, and the transport reads the buffers no more
    * (no gathered write without its WRITE_DONE). */
-  if (r->ss == r->nsteps && r->rs == r->nsteps && !c->nflight) {
+  if (done && !c->nflight) {
     if (r->fin_len && !c->phantom)
       memcpy(r->fin_dst, r->fin_src, r->fin_len);
     r->state = 0;
