@@ -161,6 +161,11 @@ struct uroce_coll_comm {
   char errmsg[256];
 };
 
+/* reduce.c: dst[i] = a[i] op b[i] for n elements; dst is a or does not
+ * overlap it, b overlaps neither. */
+void coll_reduce3(void *dst, const void *a, const void *b, size_t n,
+                  uroce_coll_dtype dt, uroce_coll_op op);
+
 /* sched.c: fill req->steps for the request's kind and algorithm. count is
  * the caller's element count (per rank for reduce-scatter, allgather and
  * all-to-all). Returns 0 or -ENOMEM. */

@@ -497,11 +497,11 @@ static int take_chunk(uroce_coll_req *r, const xfer *x, size_t j) {
     return 0; /* the chunk waits in its slot for that WRITE_DONE */
   if (!c->phantom) {
     char *dst = r->work + woff;
-    if (x->from_src) /* a reduction's first touch, while in cache */
-      memcpy(dst, r->src + woff, len);
+    /* a reduction's first touch reads the request's src instead: one
+     * pass, no copy first */
     if (x->reduce)
-      uroce_coll_reduce_local(dst, slot + HDR_BYTES, len / r->esize, r->dt,
-                              r->op);
+      coll_reduce3(dst, x->from_src ? r->src + woff : dst, slot + HDR_BYTES,
+                   len / r->esize, r->dt, r->op);
     else
       memcpy(dst, slot + HDR_BYTES, len);
   }

@@ -1,6 +1,7 @@
-/* Reduction kernels: dst[i] = dst[i] op src[i].
+/* Reduction kernels: dst[i] = a[i] op b[i], where dst is a or does not
+ * overlap it (reduce_local is the case dst == a).
  *
- * The generic kernels are plain loops over restrict pointers, cut into
+ * The generic kernels are plain loops, cut into
  * blocks of a constant length. gcc's -O2 cost model ("very cheap") leaves
  * them scalar, so the kernels ask for loop vectorisation with the cheap
  * model themselves (VEC below); the build flags stay as they are. The same
@@ -104,31 +105,35 @@ uint16_t uroce_coll_f32_to_bf16(float f) {
 #define E_IPROD64(a, b) ((int64_t)((uint64_t)(a) * (uint64_t)(b)))
 
 #define DEF_K(SUF, ATTR, T, NAME, EXPR)                                        \
-  ATTR static void NAME##_##SUF(void *dv, const void *sv, size_t n) {          \
-    T *restrict d = (T *)dv;                                                   \
+  ATTR static void NAME##_##SUF(void *dv, const void *av, const void *sv,      \
+                                size_t n) {                                    \
+    T *d = (T *)dv;                                                            \
+    const T *x = (const T *)av;                                                \
     const T *restrict s = (const T *)sv;                                       \
     size_t i = 0;                                                              \
     for (; i + BLK <= n; i += BLK)                                             \
       for (size_t j = 0; j < BLK; j++) {                                       \
-        T a = d[i + j], b = s[i + j];                                          \
+        T a = x[i + j], b = s[i + j];                                          \
         d[i + j] = EXPR(a, b);                                                 \
       }                                                                        \
     for (; i < n; i++) {                                                       \
-      T a = d[i], b = s[i];                                                    \
+      T a = x[i], b = s[i];                                                    \
       d[i] = EXPR(a, b);                                                       \
     }                                                                          \
   }
 
 /* float16/bfloat16 generic: widen a block to float, reduce, narrow. */
 #define DEF_HK(SUF, ATTR, NAME, TOF, FROMF, EXPR)                              \
-  ATTR static void NAME##_##SUF(void *dv, const void *sv, size_t n) {          \
-    uint16_t *restrict d = (uint16_t *)dv;                                     \
+  ATTR static void NAME##_##SUF(void *dv, const void *av, const void *sv,      \
+                                size_t n) {                                    \
+    uint16_t *d = (uint16_t *)dv;                                              \
+    const uint16_t *x = (const uint16_t *)av;                                  \
     const uint16_t *restrict s = (const uint16_t *)sv;                         \
     float a[HBLK], b[HBLK];                                                    \
     for (size_t i = 0; i < n; i += HBLK) {                                     \
       size_t m = n - i < HBLK ? n - i : HBLK;                                  \
       for (size_t j = 0; j < m; j++) {                                         \
-        a[j] = TOF(d[i + j]);                                                  \
+        a[j] = TOF(x[i + j]);                                                  \
         b[j] = TOF(s[i + j]);                                                  \
       }                                                                        \
       for (size_t j = 0; j < m; j++)                                           \
@@ -182,7 +187,7 @@ DEF_HK(gen, GENERIC_ATTR, bf16_prod, bf_to_f, f_to_bf, E_PROD)
 DEF_HK(gen, GENERIC_ATTR, bf16_min, bf_to_f, f_to_bf, E_FMIN)
 DEF_HK(gen, GENERIC_ATTR, bf16_max, bf_to_f, f_to_bf, E_FMAX)
 
-typedef void (*kernel_fn)(void *, const void *, size_t);
+typedef void (*kernel_fn)(void *, const void *, const void *, size_t);
 
 static const kernel_fn
     generic_tab[UROCE_COLL_DTYPE_COUNT][UROCE_COLL_OP_COUNT] = {
@@ -215,19 +220,21 @@ DEF_ALL(avx, AVX_ATTR)
   _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q))
 
 #define DEF_F16_AVX(NAME, VOP, EXPR)                                           \
-  AVX_ATTR static void NAME##_avx(void *dv, const void *sv, size_t n) {        \
+  AVX_ATTR static void NAME##_avx(void *dv, const void *av, const void *sv,    \
+                                  size_t n) {                                  \
     uint16_t *d = (uint16_t *)dv;                                              \
+    const uint16_t *x = (const uint16_t *)av;                                  \
     const uint16_t *s = (const uint16_t *)sv;                                  \
     size_t i = 0;                                                              \
     for (; i + 8 <= n; i += 8) {                                               \
-      __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + i)));   \
+      __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));   \
       __m256 b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i)));   \
       __m256 r = VOP(a, b);                                                    \
       _mm_storeu_si128((__m128i *)(d + i),                                     \
                        _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));         \
     }                                                                          \
     for (; i < n; i++) {                                                       \
-      float a = uroce_coll_f16_to_f32(d[i]), b = uroce_coll_f16_to_f32(s[i]);  \
+      float a = uroce_coll_f16_to_f32(x[i]), b = uroce_coll_f16_to_f32(s[i]);  \
       d[i] = uroce_coll_f32_to_f16(EXPR(a, b));                                \
     }                                                                          \
   }
@@ -254,14 +261,16 @@ AVX_ATTR static inline void bf16x8_store(uint16_t *p, __m256 v) {
 }
 
 #define DEF_BF16_AVX(NAME, VOP, EXPR)                                          \
-  AVX_ATTR static void NAME##_avx(void *dv, const void *sv, size_t n) {        \
+  AVX_ATTR static void NAME##_avx(void *dv, const void *av, const void *sv,    \
+                                  size_t n) {                                  \
     uint16_t *d = (uint16_t *)dv;                                              \
+    const uint16_t *x = (const uint16_t *)av;                                  \
     const uint16_t *s = (const uint16_t *)sv;                                  \
     size_t i = 0;                                                              \
     for (; i + 8 <= n; i += 8)                                                 \
-      bf16x8_store(d + i, VOP(bf16x8_load(d + i), bf16x8_load(s + i)));        \
+      bf16x8_store(d + i, VOP(bf16x8_load(x + i), bf16x8_load(s + i)));        \
     for (; i < n; i++) {                                                       \
-      float a = bf_to_f(d[i]), b = bf_to_f(s[i]);                              \
+      float a = bf_to_f(x[i]), b = bf_to_f(s[i]);                              \
       d[i] = f_to_bf(EXPR(a, b));                                              \
     }                                                                          \
   }
@@ -273,14 +282,16 @@ AVX_ATTR static inline void bf16x8_store(uint16_t *p, __m256 v) {
 #define V_MAX_PD(a, b)                                                         \
   _mm256_blendv_pd(_mm256_max_pd(a, b), a, _mm256_cmp_pd(a, a, _CMP_UNORD_Q))
 #define DEF_FP_AVX(NAME, T, W, LOAD, STORE, VOP, EXPR)                         \
-  AVX_ATTR static void NAME##_avx(void *dv, const void *sv, size_t n) {        \
+  AVX_ATTR static void NAME##_avx(void *dv, const void *av, const void *sv,    \
+                                  size_t n) {                                  \
     T *d = (T *)dv;                                                            \
+    const T *x = (const T *)av;                                                \
     const T *s = (const T *)sv;                                                \
     size_t i = 0;                                                              \
     for (; i + W <= n; i += W)                                                 \
-      STORE(d + i, VOP(LOAD(d + i), LOAD(s + i)));                             \
+      STORE(d + i, VOP(LOAD(x + i), LOAD(s + i)));                             \
     for (; i < n; i++) {                                                       \
-      T a = d[i], b = s[i];                                                    \
+      T a = x[i], b = s[i];                                                    \
       d[i] = EXPR(a, b);                                                       \
     }                                                                          \
   }
@@ -343,20 +354,25 @@ const char *uroce_coll_reduce_impl(void) {
   return pick() == 2 ? "avx2+f16c" : "generic";
 }
 
-void uroce_coll_reduce_local(void *dst, const void *src, size_t n,
-                             uroce_coll_dtype dt, uroce_coll_op op) {
+void coll_reduce3(void *dst, const void *a, const void *b, size_t n,
+                  uroce_coll_dtype dt, uroce_coll_op op) {
   if ((unsigned)dt >= UROCE_COLL_DTYPE_COUNT ||
       (unsigned)op >= UROCE_COLL_OP_COUNT || n == 0)
     return;
 #ifdef HAVE_X86
   if (pick() == 2) {
-    avx_tab[dt][op](dst, src, n);
+    avx_tab[dt][op](dst, a, b, n);
     return;
   }
 #else
   (void)pick();
 #endif
-  generic_tab[dt][op](dst, src, n);
+  generic_tab[dt][op](dst, a, b, n);
+}
+
+void uroce_coll_reduce_local(void *dst, const void *src, size_t n,
+                             uroce_coll_dtype dt, uroce_coll_op op) {
+  coll_reduce3(dst, dst, src, n, dt, op);
 }
 
 size_t uroce_coll_dtype_size(uroce_coll_dtype dt) {
