@@ -852,11 +852,10 @@ int uroce_coll_start(uroce_coll_comm *c, uroce_coll_kind kind,
   case UROCE_COLL_ALLREDUCE:
     r->work = rb;
     if (sb != rb && bytes) {
-      /* The ring and the tree read each block of sendbuf where they first
-       * need it (sched.c ring_rs, tree_allreduce): no cold copy of the
+      /* Every algorithm reads each block of sendbuf where it first needs
+       * it (sched.c ring_rs, tree_allreduce, rhd): no cold copy of the
        * whole vector up front. */
-      if ((algo == UROCE_COLL_ALGO_RING || algo == UROCE_COLL_ALGO_TREE) &&
-          n > 1)
+      if (n > 1)
         r->src = sb;
       else
         memcpy(rb, sb, bytes);

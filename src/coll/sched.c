@@ -366,7 +366,8 @@ static int rhd(builder *b, size_t count, rhd_kind kind) {
     if (kind == RHD_AG)
       add_send(b, st, me + 1, BUF_WORK, (size_t)me * count, count, TAG_PRE, -1);
     else
-      add_send(b, st, me + 1, BUF_WORK, 0, total, TAG_PRE, -1);
+      add_send(b, st, me + 1, b->lazy ? BUF_SRC : BUF_WORK, 0, total, TAG_PRE,
+               -1);
     if (!(st = add_step(b)))
       goto out;
     if (kind == RHD_RS)
@@ -381,11 +382,21 @@ static int rhd(builder *b, size_t count, rhd_kind kind) {
   step *st = add_step(b); /* pre: take over the extra rank's data */
   if (!st)
     goto out;
+  /* With b->lazy the working buffer starts empty: the first reduction
+   * into each of its bytes reads src (the extra rank's data here, or the
+   * first halving step below), and the first halving step sends from src.
+   * The half it gives away is not read again before doubling overwrites
+   * it. */
+  int lazy = b->lazy;
   if (me < 2 * r) {
     if (kind == RHD_AG)
       add_recv(b, st, me - 1, (size_t)(me - 1) * count, count, TAG_PRE, 0);
-    else
-      add_recv(b, st, me - 1, 0, total, TAG_PRE, 1);
+    else {
+      xfer *rx = add_recv(b, st, me - 1, 0, total, TAG_PRE, 1);
+      if (rx && lazy)
+        rx->from_src = 1;
+      lazy = 0;
+    }
   }
   int lo = 0, hi = p2, k = 0;
   if (kind != RHD_AG) {
@@ -395,10 +406,13 @@ static int rhd(builder *b, size_t count, rhd_kind kind) {
         goto out;
       int keep_lo = (v & mask) ? mid : lo, keep_hi = (v & mask) ? hi : mid;
       int give_lo = (v & mask) ? lo : mid, give_hi = (v & mask) ? mid : hi;
-      add_send(b, st, partner, BUF_WORK, parts[give_lo],
+      add_send(b, st, partner, lazy ? BUF_SRC : BUF_WORK, parts[give_lo],
                parts[give_hi] - parts[give_lo], TAG_HALF + k, idx - 1);
-      add_recv(b, st, partner, parts[keep_lo], parts[keep_hi] - parts[keep_lo],
-               TAG_HALF + k, 1);
+      xfer *rx = add_recv(b, st, partner, parts[keep_lo],
+                          parts[keep_hi] - parts[keep_lo], TAG_HALF + k, 1);
+      if (rx && lazy)
+        rx->from_src = 1;
+      lazy = 0;
       lo = keep_lo;
       hi = keep_hi;
     }
