@@ -567,6 +567,11 @@ static int advance(uroce_coll_req *r) {
             break;
           st->rdone[i]++;
           again = moved = 1;
+          /* back to the sends: a chunk just reduced goes on while it is
+           * in cache (consuming every arrived chunk first sent them from
+           * memory: the ICRC copy then waited on its loads) */
+          if (st->rdone[i] < nc)
+            goto next;
         }
         if (st->rdone[i] < nc)
           all = 0;
@@ -576,6 +581,7 @@ static int advance(uroce_coll_req *r) {
       r->rs++;
       again = moved = 1;
     }
+  next:;
   }
   return moved;
 }
