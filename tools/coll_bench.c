@@ -789,11 +789,11 @@ int cmd_coll_bench(int argc, char **argv) {
             "rank %d stats: tx_pkts=%" PRIu64 " rx_pkts=%" PRIu64
             " retransmits=%" PRIu64 " timeouts=%" PRIu64 " naks_tx=%" PRIu64
             " rnr_naks_tx=%" PRIu64 " rx_dropped_engine=%" PRIu64
-            " tx_eagain=%" PRIu64 " acks_tx=%" PRIu64 " tx_gso_calls=%" PRIu64
-            " rx_gro_segs=%" PRIu64 "\n",
+            " tx_eagain=%" PRIu64 " acks_tx=%" PRIu64 " tx_msgs=%" PRIu64
+            " tx_gso_calls=%" PRIu64 " rx_gro_segs=%" PRIu64 "\n",
             b.rank, st.tx_pkts, st.rx_pkts, st.retransmits, st.timeouts,
             st.naks_tx, st.rnr_naks_tx, st.rx_dropped_engine, st.tx_eagain,
-            st.acks_tx, st.tx_gso_calls, st.rx_gro_segs);
+            st.acks_tx, st.tx_msgs, st.tx_gso_calls, st.rx_gro_segs);
   }
   uroce_coll_comm_del(b.comm);
   uroce_coll_native_del(b.nat);

@@ -103,6 +103,7 @@ struct uroce_device_stats {
   uint64_t cnps_tx, cnps_rx, ce_rx;
   uint64_t tx_gso_calls, rx_gro_segs, tx_eagain;
   uint64_t wakeups, doorbells; /* progress thread sleeps ended, kicks */
+  uint64_t tx_msgs; /* datagrams handed to the kernel (a GSO send is one) */
 };
 
 struct uroce_device;

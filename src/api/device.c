@@ -617,6 +617,7 @@ void uroce_device_get_stats(struct uroce_device *dev,
   st->cnps_tx = e->cnps_tx;
   st->cnps_rx = e->cnps_rx;
   st->ce_rx = e->ce_rx;
+  st->tx_msgs = u->tx_msgs;
   st->tx_gso_calls = u->tx_gso_calls;
   st->rx_gro_segs = u->rx_gro_segs;
   st->tx_eagain = u->tx_eagain;

@@ -325,6 +325,7 @@ int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
       done += npkts[0];
       continue;
     }
+    s->st.tx_msgs += (unsigned)r;
     for (int i = 0; i < r; i++) {
       s->st.tx_pkts += npkts[i];
       for (unsigned j = 0; j < npkts[i]; j++)

@@ -38,7 +38,7 @@
 #define UROCE_UDP_TX_STAGE (UROCE_UDP_BATCH * (4096 + 64 + 4))
 
 struct uroce_udp_stats {
-  uint64_t tx_pkts, tx_bytes, tx_gso_calls, tx_errors, tx_eagain;
+  uint64_t tx_pkts, tx_bytes, tx_msgs, tx_gso_calls, tx_errors, tx_eagain;
   uint64_t rx_pkts, rx_bytes, rx_gro_segs, rx_truncated;
 };
 
