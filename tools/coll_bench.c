@@ -91,7 +91,7 @@ static void usage(FILE *out) {
       "  -c, --check           verify every result (#wrong; exit 1 if any)\n"
       "  -J, --json            print JSON instead of the table\n"
       "  --chunk BYTES         payload bytes per RDMA WRITE (default\n"
-      "                        256K-24)\n"
+      "                        61x4096-24 = 249832)\n"
       "  --slots N             staging slots per peer (default 4)\n"
       "  --timeout MS          no-progress timeout of a collective\n"
       "  --progress MODE       inline (default: progress inside the polls,\n"

@@ -171,9 +171,10 @@ typedef struct uroce_coll_transport {
 /* ---- communicator ------------------------------------------------------- */
 
 typedef struct uroce_coll_config {
-  size_t chunk_bytes;   /* payload per RDMA WRITE; default 256 KiB - 24,
+  size_t chunk_bytes;   /* payload per RDMA WRITE; default 61 x 4096 - 24,
                            so that with the 16-byte header a write is 8
-                           bytes short of 256 KiB (comm.c says why). With a
+                           bytes short of 61 packets of 4 KiB (comm.c
+                           says why). With a
                            transport that gathers, chunks of >= 4 KiB are
                            written from the buffers without a copy; env
                            UROCE_COLL_GATHER_MIN (bytes, or "off") moves
