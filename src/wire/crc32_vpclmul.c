@@ -300,6 +300,13 @@ TARGET512 static inline __m512i fold512(__m512i x, __m512i k) {
                           _mm512_clmulepi64_epi128(x, k, 0x11));
 }
 
+/* A sender's source is often cold (a collective's chunk reduced a while
+ * ago): the hardware prefetcher stops at each 4 KiB page and starts over,
+ * so lines are asked for this far ahead, on into the bytes that follow
+ * (the next packet's, as a rule; a prefetch never faults). 8-rank
+ * allreduce, 16-64 MiB, 6 interleaved runs: busbw +3-7% (4096 ahead: the
+ * same; 512: half the gain; the same in the reduction kernels: none). */
+#define COPY_PREFETCH 2048
 TARGET512 static uint32_t crc32_copy512(uint32_t crc, uint8_t *dst,
                                         const uint8_t *src, size_t len) {
   const __m512i k = _mm512_broadcast_i32x4(k128(16)); /* 256 bytes on */
@@ -314,6 +321,10 @@ TARGET512 static uint32_t crc32_copy512(uint32_t crc, uint8_t *dst,
   x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)~crc)));
   size_t off = 256;
   for (; off + 256 <= len; off += 256) {
+    _mm_prefetch((const char *)src + off + COPY_PREFETCH, _MM_HINT_T0);
+    _mm_prefetch((const char *)src + off + COPY_PREFETCH + 64, _MM_HINT_T0);
+    _mm_prefetch((const char *)src + off + COPY_PREFETCH + 128, _MM_HINT_T0);
+    _mm_prefetch((const char *)src + off + COPY_PREFETCH + 192, _MM_HINT_T0);
     __m512i y0 = _mm512_loadu_si512(src + off);
     __m512i y1 = _mm512_loadu_si512(src + off + 64);
     __m512i y2 = _mm512_loadu_si512(src + off + 128);
