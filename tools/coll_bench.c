@@ -92,7 +92,7 @@ static void usage(FILE *out) {
       "  -J, --json            print JSON instead of the table\n"
       "  --chunk BYTES         payload bytes per RDMA WRITE (default\n"
       "                        61x4096-24 = 249832)\n"
-      "  --slots N             staging slots per peer (default 4)\n"
+      "  --slots N             staging slots per peer (default 3)\n"
       "  --timeout MS          no-progress timeout of a collective\n"
       "  --progress MODE       inline (default: progress inside the polls,\n"
       "                        fastest when every core runs a rank) or\n"

@@ -179,7 +179,7 @@ typedef struct uroce_coll_config {
                            written from the buffers without a copy; env
                            UROCE_COLL_GATHER_MIN (bytes, or "off") moves
                            that bound */
-  int slots;            /* staging slots per peer (credits); default 4 */
+  int slots;            /* staging slots per peer (credits); default 3 */
   uint64_t timeout_ns;  /* no progress this long fails a collective with
                            PEER_TIMEOUT; default 30 s; env
                            UROCE_COLL_TIMEOUT_MS overrides */

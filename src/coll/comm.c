@@ -33,9 +33,14 @@ typedef struct info_blob {
 } info_blob;
 
 void uroce_coll_config_init(uroce_coll_config *cfg) {
-  /* About 256 KiB x 4 slots: 8-rank allreduce on 2 cores, busbw 1-64 MiB,
-   * 3 interleaved runs: 0.32-0.36 GB/s against 0.23-0.32 with 64 KiB x 8
-   * (fewer completions, credits and slot lookups per byte).
+  /* About 256 KiB x 3 slots. 8-rank allreduce on 2 cores, busbw 1-64 MiB,
+   * 3 interleaved runs: 0.32-0.36 GB/s with 256 KiB x 4 against 0.23-0.32
+   * with 64 KiB x 8 (fewer completions, credits and slot lookups per
+   * byte); later 3 slots against 4, 4 interleaved runs of the benchmark's
+   * sizes: busbw +3-19% from 256 KiB to 256 MiB (1 MiB the most), the
+   * same below (a peer's slots, written by the receive path and read by
+   * the reduction, stay in a core's 1 MiB L2 more often); 2 slots, 6, or
+   * 46- and 91-packet chunks with 3 or 2 slots were no better.
    *
    * Exactly: header and payload are 61 packets at a 4096-byte path MTU,
    * 8 bytes short. The kernel's cost follows the number of datagrams it
@@ -46,7 +51,7 @@ void uroce_coll_config_init(uroce_coll_config *cfg) {
    * MIDDLE. 61 packets are 1 + 4 sends; 64 were 1 + 5 (16 MiB allreduce,
    * 8 ranks, 8 interleaved runs: busbw +3-4% from 4 MiB up). */
   cfg->chunk_bytes = 61 * 4096 - HDR_BYTES - 8;
-  cfg->slots = 4;
+  cfg->slots = 3;
   cfg->timeout_ns = 30ull * 1000000000ull;
   cfg->algo = UROCE_COLL_ALGO_AUTO;
   cfg->phantom = 0;

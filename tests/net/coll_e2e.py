@@ -37,14 +37,14 @@ def launch_cmd(uroce, n, base, extra_launch=()):
 def check_case(uroce, n, algo, maxbytes, small_chunks, root,
                progress="inline"):
     name = "%2d ranks, algo %-5s%s%s" % (
-        n, algo, ", 4K chunks 3 slots" if small_chunks else "",
+        n, algo, ", 4K chunks 2 slots" if small_chunks else "",
         ", progress thread" if progress == "thread" else "")
     args = ["-c", "-J", "-o", "all", "-d", "all", "-r", "all", "-b", "4",
             "-e", str(maxbytes), "-f", "13", "-n", "1", "-w", "0",
             "--algo", algo, "--root", str(root), "--timeout", "20000",
             "--progress", progress]
     if small_chunks:
-        args += ["--chunk", "4096", "--slots", "3"]
+        args += ["--chunk", "4096", "--slots", "2"]
     t0 = time.time()
     try:
         p = subprocess.run(launch_cmd(uroce, n, "127.0.2.1") + args,

@@ -611,7 +611,7 @@ static void test_connect_checks(void) {
   uroce_coll_config cfg;
   uroce_coll_config_init(&cfg);
   CHECK_EQ(uroce_coll_comm_new(coll_mem_tp(m, 0), &cfg, &a), 0);
-  cfg.slots = 3;
+  cfg.slots = cfg.slots + 1; /* differs from a's */
   CHECK_EQ(uroce_coll_comm_new(coll_mem_tp(m, 1), &cfg, &b), 0);
   size_t isz = uroce_coll_comm_info_size();
   char blobs[2 * 64];
