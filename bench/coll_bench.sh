@@ -3,8 +3,11 @@
 #   uroce coll-bench (uroce launch, one uroce device per rank, RC QPs over
 #   UDP on loopback) vs Open MPI's MPI_Allreduce over TCP (--mca btl
 #   tcp,self) vs PyTorch's Gloo backend (torch.distributed, TCP loopback).
-# float32 sum, out of place, sizes MIN..MAX bytes by factor 4; busbw =
-# size/time * 2(n-1)/n (nccl-tests). Prints a table and uroce / best(other).
+# float32 sum, sizes MIN..MAX bytes by factor 4; busbw = size/time *
+# 2(n-1)/n (nccl-tests). Like with like: out of place (separate send and
+# receive buffers) uroce against MPI_Allreduce; in place uroce against
+# MPI_Allreduce with MPI_IN_PLACE and against Gloo (whose all_reduce works
+# in place). Prints a table and, per mode, uroce / best(other).
 #
 #   bench/coll_bench.sh [BUILD_DIR]      env: RANKS=8 MIN=1K MAX=256M
 #
@@ -87,8 +90,9 @@ for ((b = MINB; b <= MAXB; b *= 4)); do SIZES+=("$b"); done
 
 # ---- Open MPI -------------------------------------------------------------
 cat >"$TMP/mpi_allreduce.c" <<'EOF'
-/* MPI_Allreduce timing: float32 sum, out of place; prints "bytes usec",
- * the slowest rank's mean time per call. */
+/* MPI_Allreduce timing: float32 sum, out of place and then in place
+ * (MPI_IN_PLACE) at each size; prints "bytes usec_oop usec_ip", the
+ * slowest rank's mean time per call. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,16 +112,20 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < count; i++)
       s[i] = (float)((i + (size_t)rank) % 7);
     memset(r, 0, count * sizeof(float));
-    for (int i = 0; i < warm; i++)
-      MPI_Allreduce(s, r, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    for (int i = 0; i < iters; i++)
-      MPI_Allreduce(s, r, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    double t = (MPI_Wtime() - t0) / iters * 1e6, tmax;
-    MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    double tmax[2];
+    for (int ip = 0; ip < 2; ip++) {
+      const void *in = ip ? MPI_IN_PLACE : s;
+      for (int i = 0; i < warm; i++)
+        MPI_Allreduce(in, r, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      MPI_Barrier(MPI_COMM_WORLD);
+      double t0 = MPI_Wtime();
+      for (int i = 0; i < iters; i++)
+        MPI_Allreduce(in, r, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      double t = (MPI_Wtime() - t0) / iters * 1e6;
+      MPI_Reduce(&t, &tmax[ip], 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    }
     if (rank == 0) {
-      printf("%zu %.3f\n", count * sizeof(float), tmax);
+      printf("%zu %.3f %.3f\n", count * sizeof(float), tmax[0], tmax[1]);
       fflush(stdout);
     }
     free(s);
@@ -194,7 +202,7 @@ if "$UROCE" launch -n "$RANKS" --base-addr 127.0.2.161 -- "$UROCE" coll-bench \
 import json, sys
 d = json.load(open(sys.argv[1]))
 for r in d["results"]:
-    print(r["size"], r["out_of_place"]["time_us"])
+    print(r["size"], r["out_of_place"]["time_us"], r["in_place"]["time_us"])
 EOF
 else
   echo "# uroce failed" >&2
@@ -231,19 +239,21 @@ factor = 2.0 * (n - 1) / n
 
 
 def load(path):
+    """size -> [usec out of place, usec in place] (None where not run)"""
     out = {}
     for line in open(path):
         f = line.split()
-        if len(f) == 2 and f[0].isdigit():
-            out[int(f[0])] = float(f[1])
+        if len(f) in (2, 3) and f[0].isdigit():
+            v = [float(x) for x in f[1:]]
+            out[int(f[0])] = v if len(v) == 2 else [None, v[0]]
     return out
 
 
 u, m, g = (load(p) for p in sys.argv[2:5])
 
 
-def bus(tab, b):
-    t = tab.get(b)
+def bus(tab, b, mode):
+    t = tab.get(b, [None, None])[mode]
     return b / (t * 1e3) * factor if t else None
 
 
@@ -251,13 +261,21 @@ def fmt(x):
     return "%9.3f" % x if x is not None else "%9s" % "-"
 
 
+def ratio(mine, others):
+    others = [x for x in others if x]
+    return "%8.2fx" % (mine / max(others)) if mine and others else "%9s" % "-"
+
+
 print("# allreduce float32 sum, %d ranks, busbw in GB/s (10^9 B/s)" % n)
-print("# %10s %9s %9s %9s %9s  %s" % ("size (B)", "uroce", "OpenMPI",
-                                      "Gloo", "ratio", "uroce/best other"))
+print("# %10s | %-29s | %s" % ("", "out of place", "in place"))
+print("# %10s | %9s %9s %9s | %9s %9s %9s %9s" %
+      ("size (B)", "uroce", "OpenMPI", "ratio", "uroce", "OpenMPI", "Gloo",
+       "ratio"))
 for b in sorted(set(u) | set(m) | set(g)):
-    bu, bm, bg = bus(u, b), bus(m, b), bus(g, b)
-    others = [x for x in (bm, bg) if x]
-    ratio = bu / max(others) if bu and others else None
-    print("  %10d %s %s %s %s" % (b, fmt(bu), fmt(bm), fmt(bg),
-                                  "%8.2fx" % ratio if ratio else "%9s" % "-"))
+    uo, mo = bus(u, b, 0), bus(m, b, 0)
+    ui, mi, gi = bus(u, b, 1), bus(m, b, 1), bus(g, b, 1)
+    print("  %10d   %s %s %s   %s %s %s %s" %
+          (b, fmt(uo), fmt(mo), ratio(uo, [mo]), fmt(ui), fmt(mi), fmt(gi),
+           ratio(ui, [mi, gi])))
+print("# ratio: uroce / the best other in the same mode")
 EOF
