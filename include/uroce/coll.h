@@ -174,11 +174,10 @@ typedef struct uroce_coll_config {
   size_t chunk_bytes;   /* payload per RDMA WRITE; default 61 x 4096 - 24,
                            so that with the 16-byte header a write is 8
                            bytes short of 61 packets of 4 KiB (comm.c
-                           says why). With a
-                           transport that gathers, chunks of >= 4 KiB are
-                           written from the buffers without a copy; env
-                           UROCE_COLL_GATHER_MIN (bytes, or "off") moves
-                           that bound */
+                           says why). With a transport that gathers,
+                           chunks of >= 4 KiB are written from the buffers
+                           without a copy; env UROCE_COLL_GATHER_MIN
+                           (bytes, or "off") moves that bound */
   int slots;            /* staging slots per peer (credits); default 3 */
   uint64_t timeout_ns;  /* no progress this long fails a collective with
                            PEER_TIMEOUT; default 30 s; env
