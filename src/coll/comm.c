@@ -613,6 +613,7 @@ static void give_credits(uroce_coll_comm *c, int all) {
     qsort(c->owed, (size_t)c->nowed, sizeof *c->owed, cmp_int);
   int keep = 0;
   int batch = all ? 1 : (c->slots + 1) / 2;
+  int set = c->slots <= CREDIT_SET_SLOTS; /* the slots fit the immediate */
   for (int i = 0; i < c->nowed; i++) {
     int pi = c->owed[i];
     coll_peer *p = &c->peers[pi];
@@ -621,7 +622,6 @@ static void give_credits(uroce_coll_comm *c, int all) {
       continue;
     }
     while (p->credit_owed) {
-      int set = c->slots <= CREDIT_SET_SLOTS;
       int s = __builtin_ctzll(p->credit_owed);
       uint32_t imm =
           set ? IMM_CREDIT_SET(p->credit_owed) : IMM_MAKE(IMM_CREDIT, s);

@@ -1,14 +1,14 @@
 /* Reduction kernels: dst[i] = a[i] op b[i], where dst is a or does not
  * overlap it (reduce_local is the case dst == a).
  *
- * The generic kernels are plain loops, cut into
- * blocks of a constant length. gcc's -O2 cost model ("very cheap") leaves
- * them scalar, so the kernels ask for loop vectorisation with the cheap
- * model themselves (VEC below); the build flags stay as they are. The same
- * loops are compiled a second time
- * with target("avx2") for 256-bit vectors; float16 and bfloat16 get
- * hand-written AVX2/F16C kernels that convert 8 lanes at a time. The choice
- * is made once, at first use, from the CPU's feature bits.
+ * The generic kernels are plain loops, cut into blocks of a constant
+ * length. gcc's -O2 cost model ("very cheap") leaves them scalar, so the
+ * kernels ask for loop vectorisation with the cheap model themselves (VEC
+ * below); the build flags stay as they are. The same loops are compiled a
+ * second time with target("avx2") for 256-bit vectors; float16 and
+ * bfloat16 get hand-written AVX2/F16C kernels that convert 8 lanes at a
+ * time. The choice is made once, at first use, from the CPU's feature
+ * bits.
  *
  * min and max propagate NaN (IEEE 754-2019 minimum/maximum), sums and
  * products follow IEEE arithmetic; integer sums and products wrap. */
