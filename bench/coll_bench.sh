@@ -7,9 +7,11 @@
 # 2(n-1)/n (nccl-tests). Like with like: out of place (separate send and
 # receive buffers) uroce against MPI_Allreduce; in place uroce against
 # MPI_Allreduce with MPI_IN_PLACE and against Gloo (whose all_reduce works
-# in place). Prints a table and, per mode, uroce / best(other).
+# in place). The three take turns for ROUNDS rounds; the table gives each
+# one's median busbw and, per mode, uroce / best(other), with the range of
+# that ratio over the rounds.
 #
-#   bench/coll_bench.sh [BUILD_DIR]      env: RANKS=8 MIN=1K MAX=256M
+#   bench/coll_bench.sh [BUILD_DIR]   env: RANKS=8 MIN=1K MAX=256M ROUNDS=5
 #
 # Installs openmpi-bin, libopenmpi-dev and python3-torch with apt-get when
 # they are missing. With more ranks than cores every contender is
@@ -23,6 +25,9 @@ UROCE=${UROCE:-$BUILD/uroce}
 RANKS=${RANKS:-8}
 MIN=${MIN:-1K}
 MAX=${MAX:-256M}
+ROUNDS=${ROUNDS:-5}
+[[ $ROUNDS =~ ^[1-9][0-9]{0,2}$ ]] ||
+  { echo "ROUNDS must be a whole number from 1 to 999" >&2; exit 2; }
 PY=/usr/bin/python3 # Debian's python3-torch lives there, not in a venv
 
 [ -x "$UROCE" ] || { echo "no $UROCE: build first" >&2; exit 1; }
@@ -182,7 +187,8 @@ for b in "${SIZES[@]}"; do
   PLAN+=("$b" "$w" "$i")
 done
 
-echo "# $(nproc) cores, $RANKS ranks, allreduce float32 sum, $MIN..$MAX" >&2
+echo "# $(nproc) cores, $RANKS ranks, allreduce float32 sum, $MIN..$MAX," \
+  "$ROUNDS rounds" >&2
 
 # ---- uroce: every size in one run, as MPI and Gloo below ----------------
 # The same plan (size, warm-up, iterations) for all three. One launch per
@@ -195,66 +201,87 @@ UPLAN=""
 for ((k = 0; k < ${#PLAN[@]}; k += 3)); do
   UPLAN+="${UPLAN:+,}${PLAN[k]}:${PLAN[k + 1]}:${PLAN[k + 2]}"
 done
-: >"$TMP/uroce.txt"
-if "$UROCE" launch -n "$RANKS" --base-addr 127.0.2.161 -- "$UROCE" coll-bench \
-  -o allreduce -d float32 -r sum --plan "$UPLAN" -J >"$TMP/u.json"; then
-  $PY - "$TMP/u.json" >>"$TMP/uroce.txt" <<'EOF'
+run_uroce() { # round
+  : >"$TMP/uroce.$1.txt"
+  if "$UROCE" launch -n "$RANKS" --base-addr 127.0.2.161 -- "$UROCE" \
+    coll-bench -o allreduce -d float32 -r sum --plan "$UPLAN" -J \
+    >"$TMP/u.json"; then
+    $PY - "$TMP/u.json" >>"$TMP/uroce.$1.txt" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 for r in d["results"]:
     print(r["size"], r["out_of_place"]["time_us"], r["in_place"]["time_us"])
 EOF
-else
-  echo "# uroce failed" >&2
-fi
-echo "#   uroce done" >&2
+  else
+    echo "# uroce failed" >&2
+  fi
+}
 
-if [ $HAVE_MPI = 1 ]; then
-  mpicc -O2 -o "$TMP/mpi_allreduce" "$TMP/mpi_allreduce.c"
+[ $HAVE_MPI = 0 ] || mpicc -O2 -o "$TMP/mpi_allreduce" "$TMP/mpi_allreduce.c"
+run_mpi() { # round
+  : >"$TMP/mpi.$1.txt"
+  [ $HAVE_MPI = 1 ] || return 0
   mpirun --allow-run-as-root --oversubscribe -np "$RANKS" --mca btl tcp,self \
     --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-    "$TMP/mpi_allreduce" "${PLAN[@]}" >"$TMP/mpi.txt" 2>"$TMP/mpi.err" ||
+    "$TMP/mpi_allreduce" "${PLAN[@]}" >"$TMP/mpi.$1.txt" 2>"$TMP/mpi.err" ||
     { echo "# mpirun failed:" >&2; tail -5 "$TMP/mpi.err" >&2; }
-  echo "#   Open MPI done" >&2
-else
-  : >"$TMP/mpi.txt"
+}
+[ $HAVE_MPI = 1 ] ||
   echo "# Open MPI could not be installed: its column is empty" >&2
-fi
 
-if [ $HAVE_GLOO = 1 ]; then
-  PORT=$((29000 + RANDOM % 1000))
-  $PY "$TMP/gloo_allreduce.py" "$RANKS" "$PORT" "${PLAN[@]}" \
-    >"$TMP/gloo.txt" 2>"$TMP/gloo.err" ||
+run_gloo() { # round
+  : >"$TMP/gloo.$1.txt"
+  [ $HAVE_GLOO = 1 ] || return 0
+  local port=$((29000 + RANDOM % 1000))
+  $PY "$TMP/gloo_allreduce.py" "$RANKS" "$port" "${PLAN[@]}" \
+    >"$TMP/gloo.$1.txt" 2>"$TMP/gloo.err" ||
     { echo "# gloo failed:" >&2; tail -5 "$TMP/gloo.err" >&2; }
-  echo "#   Gloo done" >&2
-else
-  : >"$TMP/gloo.txt"
+}
+[ $HAVE_GLOO = 1 ] ||
   echo "# python3-torch could not be installed: the Gloo column is empty" >&2
-fi
 
-$PY - "$RANKS" "$TMP/uroce.txt" "$TMP/mpi.txt" "$TMP/gloo.txt" <<'EOF'
+# The contenders take turns, round after round: a busy spell of a shared
+# host then lands on one round of each rather than on one contender's
+# only run, and the table gives each one's median.
+for ((r = 1; r <= ROUNDS; r++)); do
+  run_uroce $r
+  run_mpi $r
+  run_gloo $r
+  echo "#   round $r of $ROUNDS done" >&2
+done
+
+$PY - "$RANKS" "$ROUNDS" "$TMP" <<'EOF'
+import statistics
 import sys
-n = int(sys.argv[1])
+n, rounds, tmp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 factor = 2.0 * (n - 1) / n
 
 
 def load(path):
-    """size -> [usec out of place, usec in place] (None where not run)"""
+    """size -> [busbw out of place, busbw in place] (None where not run)"""
     out = {}
     for line in open(path):
         f = line.split()
         if len(f) in (2, 3) and f[0].isdigit():
+            b = int(f[0])
             v = [float(x) for x in f[1:]]
-            out[int(f[0])] = v if len(v) == 2 else [None, v[0]]
+            v = v if len(v) == 2 else [None, v[0]]
+            out[b] = [b / (t * 1e3) * factor if t else None for t in v]
     return out
 
 
-u, m, g = (load(p) for p in sys.argv[2:5])
+# runs[name][round] = {size: [oop, ip]}
+runs = {k: [load("%s/%s.%d.txt" % (tmp, k, r)) for r in range(1, rounds + 1)]
+        for k in ("uroce", "mpi", "gloo")}
 
 
-def bus(tab, b, mode):
-    t = tab.get(b, [None, None])[mode]
-    return b / (t * 1e3) * factor if t else None
+def series(name, b, mode):
+    return [t[b][mode] for t in runs[name] if b in t and t[b][mode]]
+
+
+def med(name, b, mode):
+    s = series(name, b, mode)
+    return statistics.median(s) if s else None
 
 
 def fmt(x):
@@ -266,16 +293,33 @@ def ratio(mine, others):
     return "%8.2fx" % (mine / max(others)) if mine and others else "%9s" % "-"
 
 
-print("# allreduce float32 sum, %d ranks, busbw in GB/s (10^9 B/s)" % n)
-print("# %10s | %-29s | %s" % ("", "out of place", "in place"))
-print("# %10s | %9s %9s %9s | %9s %9s %9s %9s" %
-      ("size (B)", "uroce", "OpenMPI", "ratio", "uroce", "OpenMPI", "Gloo",
-       "ratio"))
-for b in sorted(set(u) | set(m) | set(g)):
-    uo, mo = bus(u, b, 0), bus(m, b, 0)
-    ui, mi, gi = bus(u, b, 1), bus(m, b, 1), bus(g, b, 1)
-    print("  %10d   %s %s %s   %s %s %s %s" %
-          (b, fmt(uo), fmt(mo), ratio(uo, [mo]), fmt(ui), fmt(mi), fmt(gi),
-           ratio(ui, [mi, gi])))
-print("# ratio: uroce / the best other in the same mode")
+def spread(b, mode, others):
+    """min..max over rounds of uroce / best other in that same round"""
+    rs = []
+    for r in range(rounds):
+        mine = runs["uroce"][r].get(b, [None, None])[mode]
+        best = [runs[k][r].get(b, [None, None])[mode] for k in others]
+        best = [x for x in best if x]
+        if mine and best:
+            rs.append(mine / max(best))
+    return ("%5.2f..%-5.2f" % (min(rs), max(rs))) if rs else "%12s" % "-"
+
+
+sizes = sorted(set().union(*(t.keys() for v in runs.values() for t in v)))
+print("# allreduce float32 sum, %d ranks, busbw in GB/s (10^9 B/s), "
+      "median of %d round%s" % (n, rounds, "s" if rounds > 1 else ""))
+print("# %10s | %-42s | %s" % ("", "out of place", "in place"))
+print("# %10s | %9s %9s %9s %12s | %9s %9s %9s %9s %12s" %
+      ("size (B)", "uroce", "OpenMPI", "ratio", "per round", "uroce",
+       "OpenMPI", "Gloo", "ratio", "per round"))
+for b in sizes:
+    uo, mo = med("uroce", b, 0), med("mpi", b, 0)
+    ui, mi, gi = med("uroce", b, 1), med("mpi", b, 1), med("gloo", b, 1)
+    print("  %10d   %s %s %s %s   %s %s %s %s %s" %
+          (b, fmt(uo), fmt(mo), ratio(uo, [mo]), spread(b, 0, ["mpi"]),
+           fmt(ui), fmt(mi), fmt(gi), ratio(ui, [mi, gi]),
+           spread(b, 1, ["mpi", "gloo"])))
+print("# ratio: uroce's median / the best other's median in the same mode;")
+print("# per round: the lowest and highest of uroce / best other, round by "
+      "round")
 EOF
