@@ -139,7 +139,8 @@ struct uroce_coll_comm {
   int nowed;
   uint64_t timeout_ns;
   uroce_coll_algo algo;
-  char *recv_ring, *send_ring;
+  char *recv_ring, *send_ring; /* ring_bytes each */
+  size_t ring_bytes;
   uroce_coll_mr recv_mr, send_mr;
   coll_peer *peers;
   int connected;
