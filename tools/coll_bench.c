@@ -278,13 +278,23 @@ static void buffers(bench *b, int kind, const shape *s, size_t es, int inplace,
 
 static void keep_alive(const bench *b, size_t i);
 
+/* memset(p, 0x5a, n), the device kept running meanwhile */
+static void poison(const bench *b, char *p, size_t n) {
+  for (size_t o = 0; o < n; o += 65536) {
+    keep_alive(b, 0);
+    memset(p + o, 0x5a, n - o < 65536 ? n - o : 65536);
+  }
+}
+
 static void fill(bench *b, int kind, int dt, int op, const shape *s,
                  char *send) {
   int me = b->rank;
   if (kind == UROCE_COLL_ALLGATHER) {
-    for (size_t i = 0; i < s->count; i++)
+    for (size_t i = 0; i < s->count; i++) {
+      keep_alive(b, i);
       uroce_coll_store_f64((uroce_coll_dtype)dt, send, i,
                            value(me, i, kind, op));
+    }
     return;
   }
   for (size_t i = 0; i < s->send_elems; i++) {
@@ -421,7 +431,7 @@ static void point(bench *b, int kind, int dt, int op, size_t bytes, int warmup,
     buffers(b, kind, &s, es, inplace, &send, &recv);
     int64_t wrong = -1;
     if (o->check) /* stale results must not pass for new ones */
-      memset(inplace ? b->rbuf : recv, 0x5a,
+      poison(b, inplace ? b->rbuf : recv,
              (s.send_elems > s.recv_elems ? s.send_elems : s.recv_elems) * es);
     fill(b, kind, dt, op, &s, send);
     if (o->check) {
@@ -705,10 +715,19 @@ int cmd_coll_bench(int argc, char **argv) {
   b.size = env.size;
   b.json = stdout;
   /* Room for the largest point: sizes are rounded down to whole elements
-   * (and blocks), so maxb bytes always suffice. Touched before the
-   * connections exist: faulting in 2 x 256 MiB takes seconds on a crowded
-   * host, and with inline progress a connected rank that long silent
-   * would exhaust its peers' retries (keep_alive covers the later loops). */
+   * (and blocks), so maxb bytes always suffice. Only mapped here: a point
+   * touches the bytes it uses (fill, the receives in its warm-up), so in
+   * a sweep upwards a rank holds about that size's buffers, as the MPI
+   * and Gloo programs of bench/coll_bench.sh do (they allocate per size).
+   * Touching the whole 2 x 256 MiB up front kept 4 GiB resident across 8
+   * ranks for the whole sweep, which on this host cost the 1 MiB point
+   * about 10% (8 ranks, 4 interleaved runs, busbw out of place 0.71
+   * against 0.78 untouched; another process holding 4 GiB did much the
+   * same in 2 of 3 runs). Pages are kept once touched: giving them back
+   * after each point made the next one run on freshly faulted pages,
+   * which here are slower for a while (64 MiB, 3 runs: 0.67-0.75 against
+   * 0.80-0.86). The loops that touch many pages keep the device running
+   * (keep_alive): faulting them in on a crowded host is slow. */
   b.buf_bytes = o.maxb + 64;
   b.sbuf = mmap(NULL, b.buf_bytes, PROT_READ | PROT_WRITE,
                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -719,8 +738,6 @@ int cmd_coll_bench(int argc, char **argv) {
             b.rank, b.buf_bytes);
     return 1;
   }
-  memset(b.sbuf, 0, b.buf_bytes);
-  memset(b.rbuf, 0, b.buf_bytes);
   rc = uroce_coll_native_setup(&env, &na, &cfg, 60ull * 1000000000, &b.nat,
                                &b.comm);
   if (rc < 0)
