@@ -173,26 +173,31 @@ struct comp {
   uint32_t gap_events;
 };
 
-/* Responder states (resp.c): the steps of handling one request. */
+/* Responder states (resp.c): the steps of handling one request, each a
+ * function returning the next. Checks run in this order; the ERR_ states
+ * are the spec's responder error classes, named by the NAK each sends. */
 enum resp_state {
   RESPST_CHK_PSN,
   RESPST_CHK_OP_SEQ,
   RESPST_CHK_OP_VALID,
-  RESPST_GET_RECV_WQE,
   RESPST_CHK_LENGTH,
+  RESPST_GET_RECV_WQE,
   RESPST_CHK_RKEY,
-  RESPST_EXECUTE,
+  RESPST_EXEC_SEND,
+  RESPST_EXEC_WRITE,
+  RESPST_EXEC_READ,
+  RESPST_EXEC_ATOMIC,
   RESPST_COMPLETE,
   RESPST_ACKNOWLEDGE,
   RESPST_DUPLICATE,
-  RESPST_OOO, /* ahead of epsn: place it (UROCE_ENG_OOO_WRITE) or not */
-  RESPST_ERR_RNR,
-  RESPST_ERR_SEQ,
-  RESPST_ERR_INVALID, /* invalid request (opcode sequence, length, align) */
-  RESPST_ERR_ACCESS,  /* rkey, bounds, rights */
-  RESPST_ERR_LOCAL,   /* the receive WQE is bad: remote operational error */
-  RESPST_ERR_LENGTH,  /* message longer than the receive WQE */
-  RESPST_DROP,
+  RESPST_OOO,         /* ahead of epsn: place it (UROCE_ENG_OOO_WRITE) or not */
+  RESPST_ERR_PSN_SEQ, /* NAK PSN sequence error; the requester goes back */
+  RESPST_ERR_RNR,     /* RNR NAK: no receive WQE */
+  RESPST_ERR_INVALID_REQ, /* NAK invalid request (opcode sequence, length) */
+  RESPST_ERR_REM_ACCESS,  /* NAK remote access error (rkey, bounds, rights) */
+  RESPST_ERR_REM_OP,      /* NAK remote operational error (bad receive WQE) */
+  RESPST_ERR_LENGTH,      /* message longer than the receive WQE */
+  RESPST_DROP,            /* counted in stats.drops and forgotten */
   RESPST_DONE,
   RESPST_COUNT
 };

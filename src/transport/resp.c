@@ -10,19 +10,22 @@ const char *const uroce_resp_state_names[RESPST_COUNT] = {
     [RESPST_CHK_PSN] = "CHK_PSN",
     [RESPST_CHK_OP_SEQ] = "CHK_OP_SEQ",
     [RESPST_CHK_OP_VALID] = "CHK_OP_VALID",
-    [RESPST_GET_RECV_WQE] = "GET_RECV_WQE",
     [RESPST_CHK_LENGTH] = "CHK_LENGTH",
+    [RESPST_GET_RECV_WQE] = "GET_RECV_WQE",
     [RESPST_CHK_RKEY] = "CHK_RKEY",
-    [RESPST_EXECUTE] = "EXECUTE",
+    [RESPST_EXEC_SEND] = "EXEC_SEND",
+    [RESPST_EXEC_WRITE] = "EXEC_WRITE",
+    [RESPST_EXEC_READ] = "EXEC_READ",
+    [RESPST_EXEC_ATOMIC] = "EXEC_ATOMIC",
     [RESPST_COMPLETE] = "COMPLETE",
     [RESPST_ACKNOWLEDGE] = "ACKNOWLEDGE",
     [RESPST_DUPLICATE] = "DUPLICATE",
     [RESPST_OOO] = "OOO",
+    [RESPST_ERR_PSN_SEQ] = "ERR_PSN_SEQ",
     [RESPST_ERR_RNR] = "ERR_RNR",
-    [RESPST_ERR_SEQ] = "ERR_SEQ",
-    [RESPST_ERR_INVALID] = "ERR_INVALID",
-    [RESPST_ERR_ACCESS] = "ERR_ACCESS",
-    [RESPST_ERR_LOCAL] = "ERR_LOCAL",
+    [RESPST_ERR_INVALID_REQ] = "ERR_INVALID_REQ",
+    [RESPST_ERR_REM_ACCESS] = "ERR_REM_ACCESS",
+    [RESPST_ERR_REM_OP] = "ERR_REM_OP",
     [RESPST_ERR_LENGTH] = "ERR_LENGTH",
     [RESPST_DROP] = "DROP",
     [RESPST_DONE] = "DONE",
@@ -59,6 +62,17 @@ static bool ooo_test(const struct resp *r, uint32_t psn) {
   return r->ooo_map[b / 64] >> (b % 64) & 1;
 }
 
+/* Asks the requester to go back to epsn: a PSN sequence error NAK, once
+ * per epsn (acknowledge() clears seq_nak_sent when epsn moves). */
+static void nak_psn_seq(struct resp *r) {
+  if (r->seq_nak_sent)
+    return;
+  r->nak_pending = true;
+  r->nak_syn = uroce_aeth_syn(UROCE_AETH_NAK, UROCE_NAK_PSN_SEQ_ERR);
+  r->nak_psn = r->epsn;
+  r->seq_nak_sent = true;
+}
+
 /* epsn moved: consumes the packets already placed after it, as if they
  * arrived now in order (they are all of the WRITE in progress). */
 static void ooo_advance(struct uroce_qp *qp) {
@@ -83,12 +97,8 @@ static void ooo_advance(struct uroce_qp *qp) {
     r->ack_pending = r->ack_now = true;
   if (r->ooo_drop && uroce_psn_cmp(r->epsn, r->ooo_drop_psn) >= 0) {
     r->ooo_drop = false;
-    if (r->epsn == r->ooo_drop_psn) { /* dropped earlier: ask for it now */
-      r->nak_pending = true;
-      r->nak_syn = uroce_aeth_syn(UROCE_AETH_NAK, UROCE_NAK_PSN_SEQ_ERR);
-      r->nak_psn = r->epsn;
-      r->seq_nak_sent = true;
-    }
+    if (r->epsn == r->ooo_drop_psn) /* dropped earlier: ask for it now */
+      nak_psn_seq(r);
   }
 }
 
@@ -219,471 +229,546 @@ static void uc_abandon(struct uroce_qp *qp) {
   qp->resp.rcv_len = 0;
 }
 
-void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
-  const struct uroce_pkt_info *pi = &rx->pi;
+/* ---- request packets in: one function per state ---- */
+
+/* One request packet as the responder's steps see it. */
+struct resp_pkt {
+  struct uroce_qp *qp;
+  const struct uroce_rx_pkt *rx;
+  const struct uroce_pkt_info *pi;
+  uint64_t now;
+  uint32_t mask, psn;
+  uint32_t n; /* payload bytes */
+  bool rc, uc, ud;
+  bool last; /* LAST or ONLY */
+  const uint8_t *reth, *atm;
+  enum uroce_drop why; /* counted by RESPST_DROP */
+};
+
+static enum resp_state drop(struct resp_pkt *p, enum uroce_drop why) {
+  p->why = why;
+  return RESPST_DROP;
+}
+
+/* A request the QP will not execute: RC answers it through the error state
+ * err (a NAK that ends the QP, or an RNR NAK); UC drops the rest of its
+ * message, UD just this packet. */
+static enum resp_state reject(struct resp_pkt *p, enum resp_state err,
+                              enum uroce_drop why) {
+  if (p->rc)
+    return err;
+  if (p->uc)
+    p->qp->resp.drop_msg = true;
+  return drop(p, why);
+}
+
+/* UC: a duplicate is dropped; a loss drops the rest of its message; any
+ * FIRST/ONLY after it starts the next one. */
+static enum resp_state uc_chk_psn(struct resp_pkt *p, int32_t d) {
+  struct resp *r = &p->qp->resp;
+  if (d < 0)
+    return drop(p, UROCE_DROP_DUPLICATE);
+  if (d == 0 && !r->drop_msg)
+    return RESPST_CHK_OP_SEQ;
+  uc_abandon(p->qp);
+  if (is_start(p->mask)) {
+    r->drop_msg = false;
+    r->epsn = p->psn;
+    return RESPST_CHK_OP_SEQ;
+  }
+  r->drop_msg = true;
+  r->epsn = uroce_psn_add(p->psn, 1);
+  return drop(p, UROCE_DROP_UC_MSG);
+}
+
+static enum resp_state chk_psn(struct resp_pkt *p) {
+  struct resp *r = &p->qp->resp;
+  if (r->fatal)
+    return drop(p, UROCE_DROP_QP_STATE);
+  if (p->ud)
+    return RESPST_CHK_OP_VALID;
+  int32_t d = uroce_psn_diff(p->psn, r->epsn);
+  if (p->uc)
+    return uc_chk_psn(p, d);
+  if (d > 0)
+    return r->ooo_map ? RESPST_OOO : RESPST_ERR_PSN_SEQ;
+  return d < 0 ? RESPST_DUPLICATE : RESPST_CHK_OP_SEQ;
+}
+
+/* The opcode continues the message in progress, or starts one. */
+static enum resp_state chk_op_seq(struct resp_pkt *p) {
+  uint32_t in_msg = p->qp->resp.in_msg;
+  uint32_t cls = p->mask & (UROCE_OPM_SEND | UROCE_OPM_WRITE | UROCE_OPM_READ |
+                            UROCE_OPM_ATOMIC);
+  bool start = is_start(p->mask);
+  if (in_msg ? cls == in_msg && !start : start)
+    return RESPST_CHK_OP_VALID;
+  if (p->uc && start) {
+    uc_abandon(p->qp); /* a new message after a lost LAST */
+    return RESPST_CHK_OP_VALID;
+  }
+  return reject(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_OPCODE_SEQ);
+}
+
+/* The QP allows the operation; UD's Q_Key; SEND with invalidate names an
+ * MR of the QP's PD. */
+static enum resp_state chk_op_valid(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  uint32_t need = (p->mask & UROCE_OPM_WRITE)    ? UROCE_ACCESS_REMOTE_WRITE
+                  : (p->mask & UROCE_OPM_READ)   ? UROCE_ACCESS_REMOTE_READ
+                  : (p->mask & UROCE_OPM_ATOMIC) ? UROCE_ACCESS_REMOTE_ATOMIC
+                                                 : 0;
+  if ((qp->access & need) != need)
+    return reject(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_ACCESS);
+  if (p->ud &&
+      uroce_deth_qkey(uroce_pkt_hdr(p->pi, UROCE_HDR_DETH)) != qp->qkey)
+    return drop(p, UROCE_DROP_QKEY);
+  if (p->mask & UROCE_OPM_INV) {
+    struct uroce_mr *imr = uroce_mr_by_rkey(
+        &qp->eng->mrs, uroce_ieth_rkey(uroce_pkt_hdr(p->pi, UROCE_HDR_IETH)));
+    if (!imr || imr->pd != qp->pd)
+      return RESPST_ERR_INVALID_REQ;
+  }
+  return RESPST_CHK_LENGTH;
+}
+
+static enum resp_state chk_length(struct resp_pkt *p) {
+  uint32_t n = p->n, mtu = p->qp->mtu;
+  bool ok;
+  if (p->mask & (UROCE_OPM_READ | UROCE_OPM_ATOMIC))
+    ok = n == 0;
+  else if (!p->last) /* FIRST, MIDDLE: exactly one MTU */
+    ok = n == mtu;
+  else if (is_start(p->mask)) /* ONLY */
+    ok = n <= mtu;
+  else /* LAST */
+    ok = n >= 1 && n <= mtu;
+  if (!ok)
+    return reject(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_LENGTH);
+  bool need_rwqe =
+      (p->mask & UROCE_OPM_SEND) || ((p->mask & UROCE_OPM_IMM) && p->last);
+  return need_rwqe ? RESPST_GET_RECV_WQE : RESPST_CHK_RKEY;
+}
+
+/* The execute state for the packet's operation. */
+static enum resp_state exec_state(uint32_t mask) {
+  return (mask & UROCE_OPM_SEND)    ? RESPST_EXEC_SEND
+         : (mask & UROCE_OPM_WRITE) ? RESPST_EXEC_WRITE
+         : (mask & UROCE_OPM_READ)  ? RESPST_EXEC_READ
+                                    : RESPST_EXEC_ATOMIC;
+}
+
+static enum resp_state get_recv_wqe(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  if (!qp->resp.have_rwqe) {
+    if (!rq_take(qp))
+      return reject(p, RESPST_ERR_RNR, UROCE_DROP_NO_RWQE);
+    if (!rwqe_check(qp))
+      return RESPST_ERR_REM_OP;
+  }
+  return (p->mask & UROCE_OPM_SEND) ? RESPST_EXEC_SEND : RESPST_CHK_RKEY;
+}
+
+/* READ, or the first packet of a WRITE: the RETH's range lies in an MR
+ * that allows it. A WRITE remembers where it goes. */
+static enum resp_state chk_reth(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
   struct resp *r = &qp->resp;
-  struct uroce_eng *eng = qp->eng;
-  uint32_t mask = pi->op->mask;
-  uint32_t psn = pi->psn;
-  uint32_t n = pi->payload_len;
-  bool rc = qp->type == UROCE_QPT_RC, ud = qp->type == UROCE_QPT_UD;
-  uint32_t cls = mask & (UROCE_OPM_SEND | UROCE_OPM_WRITE | UROCE_OPM_READ |
-                         UROCE_OPM_ATOMIC);
-  bool last = (mask & UROCE_OPM_LAST) != 0;
-  bool need_rwqe = (mask & UROCE_OPM_SEND) || ((mask & UROCE_OPM_IMM) && last);
-  enum uroce_drop why = UROCE_DROP_PSN;
-  struct uroce_mr *mr = 0;
-  const uint8_t *reth = uroce_pkt_hdr(pi, UROCE_HDR_RETH);
-  const uint8_t *atm = uroce_pkt_hdr(pi, UROCE_HDR_ATMETH);
-  enum resp_state st = RESPST_CHK_PSN;
+  struct uroce_mr *mr;
+  uint64_t va = uroce_reth_va(p->reth);
+  uint32_t len = uroce_reth_len(p->reth);
+  uint32_t rkey = uroce_reth_rkey(p->reth);
+  uint32_t need = (p->mask & UROCE_OPM_READ) ? UROCE_ACCESS_REMOTE_READ
+                                             : UROCE_ACCESS_REMOTE_WRITE;
+  if (len > UROCE_MAX_MSG)
+    return RESPST_ERR_INVALID_REQ;
+  if (len &&
+      uroce_mr_check(&qp->eng->mrs, true, rkey, qp->pd, va, len, need, &mr))
+    return reject(p, RESPST_ERR_REM_ACCESS, UROCE_DROP_ACCESS);
+  if (p->mask & UROCE_OPM_WRITE) {
+    r->wr_va = va;
+    r->wr_rkey = rkey;
+    r->wr_left = r->wr_len = len;
+    r->msg_first = p->psn;
+    r->msg_last = uroce_psn_add(p->psn, qp_npkts(qp, len) - 1);
+    r->msg_va = va;
+  }
+  return exec_state(p->mask);
+}
 
-  while (st != RESPST_DONE) {
-    switch (st) {
-    case RESPST_CHK_PSN: {
-      if (r->fatal) {
-        why = UROCE_DROP_QP_STATE;
-        st = RESPST_DROP;
-        break;
-      }
-      if (ud) {
-        st = RESPST_CHK_OP_VALID;
-        break;
-      }
-      int32_t d = uroce_psn_diff(psn, r->epsn);
-      if (rc) {
-        st = d > 0 && r->ooo_map ? RESPST_OOO
-             : d > 0             ? RESPST_ERR_SEQ
-             : d < 0             ? RESPST_DUPLICATE
-                                 : RESPST_CHK_OP_SEQ;
-        break;
-      }
-      /* UC: a duplicate is dropped; a loss drops the rest of its message;
-       * any FIRST/ONLY after it starts the next one. */
-      if (d < 0) {
-        why = UROCE_DROP_DUPLICATE;
-        st = RESPST_DROP;
-        break;
-      }
-      if (d != 0 || r->drop_msg) {
-        if (is_start(mask)) {
-          uc_abandon(qp);
-          r->drop_msg = false;
-          r->epsn = psn;
-        } else {
-          uc_abandon(qp);
-          r->drop_msg = true;
-          r->epsn = uroce_psn_add(psn, 1);
-          why = UROCE_DROP_UC_MSG;
-          st = RESPST_DROP;
-          break;
-        }
-      }
-      st = RESPST_CHK_OP_SEQ;
-      break;
-    }
+/* An atomic's target is aligned and in an MR that allows atomics. */
+static enum resp_state chk_atmeth(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct uroce_mr *mr;
+  uint64_t va = uroce_atmeth_va(p->atm);
+  if (va & 7)
+    return RESPST_ERR_INVALID_REQ;
+  if (uroce_mr_check(&qp->eng->mrs, true, uroce_atmeth_rkey(p->atm), qp->pd, va,
+                     8, UROCE_ACCESS_REMOTE_ATOMIC, &mr))
+    return reject(p, RESPST_ERR_REM_ACCESS, UROCE_DROP_ACCESS);
+  return exec_state(p->mask);
+}
 
-    case RESPST_CHK_OP_SEQ: {
-      bool ok =
-          r->in_msg ? (cls == r->in_msg && !is_start(mask)) : is_start(mask);
-      if (!ok && !rc && is_start(mask)) {
-        uc_abandon(qp); /* UC: a new message after a lost LAST */
-        ok = true;
-      }
-      if (!ok) {
-        why = UROCE_DROP_OPCODE_SEQ;
-        st = rc ? RESPST_ERR_INVALID : RESPST_DROP;
-        if (!rc)
-          r->drop_msg = true;
-        break;
-      }
-      st = RESPST_CHK_OP_VALID;
-      break;
-    }
+static enum resp_state chk_rkey(struct resp_pkt *p) {
+  if (p->reth && ((p->mask & UROCE_OPM_READ) || is_start(p->mask)))
+    return chk_reth(p);
+  if (p->atm)
+    return chk_atmeth(p);
+  return exec_state(p->mask); /* WRITE after its first packet */
+}
 
-    case RESPST_CHK_OP_VALID: {
-      uint32_t need = (mask & UROCE_OPM_WRITE)    ? UROCE_ACCESS_REMOTE_WRITE
-                      : (mask & UROCE_OPM_READ)   ? UROCE_ACCESS_REMOTE_READ
-                      : (mask & UROCE_OPM_ATOMIC) ? UROCE_ACCESS_REMOTE_ATOMIC
-                                                  : 0;
-      if ((qp->access & need) != need) {
-        why = UROCE_DROP_ACCESS;
-        st = rc ? RESPST_ERR_INVALID : RESPST_DROP;
-        if (!rc)
-          r->drop_msg = true;
-        break;
-      }
-      if (ud &&
-          uroce_deth_qkey(uroce_pkt_hdr(pi, UROCE_HDR_DETH)) != qp->qkey) {
-        why = UROCE_DROP_QKEY;
-        st = RESPST_DROP;
-        break;
-      }
-      if (mask & UROCE_OPM_INV) {
-        struct uroce_mr *imr = uroce_mr_by_rkey(
-            &eng->mrs, uroce_ieth_rkey(uroce_pkt_hdr(pi, UROCE_HDR_IETH)));
-        if (!imr || imr->pd != qp->pd) {
-          st = RESPST_ERR_INVALID;
-          break;
-        }
-      }
-      st = RESPST_CHK_LENGTH;
-      break;
-    }
+static enum resp_state exec_send(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct resp *r = &qp->resp;
+  uint32_t off = r->rcv_len + (p->ud ? GRH_LEN : 0);
+  if ((uint64_t)off + p->n > r->rcv_cap)
+    return RESPST_ERR_LENGTH;
+  if (p->ud && !qp->eng->phantom) {
+    uint8_t grh[GRH_LEN];
+    make_grh(grh, p->rx);
+    sge_scatter(qp->eng, r->rwqe.sge, r->rwqe.nsge, 0, grh, GRH_LEN);
+  }
+  sge_scatter(qp->eng, r->rwqe.sge, r->rwqe.nsge, off, uroce_pkt_payload(p->pi),
+              p->n);
+  r->rcv_len += p->n;
+  r->in_msg = p->last ? 0 : UROCE_OPM_SEND;
+  return p->last ? RESPST_COMPLETE : RESPST_ACKNOWLEDGE;
+}
 
-    case RESPST_CHK_LENGTH: {
-      bool ok;
-      if (mask & (UROCE_OPM_READ | UROCE_OPM_ATOMIC))
-        ok = n == 0;
-      else if (!last) /* FIRST, MIDDLE: exactly one MTU */
-        ok = n == qp->mtu;
-      else if (is_start(mask)) /* ONLY */
-        ok = n <= qp->mtu;
-      else /* LAST */
-        ok = n >= 1 && n <= qp->mtu;
-      if (!ok) {
-        why = UROCE_DROP_LENGTH;
-        st = rc ? RESPST_ERR_INVALID : RESPST_DROP;
-        if (!rc)
-          r->drop_msg = true;
-        break;
-      }
-      st = need_rwqe ? RESPST_GET_RECV_WQE : RESPST_CHK_RKEY;
-      break;
-    }
+static enum resp_state exec_write(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct resp *r = &qp->resp;
+  struct uroce_mr *mr;
+  uint32_t n = p->n;
+  if (n > r->wr_left || (p->last && n != r->wr_left))
+    return reject(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_LENGTH);
+  /* Checked again per packet: the MR may have gone meanwhile. */
+  if (n && uroce_mr_check(&qp->eng->mrs, true, r->wr_rkey, qp->pd, r->wr_va, n,
+                          UROCE_ACCESS_REMOTE_WRITE, &mr))
+    return reject(p, RESPST_ERR_REM_ACCESS, UROCE_DROP_ACCESS);
+  eng_copy(qp->eng, (void *)(uintptr_t)r->wr_va, uroce_pkt_payload(p->pi), n);
+  r->wr_va += n;
+  r->wr_left -= n;
+  r->in_msg = p->last ? 0 : UROCE_OPM_WRITE;
+  if (p->last && (p->mask & UROCE_OPM_IMM))
+    return RESPST_COMPLETE; /* which counts the message */
+  if (p->last)
+    r->msn = (r->msn + 1) & UROCE_PSN_MASK;
+  return RESPST_ACKNOWLEDGE;
+}
 
-    case RESPST_GET_RECV_WQE:
-      if (!r->have_rwqe) {
-        if (!rq_take(qp)) {
-          why = UROCE_DROP_NO_RWQE;
-          st = rc ? RESPST_ERR_RNR : RESPST_DROP;
-          if (!rc && !ud)
-            r->drop_msg = true;
-          break;
-        }
-        if (!rwqe_check(qp)) {
-          st = RESPST_ERR_LOCAL;
-          break;
-        }
-      }
-      st = (mask & UROCE_OPM_SEND) ? RESPST_EXECUTE : RESPST_CHK_RKEY;
-      break;
+/* A READ or atomic was executed up to epsn - 1: its response acknowledges
+ * it and everything before, so no ACK is owed. */
+static void answered(struct resp *r, uint32_t epsn) {
+  r->epsn = epsn;
+  r->msn = (r->msn + 1) & UROCE_PSN_MASK;
+  r->ack_pending = r->ack_now = false;
+  r->unacked = 0;
+  r->ack_deadline = UINT64_MAX;
+  r->seq_nak_sent = false;
+}
 
-    case RESPST_CHK_RKEY:
-      if (reth && ((mask & UROCE_OPM_READ) || is_start(mask))) {
-        uint64_t va = uroce_reth_va(reth);
-        uint32_t len = uroce_reth_len(reth);
-        uint32_t need = (mask & UROCE_OPM_READ) ? UROCE_ACCESS_REMOTE_READ
-                                                : UROCE_ACCESS_REMOTE_WRITE;
-        if (len > UROCE_MAX_MSG) {
-          st = RESPST_ERR_INVALID;
-          break;
-        }
-        if (len && uroce_mr_check(&eng->mrs, true, uroce_reth_rkey(reth),
-                                  qp->pd, va, len, need, &mr)) {
-          why = UROCE_DROP_ACCESS;
-          st = RESPST_ERR_ACCESS;
-          break;
-        }
-        if (mask & UROCE_OPM_WRITE) {
-          r->wr_va = va;
-          r->wr_rkey = uroce_reth_rkey(reth);
-          r->wr_left = r->wr_len = len;
-          r->msg_first = psn;
-          r->msg_last = uroce_psn_add(psn, qp_npkts(qp, len) - 1);
-          r->msg_va = va;
-        }
-      } else if (atm) {
-        uint64_t va = uroce_atmeth_va(atm);
-        if (va & 7) {
-          st = RESPST_ERR_INVALID;
-          break;
-        }
-        if (uroce_mr_check(&eng->mrs, true, uroce_atmeth_rkey(atm), qp->pd, va,
-                           8, UROCE_ACCESS_REMOTE_ATOMIC, &mr)) {
-          why = UROCE_DROP_ACCESS;
-          st = RESPST_ERR_ACCESS;
-          break;
-        }
-      }
-      st = RESPST_EXECUTE;
-      break;
+/* Queues the READ's responses (resp_make_pkt sends them). */
+static enum resp_state exec_read(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct resp_res *res = res_alloc(qp);
+  uint32_t len = uroce_reth_len(p->reth);
+  res->type = RES_READ;
+  res->first_psn = res->cur_psn = p->psn;
+  res->last_psn = uroce_psn_add(p->psn, qp_npkts(qp, len) - 1);
+  res->rkey = uroce_reth_rkey(p->reth);
+  res->va = uroce_reth_va(p->reth);
+  res->left = len;
+  res->pending = qp->resp.any_pending = true;
+  answered(&qp->resp, uroce_psn_add(res->last_psn, 1));
+  return RESPST_DONE;
+}
 
-    case RESPST_EXECUTE:
-      if (mask & UROCE_OPM_SEND) {
-        uint32_t off = r->rcv_len + (ud ? GRH_LEN : 0);
-        if ((uint64_t)off + n > r->rcv_cap) {
-          st = RESPST_ERR_LENGTH;
-          break;
-        }
-        if (ud && !eng->phantom) {
-          uint8_t grh[GRH_LEN];
-          make_grh(grh, rx);
-          sge_scatter(qp->eng, qp->resp.rwqe.sge, qp->resp.rwqe.nsge, 0, grh,
-                      GRH_LEN);
-        }
-        sge_scatter(qp->eng, qp->resp.rwqe.sge, qp->resp.rwqe.nsge, off,
-                    uroce_pkt_payload(pi), n);
-        r->rcv_len += n;
-        r->in_msg = last ? 0 : UROCE_OPM_SEND;
-        st = last ? RESPST_COMPLETE : RESPST_ACKNOWLEDGE;
-      } else if (mask & UROCE_OPM_WRITE) {
-        if (n > r->wr_left || (last && n != r->wr_left)) {
-          why = UROCE_DROP_LENGTH;
-          st = rc ? RESPST_ERR_INVALID : RESPST_DROP;
-          if (!rc)
-            r->drop_msg = true;
-          break;
-        }
-        /* Checked again per packet: the MR may have gone meanwhile. */
-        if (n && uroce_mr_check(&eng->mrs, true, r->wr_rkey, qp->pd, r->wr_va,
-                                n, UROCE_ACCESS_REMOTE_WRITE, &mr)) {
-          why = UROCE_DROP_ACCESS;
-          st = RESPST_ERR_ACCESS;
-          break;
-        }
-        eng_copy(eng, (void *)(uintptr_t)r->wr_va, uroce_pkt_payload(pi), n);
-        r->wr_va += n;
-        r->wr_left -= n;
-        r->in_msg = last ? 0 : UROCE_OPM_WRITE;
-        st = (last && (mask & UROCE_OPM_IMM)) ? RESPST_COMPLETE
-                                              : RESPST_ACKNOWLEDGE;
-        if (last && st == RESPST_ACKNOWLEDGE)
-          r->msn = (r->msn + 1) & UROCE_PSN_MASK;
-      } else if (mask & UROCE_OPM_READ) {
-        struct resp_res *res = res_alloc(qp);
-        uint32_t len = uroce_reth_len(reth);
-        res->type = RES_READ;
-        res->first_psn = res->cur_psn = psn;
-        res->last_psn = uroce_psn_add(psn, qp_npkts(qp, len) - 1);
-        res->rkey = uroce_reth_rkey(reth);
-        res->va = uroce_reth_va(reth);
-        res->left = len;
-        res->pending = qp->resp.any_pending = true;
-        r->epsn = uroce_psn_add(res->last_psn, 1);
-        r->msn = (r->msn + 1) & UROCE_PSN_MASK;
-        r->ack_pending = r->ack_now = false; /* the response acks */
-        r->unacked = 0;
-        r->ack_deadline = UINT64_MAX;
-        r->seq_nak_sent = false;
-        st = RESPST_DONE;
-      } else {
-        struct resp_res *res = res_alloc(qp);
-        uint64_t orig = 0;
-        if (!eng->phantom) {
-          uint64_t *p = (uint64_t *)(uintptr_t)uroce_atmeth_va(atm);
-          orig = *p;
-          if (pi->opcode == UROCE_OP_CMP_SWAP) {
-            if (orig == uroce_atmeth_compare(atm))
-              *p = uroce_atmeth_swap_add(atm);
-          } else {
-            *p = orig + uroce_atmeth_swap_add(atm);
-          }
-        }
-        res->type = RES_ATOMIC;
-        res->first_psn = res->last_psn = res->cur_psn = psn;
-        res->orig = orig;
-        res->pending = qp->resp.any_pending = true;
-        r->epsn = uroce_psn_add(psn, 1);
-        r->msn = (r->msn + 1) & UROCE_PSN_MASK;
-        r->ack_pending = r->ack_now = false;
-        r->unacked = 0;
-        r->ack_deadline = UINT64_MAX;
-        r->seq_nak_sent = false;
-        st = RESPST_DONE;
-      }
-      break;
-
-    case RESPST_COMPLETE: {
-      struct uroce_wc wc = {0};
-      wc.opcode = (mask & UROCE_OPM_WRITE) ? UROCE_WC_RECV_RDMA_WITH_IMM
-                                           : UROCE_WC_RECV;
-      wc.byte_len = (mask & UROCE_OPM_WRITE) ? r->wr_len
-                                             : r->rcv_len + (ud ? GRH_LEN : 0);
-      wc.src_qp =
-          ud ? uroce_deth_sqp(uroce_pkt_hdr(pi, UROCE_HDR_DETH)) : qp->dest_qpn;
-      if (ud)
-        wc.wc_flags |= UROCE_WC_GRH;
-      if (mask & UROCE_OPM_IMM) {
-        memcpy(&wc.imm_data, uroce_pkt_hdr(pi, UROCE_HDR_IMMDT), 4);
-        wc.wc_flags |= UROCE_WC_WITH_IMM;
-      }
-      if (mask & UROCE_OPM_INV) {
-        uint32_t rkey = uroce_ieth_rkey(uroce_pkt_hdr(pi, UROCE_HDR_IETH));
-        struct uroce_mr *imr = uroce_mr_by_rkey(&eng->mrs, rkey);
-        if (imr)
-          imr->state = MR_INVALID;
-        wc.imm_data = rkey;
-        wc.wc_flags |= UROCE_WC_WITH_INV;
-      }
-      recv_complete(qp, UROCE_WC_SUCCESS, &wc);
-      r->rcv_len = 0;
-      r->msn = (r->msn + 1) & UROCE_PSN_MASK;
-      st = RESPST_ACKNOWLEDGE;
-      break;
-    }
-
-    case RESPST_ACKNOWLEDGE:
-      r->epsn = uroce_psn_add(psn, 1);
-      if (rc) {
-        r->seq_nak_sent = false;
-        if (r->ooo_map)
-          ooo_advance(qp);
-        r->ack_pending = true;
-        r->unacked++;
-        if (uroce_bth_ackreq(pi->bth) || r->unacked >= eng->cfg.ack_every)
-          r->ack_now = true;
-        else if (r->ack_deadline == UINT64_MAX)
-          r->ack_deadline = now + eng->cfg.ack_delay_ns;
-      }
-      st = RESPST_DONE;
-      break;
-
-    case RESPST_OOO: {
-      /* Only the WRITE in progress can be placed: its first packet gave
-       * the address; anything else ahead waits for go-back-N. */
-      uint32_t d = (uint32_t)uroce_psn_diff(psn, r->epsn);
-      bool write = (mask & UROCE_OPM_WRITE) && !(mask & UROCE_OPM_IMM) &&
-                   !is_start(mask) && r->in_msg == UROCE_OPM_WRITE &&
-                   uroce_psn_cmp(psn, r->msg_last) <= 0;
-      if (d >= eng->cfg.max_unacked_psn || !write) {
-        /* It will have to come again: NAK once epsn reaches it. */
-        if (!r->ooo_drop || uroce_psn_cmp(psn, r->ooo_drop_psn) < 0)
-          r->ooo_drop_psn = psn;
-        r->ooo_drop = true;
-        st = d >= eng->cfg.ooo_nak_gap ? RESPST_ERR_SEQ : RESPST_DROP;
-        break;
-      }
-      if (ooo_test(r, psn)) {
-        st = RESPST_DUPLICATE;
-        break;
-      }
-      uint64_t off = (uint64_t)uroce_psn_diff(psn, r->msg_first) * qp->mtu;
-      bool is_last = psn == r->msg_last;
-      if (off >= r->wr_len || n != (is_last ? r->wr_len - off : qp->mtu) ||
-          is_last != last) {
-        why = UROCE_DROP_LENGTH;
-        st = RESPST_ERR_INVALID;
-        break;
-      }
-      if (uroce_mr_check(&eng->mrs, true, r->wr_rkey, qp->pd, r->msg_va + off,
-                         n, UROCE_ACCESS_REMOTE_WRITE, &mr)) {
-        why = UROCE_DROP_ACCESS;
-        st = RESPST_ERR_ACCESS;
-        break;
-      }
-      eng_copy(eng, (void *)(uintptr_t)(r->msg_va + off), uroce_pkt_payload(pi),
-               n);
-      uint32_t b = psn & r->ooo_mask;
-      r->ooo_map[b / 64] |= 1ull << (b % 64);
-      if (uroce_bth_ackreq(pi->bth))
-        r->ack_pending = r->ack_now = true;
-      /* epsn is this far behind: more than reordering, it was lost (or
-       * dropped for coming before its message's first packet). */
-      if (d >= eng->cfg.ooo_nak_gap && !r->seq_nak_sent) {
-        r->nak_pending = true;
-        r->nak_syn = uroce_aeth_syn(UROCE_AETH_NAK, UROCE_NAK_PSN_SEQ_ERR);
-        r->nak_psn = r->epsn;
-        r->seq_nak_sent = true;
-      }
-      st = RESPST_DONE;
-      break;
-    }
-
-    case RESPST_DUPLICATE:
-      eng->stats.drops[UROCE_DROP_DUPLICATE]++;
-      if (mask & UROCE_OPM_READ) {
-        struct resp_res *res = res_find(qp, RES_READ, psn);
-        uint64_t va = uroce_reth_va(reth);
-        uint32_t len = uroce_reth_len(reth);
-        if (!res || len > UROCE_MAX_MSG ||
-            uroce_psn_add(psn, qp_npkts(qp, len) - 1) != res->last_psn ||
-            uroce_reth_rkey(reth) != res->rkey ||
-            (len && uroce_mr_check(&eng->mrs, true, res->rkey, qp->pd, va, len,
-                                   UROCE_ACCESS_REMOTE_READ, &mr))) {
-          st = RESPST_DONE;
-          break;
-        }
-        /* Answer again from psn on: reads are repeatable. */
-        res->cur_psn = psn;
-        res->va = va;
-        res->left = len;
-        res->first_sent = false;
-        res->pending = qp->resp.any_pending = true;
-      } else if (mask & UROCE_OPM_ATOMIC) {
-        struct resp_res *res = res_find(qp, RES_ATOMIC, psn);
-        if (res) /* resend the saved result, never execute twice */
-          res->pending = qp->resp.any_pending = true;
-      } else {
-        r->ack_pending = r->ack_now = true; /* the ACK may have been lost */
-      }
-      st = RESPST_DONE;
-      break;
-
-    case RESPST_ERR_SEQ:
-      if (!r->seq_nak_sent) {
-        r->nak_pending = true;
-        r->nak_syn = uroce_aeth_syn(UROCE_AETH_NAK, UROCE_NAK_PSN_SEQ_ERR);
-        r->nak_psn = r->epsn;
-        r->seq_nak_sent = true;
-      }
-      why = UROCE_DROP_PSN;
-      st = RESPST_DROP;
-      break;
-
-    case RESPST_ERR_RNR:
-      r->nak_pending = true;
-      r->nak_syn = uroce_aeth_syn(UROCE_AETH_RNR_NAK, qp->min_rnr_timer);
-      r->nak_psn = psn;
-      r->seq_nak_sent = true; /* no sequence NAKs until it comes again */
-      eng->stats.rnr_naks_tx++;
-      st = RESPST_DROP;
-      break;
-
-    case RESPST_ERR_INVALID:
-      fatal(qp, UROCE_NAK_INVALID_REQ, psn, UROCE_WC_REM_INV_REQ_ERR);
-      st = RESPST_DONE;
-      break;
-
-    case RESPST_ERR_ACCESS:
-      if (!rc) {
-        r->drop_msg = true;
-        st = RESPST_DROP;
-        break;
-      }
-      fatal(qp, UROCE_NAK_REM_ACCESS_ERR, psn, UROCE_WC_REM_ACCESS_ERR);
-      st = RESPST_DONE;
-      break;
-
-    case RESPST_ERR_LOCAL:
-      fatal(qp, UROCE_NAK_REM_OP_ERR, psn, UROCE_WC_LOC_PROT_ERR);
-      st = RESPST_DONE;
-      break;
-
-    case RESPST_ERR_LENGTH:
-      if (rc) {
-        fatal(qp, UROCE_NAK_INVALID_REQ, psn, UROCE_WC_LOC_LEN_ERR);
-      } else {
-        /* UC, UD: the receive WQE fails, the QP carries on. */
-        recv_complete(qp, UROCE_WC_LOC_LEN_ERR, 0);
-        r->in_msg = 0;
-        r->rcv_len = 0;
-        if (!ud)
-          r->drop_msg = !last;
-        eng->stats.drops[UROCE_DROP_TOO_LONG]++;
-      }
-      st = RESPST_DONE;
-      break;
-
-    case RESPST_DROP:
-      eng->stats.drops[why]++;
-      st = RESPST_DONE;
-      break;
-
-    default:
-      st = RESPST_DONE;
-      break;
+/* Executes the atomic once and keeps its result for a duplicate. */
+static enum resp_state exec_atomic(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct resp_res *res = res_alloc(qp);
+  uint64_t orig = 0;
+  if (!qp->eng->phantom) {
+    uint64_t *v = (uint64_t *)(uintptr_t)uroce_atmeth_va(p->atm);
+    orig = *v;
+    if (p->pi->opcode == UROCE_OP_CMP_SWAP) {
+      if (orig == uroce_atmeth_compare(p->atm))
+        *v = uroce_atmeth_swap_add(p->atm);
+    } else {
+      *v = orig + uroce_atmeth_swap_add(p->atm);
     }
   }
+  res->type = RES_ATOMIC;
+  res->first_psn = res->last_psn = res->cur_psn = p->psn;
+  res->orig = orig;
+  res->pending = qp->resp.any_pending = true;
+  answered(&qp->resp, uroce_psn_add(p->psn, 1));
+  return RESPST_DONE;
+}
+
+/* The message that consumed a receive WQE is whole: completes it. */
+static enum resp_state complete(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct resp *r = &qp->resp;
+  const struct uroce_pkt_info *pi = p->pi;
+  bool write = (p->mask & UROCE_OPM_WRITE) != 0;
+  struct uroce_wc wc = {0};
+  wc.opcode = write ? UROCE_WC_RECV_RDMA_WITH_IMM : UROCE_WC_RECV;
+  wc.byte_len = write ? r->wr_len : r->rcv_len + (p->ud ? GRH_LEN : 0);
+  wc.src_qp =
+      p->ud ? uroce_deth_sqp(uroce_pkt_hdr(pi, UROCE_HDR_DETH)) : qp->dest_qpn;
+  if (p->ud)
+    wc.wc_flags |= UROCE_WC_GRH;
+  if (p->mask & UROCE_OPM_IMM) {
+    memcpy(&wc.imm_data, uroce_pkt_hdr(pi, UROCE_HDR_IMMDT), 4);
+    wc.wc_flags |= UROCE_WC_WITH_IMM;
+  }
+  if (p->mask & UROCE_OPM_INV) {
+    uint32_t rkey = uroce_ieth_rkey(uroce_pkt_hdr(pi, UROCE_HDR_IETH));
+    struct uroce_mr *imr = uroce_mr_by_rkey(&qp->eng->mrs, rkey);
+    if (imr)
+      imr->state = MR_INVALID;
+    wc.imm_data = rkey;
+    wc.wc_flags |= UROCE_WC_WITH_INV;
+  }
+  recv_complete(qp, UROCE_WC_SUCCESS, &wc);
+  r->rcv_len = 0;
+  r->msn = (r->msn + 1) & UROCE_PSN_MASK;
+  return RESPST_ACKNOWLEDGE;
+}
+
+/* epsn moves past the packet; RC owes an ACK, now or after coalescing. */
+static enum resp_state acknowledge(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct resp *r = &qp->resp;
+  r->epsn = uroce_psn_add(p->psn, 1);
+  if (!p->rc)
+    return RESPST_DONE;
+  r->seq_nak_sent = false;
+  if (r->ooo_map)
+    ooo_advance(qp);
+  r->ack_pending = true;
+  r->unacked++;
+  if (uroce_bth_ackreq(p->pi->bth) || r->unacked >= qp->eng->cfg.ack_every)
+    r->ack_now = true;
+  else if (r->ack_deadline == UINT64_MAX)
+    r->ack_deadline = p->now + qp->eng->cfg.ack_delay_ns;
+  return RESPST_DONE;
+}
+
+/* A READ again: answered again from its PSN on, if it matches the one
+ * executed (reads are repeatable). */
+static void dup_read(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct resp_res *res = res_find(qp, RES_READ, p->psn);
+  struct uroce_mr *mr;
+  uint64_t va = uroce_reth_va(p->reth);
+  uint32_t len = uroce_reth_len(p->reth);
+  if (!res || len > UROCE_MAX_MSG ||
+      uroce_psn_add(p->psn, qp_npkts(qp, len) - 1) != res->last_psn ||
+      uroce_reth_rkey(p->reth) != res->rkey ||
+      (len && uroce_mr_check(&qp->eng->mrs, true, res->rkey, qp->pd, va, len,
+                             UROCE_ACCESS_REMOTE_READ, &mr)))
+    return;
+  res->cur_psn = p->psn;
+  res->va = va;
+  res->left = len;
+  res->first_sent = false;
+  res->pending = qp->resp.any_pending = true;
+}
+
+static enum resp_state duplicate(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  qp->eng->stats.drops[UROCE_DROP_DUPLICATE]++;
+  if (p->mask & UROCE_OPM_READ) {
+    dup_read(p);
+  } else if (p->mask & UROCE_OPM_ATOMIC) {
+    struct resp_res *res = res_find(qp, RES_ATOMIC, p->psn);
+    if (res) /* resend the saved result, never execute twice */
+      res->pending = qp->resp.any_pending = true;
+  } else {
+    qp->resp.ack_pending = qp->resp.ack_now = true; /* the ACK was lost? */
+  }
+  return RESPST_DONE;
+}
+
+/* Only the WRITE in progress can be placed ahead of epsn: its first packet
+ * gave the address. */
+static bool ooo_placeable(const struct resp_pkt *p) {
+  const struct resp *r = &p->qp->resp;
+  return (p->mask & UROCE_OPM_WRITE) && !(p->mask & UROCE_OPM_IMM) &&
+         !is_start(p->mask) && r->in_msg == UROCE_OPM_WRITE &&
+         uroce_psn_cmp(p->psn, r->msg_last) <= 0;
+}
+
+/* RC, ahead of epsn with UROCE_ENG_OOO_WRITE: placed if it can be; the
+ * rest waits for go-back-N. */
+static enum resp_state ooo(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct resp *r = &qp->resp;
+  const struct uroce_eng_cfg *cfg = &qp->eng->cfg;
+  struct uroce_mr *mr;
+  uint32_t d = (uint32_t)uroce_psn_diff(p->psn, r->epsn);
+  if (d >= cfg->max_unacked_psn || !ooo_placeable(p)) {
+    /* It will have to come again: NAK once epsn reaches it. */
+    if (!r->ooo_drop || uroce_psn_cmp(p->psn, r->ooo_drop_psn) < 0)
+      r->ooo_drop_psn = p->psn;
+    r->ooo_drop = true;
+    return d >= cfg->ooo_nak_gap ? RESPST_ERR_PSN_SEQ : drop(p, UROCE_DROP_PSN);
+  }
+  if (ooo_test(r, p->psn))
+    return RESPST_DUPLICATE;
+  uint64_t off = (uint64_t)uroce_psn_diff(p->psn, r->msg_first) * qp->mtu;
+  bool is_last = p->psn == r->msg_last;
+  if (off >= r->wr_len || p->n != (is_last ? r->wr_len - off : qp->mtu) ||
+      is_last != p->last)
+    return reject(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_LENGTH);
+  if (uroce_mr_check(&qp->eng->mrs, true, r->wr_rkey, qp->pd, r->msg_va + off,
+                     p->n, UROCE_ACCESS_REMOTE_WRITE, &mr))
+    return reject(p, RESPST_ERR_REM_ACCESS, UROCE_DROP_ACCESS);
+  eng_copy(qp->eng, (void *)(uintptr_t)(r->msg_va + off),
+           uroce_pkt_payload(p->pi), p->n);
+  uint32_t b = p->psn & r->ooo_mask;
+  r->ooo_map[b / 64] |= 1ull << (b % 64);
+  if (uroce_bth_ackreq(p->pi->bth))
+    r->ack_pending = r->ack_now = true;
+  /* epsn is this far behind: more than reordering, it was lost (or
+   * dropped for coming before its message's first packet). */
+  if (d >= cfg->ooo_nak_gap)
+    nak_psn_seq(r);
+  return RESPST_DONE;
+}
+
+/* ---- error exits, by the NAK the spec answers each class with ---- */
+
+static enum resp_state err_psn_seq(struct resp_pkt *p) {
+  nak_psn_seq(&p->qp->resp);
+  return drop(p, UROCE_DROP_PSN);
+}
+
+static enum resp_state err_rnr(struct resp_pkt *p) {
+  struct resp *r = &p->qp->resp;
+  r->nak_pending = true;
+  r->nak_syn = uroce_aeth_syn(UROCE_AETH_RNR_NAK, p->qp->min_rnr_timer);
+  r->nak_psn = p->psn;
+  r->seq_nak_sent = true; /* no sequence NAKs until it comes again */
+  p->qp->eng->stats.rnr_naks_tx++;
+  return RESPST_DROP;
+}
+
+static enum resp_state err_invalid_req(struct resp_pkt *p) {
+  fatal(p->qp, UROCE_NAK_INVALID_REQ, p->psn, UROCE_WC_REM_INV_REQ_ERR);
+  return RESPST_DONE;
+}
+
+static enum resp_state err_rem_access(struct resp_pkt *p) {
+  fatal(p->qp, UROCE_NAK_REM_ACCESS_ERR, p->psn, UROCE_WC_REM_ACCESS_ERR);
+  return RESPST_DONE;
+}
+
+/* The receive WQE is bad (its keys): the requester sees a remote
+ * operational error, the receive side a local protection error. */
+static enum resp_state err_rem_op(struct resp_pkt *p) {
+  fatal(p->qp, UROCE_NAK_REM_OP_ERR, p->psn, UROCE_WC_LOC_PROT_ERR);
+  return RESPST_DONE;
+}
+
+/* The message is longer than its receive WQE. */
+static enum resp_state err_length(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct resp *r = &qp->resp;
+  if (p->rc) {
+    fatal(qp, UROCE_NAK_INVALID_REQ, p->psn, UROCE_WC_LOC_LEN_ERR);
+    return RESPST_DONE;
+  }
+  /* UC, UD: the receive WQE fails, the QP carries on. */
+  recv_complete(qp, UROCE_WC_LOC_LEN_ERR, 0);
+  r->in_msg = 0;
+  r->rcv_len = 0;
+  if (p->uc)
+    r->drop_msg = !p->last;
+  qp->eng->stats.drops[UROCE_DROP_TOO_LONG]++;
+  return RESPST_DONE;
+}
+
+static enum resp_state drop_pkt(struct resp_pkt *p) {
+  p->qp->eng->stats.drops[p->why]++;
+  return RESPST_DONE;
+}
+
+static enum resp_state resp_step(struct resp_pkt *p, enum resp_state st) {
+  switch (st) {
+  case RESPST_CHK_PSN:
+    return chk_psn(p);
+  case RESPST_CHK_OP_SEQ:
+    return chk_op_seq(p);
+  case RESPST_CHK_OP_VALID:
+    return chk_op_valid(p);
+  case RESPST_CHK_LENGTH:
+    return chk_length(p);
+  case RESPST_GET_RECV_WQE:
+    return get_recv_wqe(p);
+  case RESPST_CHK_RKEY:
+    return chk_rkey(p);
+  case RESPST_EXEC_SEND:
+    return exec_send(p);
+  case RESPST_EXEC_WRITE:
+    return exec_write(p);
+  case RESPST_EXEC_READ:
+    return exec_read(p);
+  case RESPST_EXEC_ATOMIC:
+    return exec_atomic(p);
+  case RESPST_COMPLETE:
+    return complete(p);
+  case RESPST_ACKNOWLEDGE:
+    return acknowledge(p);
+  case RESPST_DUPLICATE:
+    return duplicate(p);
+  case RESPST_OOO:
+    return ooo(p);
+  case RESPST_ERR_PSN_SEQ:
+    return err_psn_seq(p);
+  case RESPST_ERR_RNR:
+    return err_rnr(p);
+  case RESPST_ERR_INVALID_REQ:
+    return err_invalid_req(p);
+  case RESPST_ERR_REM_ACCESS:
+    return err_rem_access(p);
+  case RESPST_ERR_REM_OP:
+    return err_rem_op(p);
+  case RESPST_ERR_LENGTH:
+    return err_length(p);
+  case RESPST_DROP:
+    return drop_pkt(p);
+  case RESPST_DONE:
+  case RESPST_COUNT:
+    break;
+  }
+  return RESPST_DONE;
+}
+
+void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
+  const struct uroce_pkt_info *pi = &rx->pi;
+  struct resp_pkt p = {
+      .qp = qp,
+      .rx = rx,
+      .pi = pi,
+      .now = now,
+      .mask = pi->op->mask,
+      .psn = pi->psn,
+      .n = pi->payload_len,
+      .rc = qp->type == UROCE_QPT_RC,
+      .uc = qp->type == UROCE_QPT_UC,
+      .ud = qp->type == UROCE_QPT_UD,
+      .last = (pi->op->mask & UROCE_OPM_LAST) != 0,
+      .reth = uroce_pkt_hdr(pi, UROCE_HDR_RETH),
+      .atm = uroce_pkt_hdr(pi, UROCE_HDR_ATMETH),
+      .why = UROCE_DROP_PSN,
+  };
+  enum resp_state st = RESPST_CHK_PSN;
+  while (st != RESPST_DONE)
+    st = resp_step(&p, st);
 }
 
 /* ---- packets out ---- */
