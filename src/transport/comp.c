@@ -6,12 +6,22 @@
 #include "uroce/uroce.h"
 
 const char *const uroce_comp_state_names[COMPST_COUNT] = {
-    [COMPST_GET_WQE] = "GET_WQE",     [COMPST_CHECK_PSN] = "CHECK_PSN",
-    [COMPST_CHECK_ACK] = "CHECK_ACK", [COMPST_READ] = "READ",
-    [COMPST_ATOMIC] = "ATOMIC",       [COMPST_WRITE_SEND] = "WRITE_SEND",
-    [COMPST_COMP_WQE] = "COMP_WQE",   [COMPST_UPDATE] = "UPDATE",
-    [COMPST_DONE] = "DONE",           [COMPST_ERROR_RETRY] = "ERROR_RETRY",
-    [COMPST_RNR_RETRY] = "RNR_RETRY", [COMPST_ERROR] = "ERROR",
+    [COMPST_GET_WQE] = "GET_WQE",
+    [COMPST_CHECK_PSN] = "CHECK_PSN",
+    [COMPST_CHECK_ACK] = "CHECK_ACK",
+    [COMPST_ACK] = "ACK",
+    [COMPST_RNR_NAK] = "RNR_NAK",
+    [COMPST_NAK] = "NAK",
+    [COMPST_CHECK_RESP] = "CHECK_RESP",
+    [COMPST_READ] = "READ",
+    [COMPST_ATOMIC] = "ATOMIC",
+    [COMPST_COMP_WQE] = "COMP_WQE",
+    [COMPST_UPDATE] = "UPDATE",
+    [COMPST_ERROR_RETRY] = "ERROR_RETRY",
+    [COMPST_RNR_RETRY] = "RNR_RETRY",
+    [COMPST_ERROR] = "ERROR",
+    [COMPST_DROP] = "DROP",
+    [COMPST_DONE] = "DONE",
 };
 
 void comp_reset(struct uroce_qp *qp) {
@@ -125,219 +135,285 @@ static bool gap_retry(struct uroce_qp *qp) {
   return (n & (n - 1)) == 0;
 }
 
+/* ---- response packets in: one function per state ---- */
+
+/* One response packet as the completer's steps see it. */
+struct comp_pkt {
+  struct uroce_qp *qp;
+  const struct uroce_pkt_info *pi;
+  uint64_t now;
+  uint32_t mask, psn;
+  const uint8_t *aeth; /* NULL for a READ response MIDDLE */
+  uint8_t syn;         /* the AETH syndrome, 0 without one */
+  struct swqe *w;      /* the READ or atomic WQE a response is for */
+  uint8_t status;      /* the completion status COMPST_ERROR gives */
+  enum uroce_drop why; /* counted by COMPST_DROP */
+};
+
+static enum comp_state drop(struct comp_pkt *c, enum uroce_drop why) {
+  c->why = why;
+  return COMPST_DROP;
+}
+
+/* Evidence that a READ response or atomic ack was lost: go back now
+ * (gap_retry), or else carry on with the state otherwise. */
+static enum comp_state on_gap(struct comp_pkt *c, enum comp_state otherwise) {
+  return gap_retry(c->qp) ? COMPST_ERROR_RETRY : otherwise;
+}
+
+static enum comp_state get_wqe(struct comp_pkt *c) {
+  struct uroce_qp *qp = c->qp;
+  if (qp->type != UROCE_QPT_RC || qp->req.state == REQST_ERROR || !oldest(qp))
+    return drop(c, UROCE_DROP_RESPONSE);
+  return COMPST_CHECK_PSN;
+}
+
+/* Only PSNs from comp.psn up to the last one sent mean anything. */
+static enum comp_state check_psn(struct comp_pkt *c) {
+  if (uroce_psn_cmp(c->psn, c->qp->req.max_psn) >= 0)
+    return drop(c, UROCE_DROP_RESPONSE);
+  if (uroce_psn_cmp(c->psn, c->qp->comp.psn) < 0)
+    return drop(c, UROCE_DROP_DUPLICATE);
+  return COMPST_CHECK_ACK;
+}
+
+/* Sorts the packet: an ACK, RNR NAK or NAK, or a READ response or atomic
+ * ack (whose AETH, when it has one, must be a plain ACK). */
+static enum comp_state check_ack(struct comp_pkt *c) {
+  if (!(c->mask & UROCE_OPM_ACK)) {
+    if (c->aeth && uroce_aeth_kind(c->syn) != UROCE_AETH_ACK)
+      return drop(c, UROCE_DROP_RESPONSE);
+    return COMPST_CHECK_RESP;
+  }
+  switch (uroce_aeth_kind(c->syn)) {
+  case UROCE_AETH_ACK:
+    return COMPST_ACK;
+  case UROCE_AETH_RNR_NAK:
+    return COMPST_RNR_NAK;
+  case UROCE_AETH_NAK:
+    return COMPST_NAK;
+  default:
+    return drop(c, UROCE_DROP_RESPONSE);
+  }
+}
+
+/* Every request through psn executed. */
+static enum comp_state ack(struct comp_pkt *c) {
+  if (!ack_through(c->qp, c->psn, c->now))
+    return on_gap(c, COMPST_UPDATE);
+  return COMPST_UPDATE;
+}
+
+/* A NAK, or a READ response or atomic ack, acknowledges the requests
+ * before its PSN. */
+static bool ack_before(struct comp_pkt *c) {
+  return ack_through(c->qp, uroce_psn_add(c->psn, UROCE_PSN_MASK), c->now);
+}
+
+static enum comp_state rnr_nak(struct comp_pkt *c) {
+  if (!ack_before(c))
+    return on_gap(c, COMPST_UPDATE);
+  return COMPST_RNR_RETRY;
+}
+
+/* The completion status a fatal NAK code gives the WQE it names. */
+static uint8_t nak_wc_status(uint8_t code) {
+  switch (code) {
+  case UROCE_NAK_INVALID_REQ:
+    return UROCE_WC_REM_INV_REQ_ERR;
+  case UROCE_NAK_REM_ACCESS_ERR:
+    return UROCE_WC_REM_ACCESS_ERR;
+  case UROCE_NAK_REM_OP_ERR:
+    return UROCE_WC_REM_OP_ERR;
+  default:
+    return UROCE_WC_BAD_RESP_ERR;
+  }
+}
+
+static enum comp_state nak(struct comp_pkt *c) {
+  if (!ack_before(c))
+    return on_gap(c, COMPST_UPDATE);
+  uint8_t code = uroce_aeth_value(c->syn);
+  if (code == UROCE_NAK_PSN_SEQ_ERR)
+    return COMPST_ERROR_RETRY;
+  c->status = nak_wc_status(code);
+  return COMPST_ERROR;
+}
+
+/* A READ response or atomic ack: it implies all before it arrived (the
+ * requests before its own WQE: a response inside the oldest READ
+ * acknowledges nothing, and a gap there is handled below); it must be the
+ * next response the oldest READ or atomic WQE expects. */
+static enum comp_state check_resp(struct comp_pkt *c) {
+  struct uroce_qp *qp = c->qp;
+  struct swqe *w = oldest(qp);
+  if (!(w && is_rd_atomic(w->opcode) &&
+        uroce_psn_cmp(c->psn, w->last_psn) <= 0) &&
+      !ack_before(c)) {
+    if (gap_retry(qp))
+      return COMPST_ERROR_RETRY;
+    qp->eng->stats.drops[UROCE_DROP_PSN]++;
+    return COMPST_UPDATE;
+  }
+  w = oldest(qp);
+  bool read = (c->mask & UROCE_OPM_READ) != 0;
+  if (!w || !is_rd_atomic(w->opcode) ||
+      uroce_psn_cmp(c->psn, w->first_psn) < 0 ||
+      uroce_psn_cmp(c->psn, w->last_psn) > 0 ||
+      read != (w->opcode == UROCE_WR_RDMA_READ))
+    return drop(c, UROCE_DROP_RESPONSE);
+  if (c->psn != qp->comp.psn) { /* a gap inside a READ's responses */
+    if (gap_retry(qp))
+      return COMPST_ERROR_RETRY;
+    return drop(c, UROCE_DROP_PSN);
+  }
+  c->w = w;
+  return read ? COMPST_READ : COMPST_ATOMIC;
+}
+
+/* Scatters one READ response into the WQE's buffers. */
+static enum comp_state do_read(struct comp_pkt *c) {
+  struct uroce_qp *qp = c->qp;
+  struct swqe *w = c->w;
+  uint32_t off = (uint32_t)uroce_psn_diff(c->psn, w->first_psn) * qp->mtu;
+  bool last = c->psn == w->last_psn;
+  uint32_t want = last ? w->length - off : qp->mtu;
+  bool op_ok = last == ((c->mask & UROCE_OPM_LAST) != 0);
+  if (!op_ok || c->pi->payload_len != want || off > w->length)
+    return drop(c, UROCE_DROP_LENGTH);
+  sge_scatter(qp->eng, w->sge, w->nsge, off, uroce_pkt_payload(c->pi), want);
+  qp->comp.psn = uroce_psn_add(c->psn, 1);
+  if (last)
+    return COMPST_COMP_WQE;
+  progress(qp, c->now, want);
+  return COMPST_UPDATE;
+}
+
+static enum comp_state do_atomic(struct comp_pkt *c) {
+  struct uroce_qp *qp = c->qp;
+  uint64_t orig = uroce_atmack_orig(uroce_pkt_hdr(c->pi, UROCE_HDR_ATMACK));
+  c->w->atomic_orig = orig;
+  if (!qp->eng->phantom)
+    memcpy((void *)(uintptr_t)c->w->sge[0].addr, &orig, 8);
+  qp->comp.psn = uroce_psn_add(c->psn, 1);
+  return COMPST_COMP_WQE;
+}
+
+static enum comp_state comp_wqe(struct comp_pkt *c) {
+  c->w->state = WQE_DONE;
+  c->w->status = UROCE_WC_SUCCESS;
+  progress(c->qp, c->now, c->w->length);
+  return COMPST_UPDATE;
+}
+
+/* The requester may be behind comp.psn after a go-back: skips it over
+ * what is acknowledged; completions go to the CQ in order. */
+static enum comp_state update(struct comp_pkt *c) {
+  struct uroce_qp *qp = c->qp;
+  if (uroce_psn_cmp(qp->comp.psn, qp->req.psn) > 0)
+    req_rewind(qp, qp->comp.psn);
+  qp_drain_sq(qp);
+  return COMPST_DONE;
+}
+
+/* Go back to comp.psn, or fail the oldest WQE once retries are spent. */
+static enum comp_state error_retry(struct comp_pkt *c) {
+  struct uroce_qp *qp = c->qp;
+  if (!use_retry(qp)) {
+    c->status = UROCE_WC_RETRY_EXC_ERR;
+    return oldest(qp) ? COMPST_ERROR : COMPST_DONE;
+  }
+  go_back(qp, qp->comp.psn, c->now);
+  qp_drain_sq(qp);
+  return COMPST_DONE;
+}
+
+/* Resend from the NAKed PSN once the RNR timer the NAK names expires. */
+static enum comp_state rnr_retry(struct comp_pkt *c) {
+  struct uroce_qp *qp = c->qp;
+  if (qp->rnr_retry != 7) { /* 7 = unlimited */
+    if (!qp->req.rnr_left) {
+      c->status = UROCE_WC_RNR_RETRY_EXC_ERR;
+      return COMPST_ERROR;
+    }
+    qp->req.rnr_left--;
+  }
+  qp_drain_sq(qp);
+  qp->eng->stats.retransmits++;
+  req_rewind(qp, c->psn);
+  qp->req.rnr_deadline = c->now + uroce_rnr_timer_ns(uroce_aeth_value(c->syn));
+  qp->req.rto_deadline = UINT64_MAX;
+  return COMPST_DONE;
+}
+
+/* Completes what is done, then fails the oldest WQE with c->status. */
+static enum comp_state do_error(struct comp_pkt *c) {
+  qp_drain_sq(c->qp);
+  struct swqe *w = oldest(c->qp);
+  if (w)
+    fail_wqe(c->qp, w, c->status);
+  return COMPST_DONE;
+}
+
+static enum comp_state drop_pkt(struct comp_pkt *c) {
+  c->qp->eng->stats.drops[c->why]++;
+  return COMPST_DONE;
+}
+
+static enum comp_state comp_step(struct comp_pkt *c, enum comp_state st) {
+  switch (st) {
+  case COMPST_GET_WQE:
+    return get_wqe(c);
+  case COMPST_CHECK_PSN:
+    return check_psn(c);
+  case COMPST_CHECK_ACK:
+    return check_ack(c);
+  case COMPST_ACK:
+    return ack(c);
+  case COMPST_RNR_NAK:
+    return rnr_nak(c);
+  case COMPST_NAK:
+    return nak(c);
+  case COMPST_CHECK_RESP:
+    return check_resp(c);
+  case COMPST_READ:
+    return do_read(c);
+  case COMPST_ATOMIC:
+    return do_atomic(c);
+  case COMPST_COMP_WQE:
+    return comp_wqe(c);
+  case COMPST_UPDATE:
+    return update(c);
+  case COMPST_ERROR_RETRY:
+    return error_retry(c);
+  case COMPST_RNR_RETRY:
+    return rnr_retry(c);
+  case COMPST_ERROR:
+    return do_error(c);
+  case COMPST_DROP:
+    return drop_pkt(c);
+  case COMPST_DONE:
+  case COMPST_COUNT:
+    break;
+  }
+  return COMPST_DONE;
+}
+
 void comp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
   const struct uroce_pkt_info *pi = &rx->pi;
-  struct uroce_eng *eng = qp->eng;
-  uint32_t mask = pi->op->mask;
-  uint32_t psn = pi->psn;
   const uint8_t *aeth = uroce_pkt_hdr(pi, UROCE_HDR_AETH);
-  uint8_t syn = aeth ? uroce_aeth_syndrome(aeth) : 0;
-  struct swqe *w = 0;
-  uint8_t status = 0;
+  struct comp_pkt c = {
+      .qp = qp,
+      .pi = pi,
+      .now = now,
+      .mask = pi->op->mask,
+      .psn = pi->psn,
+      .aeth = aeth,
+      .syn = aeth ? uroce_aeth_syndrome(aeth) : 0,
+  };
   enum comp_state st = COMPST_GET_WQE;
-
-  while (st != COMPST_DONE) {
-    switch (st) {
-    case COMPST_GET_WQE:
-      if (qp->type != UROCE_QPT_RC || qp->req.state == REQST_ERROR ||
-          !oldest(qp)) {
-        eng->stats.drops[UROCE_DROP_RESPONSE]++;
-        st = COMPST_DONE;
-        break;
-      }
-      st = COMPST_CHECK_PSN;
-      break;
-
-    case COMPST_CHECK_PSN:
-      /* Only PSNs from comp.psn up to the last one sent mean anything. */
-      if (uroce_psn_cmp(psn, qp->req.max_psn) >= 0) {
-        eng->stats.drops[UROCE_DROP_RESPONSE]++;
-        st = COMPST_DONE;
-      } else if (uroce_psn_cmp(psn, qp->comp.psn) < 0) {
-        eng->stats.drops[UROCE_DROP_DUPLICATE]++;
-        st = COMPST_DONE;
-      } else {
-        st = COMPST_CHECK_ACK;
-      }
-      break;
-
-    case COMPST_CHECK_ACK:
-      if (mask & UROCE_OPM_ACK) {
-        switch (uroce_aeth_kind(syn)) {
-        case UROCE_AETH_ACK:
-          st = ack_through(qp, psn, now) ? COMPST_UPDATE
-               : gap_retry(qp)           ? COMPST_ERROR_RETRY
-                                         : COMPST_UPDATE;
-          break;
-        case UROCE_AETH_RNR_NAK:
-          st = ack_through(qp, uroce_psn_add(psn, UROCE_PSN_MASK), now)
-                   ? COMPST_RNR_RETRY
-               : gap_retry(qp) ? COMPST_ERROR_RETRY
-                               : COMPST_UPDATE;
-          break;
-        case UROCE_AETH_NAK:
-          if (!ack_through(qp, uroce_psn_add(psn, UROCE_PSN_MASK), now)) {
-            st = gap_retry(qp) ? COMPST_ERROR_RETRY : COMPST_UPDATE;
-            break;
-          }
-          switch (uroce_aeth_value(syn)) {
-          case UROCE_NAK_PSN_SEQ_ERR:
-            st = COMPST_ERROR_RETRY;
-            break;
-          case UROCE_NAK_INVALID_REQ:
-            status = UROCE_WC_REM_INV_REQ_ERR;
-            st = COMPST_ERROR;
-            break;
-          case UROCE_NAK_REM_ACCESS_ERR:
-            status = UROCE_WC_REM_ACCESS_ERR;
-            st = COMPST_ERROR;
-            break;
-          case UROCE_NAK_REM_OP_ERR:
-            status = UROCE_WC_REM_OP_ERR;
-            st = COMPST_ERROR;
-            break;
-          default:
-            status = UROCE_WC_BAD_RESP_ERR;
-            st = COMPST_ERROR;
-            break;
-          }
-          break;
-        default:
-          eng->stats.drops[UROCE_DROP_RESPONSE]++;
-          st = COMPST_DONE;
-          break;
-        }
-        break;
-      }
-      if (aeth && uroce_aeth_kind(syn) != UROCE_AETH_ACK) {
-        eng->stats.drops[UROCE_DROP_RESPONSE]++;
-        st = COMPST_DONE;
-        break;
-      }
-      /* A READ response or atomic ack implies all before it arrived: the
-       * requests before its own WQE (a response inside the oldest READ
-       * acknowledges nothing, and a gap there is handled below). */
-      w = oldest(qp);
-      if (!(w && is_rd_atomic(w->opcode) &&
-            uroce_psn_cmp(psn, w->last_psn) <= 0) &&
-          !ack_through(qp, uroce_psn_add(psn, UROCE_PSN_MASK), now)) {
-        if (gap_retry(qp)) {
-          st = COMPST_ERROR_RETRY;
-        } else {
-          eng->stats.drops[UROCE_DROP_PSN]++;
-          st = COMPST_UPDATE;
-        }
-        break;
-      }
-      w = oldest(qp);
-      if (!w || !is_rd_atomic(w->opcode) ||
-          uroce_psn_cmp(psn, w->first_psn) < 0 ||
-          uroce_psn_cmp(psn, w->last_psn) > 0 ||
-          ((mask & UROCE_OPM_READ) != 0) != (w->opcode == UROCE_WR_RDMA_READ)) {
-        eng->stats.drops[UROCE_DROP_RESPONSE]++;
-        st = COMPST_DONE;
-        break;
-      }
-      if (psn != qp->comp.psn) {
-        /* A gap inside a READ's responses. */
-        if (gap_retry(qp)) {
-          st = COMPST_ERROR_RETRY;
-        } else {
-          eng->stats.drops[UROCE_DROP_PSN]++;
-          st = COMPST_DONE;
-        }
-        break;
-      }
-      st = (mask & UROCE_OPM_READ) ? COMPST_READ : COMPST_ATOMIC;
-      break;
-
-    case COMPST_READ: {
-      uint32_t off = (uint32_t)uroce_psn_diff(psn, w->first_psn) * qp->mtu;
-      bool last = psn == w->last_psn;
-      uint32_t want = last ? w->length - off : qp->mtu;
-      bool op_ok = last ? (mask & UROCE_OPM_LAST) : !(mask & UROCE_OPM_LAST);
-      if (!op_ok || pi->payload_len != want || off > w->length) {
-        eng->stats.drops[UROCE_DROP_LENGTH]++;
-        st = COMPST_DONE;
-        break;
-      }
-      sge_scatter(qp->eng, w->sge, w->nsge, off, uroce_pkt_payload(pi), want);
-      qp->comp.psn = uroce_psn_add(psn, 1);
-      st = last ? COMPST_COMP_WQE : COMPST_UPDATE;
-      if (!last)
-        progress(qp, now, want);
-      break;
-    }
-
-    case COMPST_ATOMIC: {
-      uint64_t orig = uroce_atmack_orig(uroce_pkt_hdr(pi, UROCE_HDR_ATMACK));
-      w->atomic_orig = orig;
-      if (!eng->phantom)
-        memcpy((void *)(uintptr_t)w->sge[0].addr, &orig, 8);
-      qp->comp.psn = uroce_psn_add(psn, 1);
-      st = COMPST_COMP_WQE;
-      break;
-    }
-
-    case COMPST_COMP_WQE:
-      w->state = WQE_DONE;
-      w->status = UROCE_WC_SUCCESS;
-      progress(qp, now, w->length);
-      st = COMPST_UPDATE;
-      break;
-
-    case COMPST_WRITE_SEND:
-    case COMPST_UPDATE:
-      /* The requester may be behind comp.psn after a go-back; skip it
-       * over what is acknowledged. */
-      if (uroce_psn_cmp(qp->comp.psn, qp->req.psn) > 0)
-        req_rewind(qp, qp->comp.psn);
-      qp_drain_sq(qp);
-      st = COMPST_DONE;
-      break;
-
-    case COMPST_ERROR_RETRY:
-      if (!use_retry(qp)) {
-        status = UROCE_WC_RETRY_EXC_ERR;
-        w = oldest(qp);
-        st = w ? COMPST_ERROR : COMPST_DONE;
-        break;
-      }
-      go_back(qp, qp->comp.psn, now);
-      qp_drain_sq(qp);
-      st = COMPST_DONE;
-      break;
-
-    case COMPST_RNR_RETRY:
-      if (qp->rnr_retry != 7) {
-        if (!qp->req.rnr_left) {
-          status = UROCE_WC_RNR_RETRY_EXC_ERR;
-          st = COMPST_ERROR;
-          break;
-        }
-        qp->req.rnr_left--;
-      }
-      qp_drain_sq(qp);
-      qp->eng->stats.retransmits++;
-      req_rewind(qp, psn);
-      qp->req.rnr_deadline = now + uroce_rnr_timer_ns(uroce_aeth_value(syn));
-      qp->req.rto_deadline = UINT64_MAX;
-      st = COMPST_DONE;
-      break;
-
-    case COMPST_ERROR:
-      qp_drain_sq(qp);
-      w = oldest(qp);
-      if (w)
-        fail_wqe(qp, w, status);
-      st = COMPST_DONE;
-      break;
-
-    default:
-      st = COMPST_DONE;
-      break;
-    }
-  }
+  while (st != COMPST_DONE)
+    st = comp_step(&c, st);
 }
 
 void comp_timeout(struct uroce_qp *qp, uint64_t now) {

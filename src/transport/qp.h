@@ -147,20 +147,25 @@ struct req {
   bool probe; /* after a timeout: one packet out until something is acked */
 };
 
-/* Completer states (comp.c): the steps of handling one response. */
+/* Completer states (comp.c): the steps of handling one response, each a
+ * function returning the next. */
 enum comp_state {
-  COMPST_GET_WQE,
-  COMPST_CHECK_PSN,
-  COMPST_CHECK_ACK,
-  COMPST_READ,
-  COMPST_ATOMIC,
-  COMPST_WRITE_SEND,
-  COMPST_COMP_WQE,
-  COMPST_UPDATE,
+  COMPST_GET_WQE,     /* anything outstanding at all */
+  COMPST_CHECK_PSN,   /* within comp.psn .. max_psn */
+  COMPST_CHECK_ACK,   /* sort: ACK, RNR NAK, NAK or a response */
+  COMPST_ACK,         /* positive ACK: completes through its PSN */
+  COMPST_RNR_NAK,     /* acks what precedes, then waits */
+  COMPST_NAK,         /* acks what precedes; retry or fatal by code */
+  COMPST_CHECK_RESP,  /* READ response / atomic ack for the oldest WQE */
+  COMPST_READ,        /* scatter one READ response */
+  COMPST_ATOMIC,      /* store the atomic's original value */
+  COMPST_COMP_WQE,    /* the READ/atomic WQE is done */
+  COMPST_UPDATE,      /* resync the requester, drain completions */
+  COMPST_ERROR_RETRY, /* go back to comp.psn (or retries exhausted) */
+  COMPST_RNR_RETRY,   /* go back after the RNR timer (or exhausted) */
+  COMPST_ERROR,       /* fail the oldest WQE with the status found */
+  COMPST_DROP,        /* counted in stats.drops and forgotten */
   COMPST_DONE,
-  COMPST_ERROR_RETRY,
-  COMPST_RNR_RETRY,
-  COMPST_ERROR,
   COMPST_COUNT
 };
 extern const char *const uroce_comp_state_names[COMPST_COUNT];

@@ -520,7 +520,18 @@ static void test_one_gib_phantom(void) {
   teardown();
 }
 
+/* The trace names every state: a state added without a name shows here. */
+static void test_state_names(void) {
+  for (int i = 0; i < REQST_COUNT; i++)
+    CHECK(uroce_req_state_names[i] && *uroce_req_state_names[i]);
+  for (int i = 0; i < COMPST_COUNT; i++)
+    CHECK(uroce_comp_state_names[i] && *uroce_comp_state_names[i]);
+  for (int i = 0; i < RESPST_COUNT; i++)
+    CHECK(uroce_resp_state_names[i] && *uroce_resp_state_names[i]);
+}
+
 int main(void) {
+  T_RUN(test_state_names);
   T_RUN(test_send_recv);
   T_RUN(test_write_read_atomic);
   T_RUN(test_uc_loss);
