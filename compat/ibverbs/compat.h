@@ -17,9 +17,13 @@
 #define UV_CONTAINER(p, type, member)                                          \
   ((type *)(void *)((char *)(p)-offsetof(type, member)))
 
-/* GID table: index 0 the link-local GID, index 1 the endpoint's address
- * (IPv4-mapped for IPv4), both RoCE v2 as rxe reports them. */
+/* GID table: index 1 the endpoint's address (IPv4-mapped for IPv4), RoCE
+ * v2, where rxe has it. Index 0 is rxe's link-local GID; uroce's one
+ * socket is bound to the endpoint address and would not receive what a
+ * peer sends to a link-local address, so that entry is left empty rather
+ * than advertise a GID nothing answers on (docs/verbs.md). */
 #define UV_GID_TBL_LEN 2
+#define UV_GID_INDEX 1
 
 struct uv_device {
   struct ibv_device dev; /* what ibv_get_device_list hands out */

@@ -134,24 +134,6 @@ static void find_iface(const uint8_t gid[16], int *ifindex) {
     *ifindex = (int)if_nametoindex("lo");
 }
 
-/* fe80::/64 with an EUI-64 interface id from a locally administered MAC
- * derived from the address, so that two endpoints on one host differ. */
-static void link_local_gid(const uint8_t addr[16], uint8_t gid[16]) {
-  uint8_t mac[6] = {0x02,    addr[11] ^ addr[10], addr[12], addr[13], addr[14],
-                    addr[15]};
-  memset(gid, 0, 16);
-  gid[0] = 0xfe;
-  gid[1] = 0x80;
-  gid[8] = mac[0] ^ 2;
-  gid[9] = mac[1];
-  gid[10] = mac[2];
-  gid[11] = 0xff;
-  gid[12] = 0xfe;
-  gid[13] = mac[3];
-  gid[14] = mac[4];
-  gid[15] = mac[5];
-}
-
 /* UROCE_STATS=1 (uroce run --stats): the device's counters, when the
  * program closes it. */
 static void print_stats(struct uroce_device *d) {
@@ -227,9 +209,8 @@ UV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device) {
     free(ctx);
     return uv_fail(rv);
   }
-  uroce_device_gid(ctx->udev, ctx->gid[1]);
-  link_local_gid(ctx->gid[1], ctx->gid[0]);
-  find_iface(ctx->gid[1], &ctx->ifindex);
+  uroce_device_gid(ctx->udev, ctx->gid[UV_GID_INDEX]);
+  find_iface(ctx->gid[UV_GID_INDEX], &ctx->ifindex);
   pthread_mutex_init(&ctx->lock, NULL);
   struct ibv_context *c = &ctx->vctx.context;
   c->device = device;
@@ -356,6 +337,7 @@ UV_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num,
     errno = EINVAL;
     return -1;
   }
+  /* The empty entry reads as the null GID, as libibverbs reports one. */
   memcpy(gid->raw, uv_ctx(context)->gid[index], 16);
   return 0;
 }
@@ -368,7 +350,7 @@ UV_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
     errno = EINVAL;
     return -1;
   }
-  *type = 1;
+  *type = index == UV_GID_INDEX; /* libibverbs says v1 for an empty one */
   return 0;
 }
 
@@ -387,7 +369,7 @@ UV_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
                                 uint32_t flags, size_t entry_size) {
   if (!context || !entry || flags || entry_size < sizeof(*entry))
     return EINVAL;
-  if (port_num != 1 || gid_index >= UV_GID_TBL_LEN)
+  if (port_num != 1 || gid_index != UV_GID_INDEX)
     return ENODATA;
   gid_entry(uv_ctx(context), gid_index, entry);
   return 0;
@@ -399,12 +381,10 @@ UV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context,
                                        size_t entry_size) {
   if (!context || flags || entry_size < sizeof(*entries))
     return -EINVAL;
-  if (max_entries < UV_GID_TBL_LEN)
+  if (max_entries < 1)
     return -EINVAL;
-  for (uint32_t i = 0; i < UV_GID_TBL_LEN; i++)
-    gid_entry(uv_ctx(context), i,
-              (struct ibv_gid_entry *)((char *)entries + i * entry_size));
-  return UV_GID_TBL_LEN;
+  gid_entry(uv_ctx(context), UV_GID_INDEX, entries);
+  return 1;
 }
 
 UV_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num,

@@ -4,6 +4,7 @@
  * asynchronous events, each over the uroce object of the same name. */
 #include <arpa/inet.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -420,8 +421,19 @@ static int ah_attr_to_uroce(const struct ibv_ah_attr *a,
   memset(u, 0, sizeof(*u));
   if (!a->is_global)
     return EINVAL; /* RoCE addresses by GID: a GRH is required */
-  if (a->grh.sgid_index >= UV_GID_TBL_LEN || (a->port_num && a->port_num != 1))
+  if (a->port_num && a->port_num != 1)
     return EINVAL;
+  if (a->grh.sgid_index != UV_GID_INDEX) {
+    /* An easy mistake (-g 0 works on rxe): say why it fails. */
+    static bool told;
+    if (!told)
+      fprintf(stderr,
+              "uroce: source GID index %u is empty; uroce's GID is index "
+              "%d, its address (-g %d / -x %d)\n",
+              a->grh.sgid_index, UV_GID_INDEX, UV_GID_INDEX, UV_GID_INDEX);
+    told = true;
+    return EINVAL;
+  }
   memcpy(u->dgid, a->grh.dgid.raw, 16);
   u->is_global = 1;
   u->traffic_class = a->grh.traffic_class;
@@ -645,6 +657,20 @@ UV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
     int e = ah_attr_to_uroce(&attr->ah_attr, &a.ah_attr);
     if (e)
       return e;
+  }
+  if ((mask & IBV_QP_PATH_MTU) && attr->path_mtu <= IBV_MTU_4096 &&
+      (int)attr->path_mtu >
+          uroce_device_active_mtu(uv_ctx(ibqp->context)->udev)) {
+    /* Accepted, as rxe does, but a packet the interface cannot carry is
+     * lost: say so once, since the symptom is only retransmissions. */
+    static bool told;
+    if (!told)
+      fprintf(stderr,
+              "uroce: path MTU %d is above the active MTU %d: packets "
+              "larger than the interface MTU will be dropped\n",
+              128 << attr->path_mtu,
+              128 << uroce_device_active_mtu(uv_ctx(ibqp->context)->udev));
+    told = true;
   }
   a.pkey_index = attr->pkey_index;
   a.en_sqd_async_notify = attr->en_sqd_async_notify;

@@ -293,8 +293,11 @@ static int check_values(const struct uroce_qp *qp,
     return UROCE_ERR_INVALID_ARGUMENT;
   if ((mask & M_(AV)) && !a->ah_attr.is_global)
     return UROCE_ERR_INVALID_ARGUMENT; /* RoCE needs a GRH */
+  /* Up to the port's max MTU (4096), whatever its active MTU, as rxe
+   * accepts it: the path MTU is the two ends' agreement, and a packet too
+   * big for the link is lost on the way as on any NIC. */
   if ((mask & M_(PATH_MTU)) &&
-      (a->path_mtu < UROCE_MTU_256 || a->path_mtu > qp->eng->cfg.port_mtu))
+      (a->path_mtu < UROCE_MTU_256 || a->path_mtu > UROCE_MTU_4096))
     return UROCE_ERR_INVALID_ARGUMENT;
   if ((mask & M_(TIMEOUT)) && a->timeout > 31)
     return UROCE_ERR_INVALID_ARGUMENT;

@@ -241,7 +241,8 @@ def run_local_tools(uroce, side, where):
                                r"link_layer:\s+Ethernet",
                                r"active_mtu:\s+\d+ \(\d\)"]),
             (["ibv_devinfo", "-v"],
-             [r"GID\[\s*0\]:\s+fe80::", r"GID\[\s*1\]:\s+%s, RoCE v2" %
+             # index 0 (rxe's link-local GID) is left empty by uroce
+             [r"\A(?![\s\S]*GID\[\s*0\])", r"GID\[\s*1\]:\s+%s, RoCE v2" %
               re.escape(("::ffff:" if "." in side.addr else "") + side.addr),
               r"atomic_cap:\s+ATOMIC_HCA", r"max_qp_rd_atom:\s+\d+",
               r"max_sge:\s+\d+"])):

@@ -3,7 +3,10 @@
  * port the kernel uses, and ICRC checking with unknown IPv4 identification
  * (Linux rxe sends random ones). */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "io/udp/sock.h"
@@ -184,11 +187,37 @@ static void test_icrc_unknown_id(void) {
   CHECK(accepted_bad <= 1); /* expected ~300 / 65536 */
 }
 
+/* rxe sends UDP checksum 0 over IPv6 as over IPv4. Linux drops such a
+ * datagram on an IPv6 socket that has not said it accepts them; ours must
+ * receive it. The sender here is a plain socket told to send checksum 0. */
+static void test_v6_zero_checksum(void) {
+  struct uroce_udp_sock s;
+  uint8_t addr[16];
+  uroce_addr_parse("::1", addr);
+  CHECK_EQ(uroce_udp_open(&s, addr, 47912, 0), 0);
+  int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  CHECK(fd >= 0);
+  int one = 1;
+  CHECK_EQ(setsockopt(fd, SOL_UDP, UDP_NO_CHECK6_TX, &one, sizeof(one)), 0);
+  struct sockaddr_in6 to = {.sin6_family = AF_INET6,
+                            .sin6_port = htons(s.port)};
+  memcpy(&to.sin6_addr, addr, 16);
+  uint8_t pkt[64];
+  build(pkt, 7, 32);
+  CHECK_EQ(sendto(fd, pkt, 48, 0, (struct sockaddr *)&to, sizeof(to)), 48);
+  CHECK_EQ(recv_n(&s, 1), 1);
+  CHECK_EQ(rx[0].len, 48);
+  CHECK(memcmp(rx[0].data, pkt, 48) == 0);
+  close(fd);
+  uroce_udp_close(&s);
+}
+
 int main(void) {
   T_RUN(test_v4);
   T_RUN(test_v6);
   T_RUN(test_v4_gather);
   T_RUN(test_v6_gather);
   T_RUN(test_icrc_unknown_id);
+  T_RUN(test_v6_zero_checksum);
   return T_DONE();
 }

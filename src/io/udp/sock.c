@@ -66,7 +66,8 @@ static void set_bufs(int fd) {
 }
 
 /* A socket with RoCEv2's IP options: DF (so IPv4 identification is 0),
- * ECT(0), and the received TOS/traffic class reported. */
+ * ECT(0), the received TOS/traffic class reported, and over IPv6 zero UDP
+ * checksums accepted. */
 static int open_one(int ipver, const uint8_t addr[16], uint16_t port,
                     uint8_t ecn, uint16_t *bound_port) {
   int fd = socket(ipver == 4 ? AF_INET : AF_INET6,
@@ -88,6 +89,12 @@ static int open_one(int ipver, const uint8_t addr[16], uint16_t port,
             0 ||
         setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos)) < 0 ||
         setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one)) < 0)
+      rv = -errno;
+    /* RoCEv2 senders may leave the UDP checksum 0 over IPv6 too (the ICRC
+     * covers the packet; rxe always does), which Linux drops on an IPv6
+     * socket unless told to accept it. What we send keeps the checksum the
+     * kernel computes: valid for every receiver, and rxe ignores it. */
+    else if (setsockopt(fd, SOL_UDP, UDP_NO_CHECK6_RX, &one, sizeof(one)) < 0)
       rv = -errno;
   }
   if (rv == 0) {
