@@ -77,13 +77,13 @@ uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len) {
 
 /* ---- parsing ---- */
 
-static int parse_ip(const uint8_t *p, size_t len, struct uroce_frame *f) {
+static int parse_ip(const uint8_t *p, size_t len, uint16_t port,
+                    struct uroce_frame *f) {
   if (len < 1)
     return UROCE_ERR_PKT_TRUNCATED;
   const uint8_t *udp;
   size_t avail; /* bytes from the UDP header on, bounded by the IP length */
   int ver = p[0] >> 4;
-  memset(f, 0, sizeof(*f));
   f->l3 = p;
   if (ver == 4) {
     if (len < UROCE_IP4_HLEN)
@@ -135,7 +135,7 @@ static int parse_ip(const uint8_t *p, size_t len, struct uroce_frame *f) {
   f->sport = get_be16(udp);
   f->dport = get_be16(udp + 2);
   size_t ulen = get_be16(udp + 4);
-  if (f->dport != UROCE_UDP_PORT)
+  if (f->dport != port)
     return UROCE_ERR_PKT_NOT_ROCE;
   if (ulen < UROCE_UDP_HLEN || ulen > avail)
     return UROCE_ERR_PKT_BAD_LENGTH;
@@ -146,6 +146,11 @@ static int parse_ip(const uint8_t *p, size_t len, struct uroce_frame *f) {
 
 int uroce_frame_parse(int link, const uint8_t *p, size_t len,
                       struct uroce_frame *f) {
+  return uroce_frame_parse_port(link, p, len, UROCE_UDP_PORT, f);
+}
+
+int uroce_frame_parse_port(int link, const uint8_t *p, size_t len,
+                           uint16_t port, struct uroce_frame *f) {
   size_t off;
   uint16_t type;
   memset(f, 0, sizeof(*f));
@@ -153,7 +158,7 @@ int uroce_frame_parse(int link, const uint8_t *p, size_t len,
   case UROCE_LINK_RAW:
   case UROCE_LINK_IPV4:
   case UROCE_LINK_IPV6:
-    return parse_ip(p, len, f);
+    return parse_ip(p, len, port, f);
   case UROCE_LINK_ETHERNET:
     if (len < UROCE_ETH_HLEN)
       return UROCE_ERR_PKT_TRUNCATED;
@@ -165,6 +170,11 @@ int uroce_frame_parse(int link, const uint8_t *p, size_t len,
       off += 4;
       if (len < off + 2)
         return UROCE_ERR_PKT_TRUNCATED;
+      if (tags == 0) { /* the outer tag: what the first switch acts on */
+        f->pcp = p[off - 2] >> 5;
+        f->vid = get_be16(p + off - 2) & 0x0FFF;
+      }
+      f->vlan_tags = (uint8_t)(tags + 1);
       type = get_be16(p + off);
     }
     off += 2;
@@ -186,7 +196,7 @@ int uroce_frame_parse(int link, const uint8_t *p, size_t len,
   }
   if (type != ETH_P_IPV4 && type != ETH_P_IPV6)
     return UROCE_ERR_PKT_NOT_ROCE;
-  return parse_ip(p + off, len - off, f);
+  return parse_ip(p + off, len - off, port, f);
 }
 
 /* ---- ICRC ---- */
@@ -229,6 +239,12 @@ static uint32_t icrc_bth(uint32_t crc, const uint8_t *bth, size_t bth_len) {
     c = crc_step4(c, w);
   }
   return uroce_crc32(~c, bth + UROCE_BTH_LEN, bth_len - UROCE_BTH_LEN);
+}
+
+uint32_t uroce_icrc_hdr(const uint8_t *ip, size_t iphlen, const uint8_t *udp) {
+  if (iphlen > 60)
+    return 0;
+  return icrc_prefix(ip, iphlen, udp);
 }
 
 uint32_t uroce_icrc(const uint8_t *ip, size_t iphlen, const uint8_t *udp,

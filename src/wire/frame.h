@@ -43,6 +43,10 @@ struct uroce_frame {
   uint16_t sport, dport;
   const uint8_t *bth; /* UDP payload: BTH .. ICRC */
   uint32_t bth_len;
+  /* The outer 802.1Q/802.1ad tag of an Ethernet frame, if vlan_tags. */
+  uint8_t vlan_tags; /* 0, 1 or 2 */
+  uint8_t pcp;       /* priority code point, 0..7 */
+  uint16_t vid;      /* VLAN identifier, 0..4095 */
 };
 
 /* What to write around a packet. */
@@ -70,6 +74,10 @@ struct uroce_frame_params {
  * Data past the IP total length (Ethernet padding) is ignored. */
 int uroce_frame_parse(int link, const uint8_t *p, size_t len,
                       struct uroce_frame *f);
+/* uroce_frame_parse with another UDP destination port taken as RoCEv2 (a
+ * stack run with --udp-port). */
+int uroce_frame_parse_port(int link, const uint8_t *p, size_t len,
+                           uint16_t port, struct uroce_frame *f);
 
 /* Prepends UDP + IP (+ Ethernet) to the len bytes at buf + headroom, which
  * hold BTH .. payload .. pad .. 4-byte ICRC slot, and computes the ICRC
@@ -92,6 +100,10 @@ int uroce_frame_encap(uint8_t *buf, size_t headroom, size_t len,
  * carries, read as a little-endian 32-bit word. */
 uint32_t uroce_icrc(const uint8_t *ip, size_t iphlen, const uint8_t *udp,
                     const uint8_t *bth, size_t bth_len);
+
+/* The first part of uroce_icrc: the CRC state after the 8 bytes of 0xFF
+ * and the masked IP and UDP headers (iphlen at most 60). */
+uint32_t uroce_icrc_hdr(const uint8_t *ip, size_t iphlen, const uint8_t *udp);
 
 /* ICRC of a packet sent or received through a UDP socket, where the kernel
  * writes the IP and UDP headers: they are synthesized from the addresses,
@@ -129,8 +141,7 @@ uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len);
 /* Copies len bytes from src to dst (not overlapping) and returns
  * uroce_crc32(crc, src, len): in one pass where the CPU has AVX-512
  * VPCLMULQDQ, else memcpy and then uroce_crc32 on the copy. */
-uint32_t uroce_crc32_copy(uint32_t crc, void *dst, const void *src,
-                          size_t len);
+uint32_t uroce_crc32_copy(uint32_t crc, void *dst, const void *src, size_t len);
 /* Whether uroce_crc32_copy reads its source once on this CPU. */
 int uroce_crc32_copy_one_pass(void);
 
