@@ -254,8 +254,10 @@ struct sim_coll_result {
   double bound_us;        /* the lower bound on time */
   double bound_busbw_gbs; /* busbw at the bound, GB/s */
   double ratio;           /* time / bound (>= 1) */
-  uint32_t steps;         /* dependent steps in the latency term */
-  double step_latency_us; /* per-step latency in the bound */
+  uint32_t steps;         /* ring steps a chunk crosses in turn; 0: none */
+  double step_latency_us; /* mean ring hop: propagation + full packets */
+  double bw_bound_us;     /* bytes of the busiest rank at the host link */
+  double chain_bound_us;  /* chunks' dependency chain; 0 if not a ring */
 };
 /* NULL (and *n = 0) unless the workload is a collective. */
 const struct sim_coll_result *sim_coll_results(const struct sim *s,
