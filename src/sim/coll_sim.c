@@ -62,6 +62,7 @@ struct sim_coll {
   struct sim_coll_result res[SIM_COLL_MAX_SIZES];
   uint32_t nres;
   double factor, link_gbps, step_latency_us;
+  uint64_t rx_at_start; /* payload arrived at the ranks when size began */
   uint64_t chunk_bytes, hdr_bytes; /* the communicator's chunk and header */
   double *hop_prop_ps, *hop_ps_per_byte; /* ring hop i: rank i -> i + 1 */
 };
@@ -161,28 +162,6 @@ void sim_coll_wc(struct sim *s, uint32_t nic, uint32_t peer,
 }
 
 /* ---- bounds ---- */
-
-/* What a packet meets between two ranks' NICs: the propagation delay of
- * every link, and the store-and-forward of every switch on the way, as
- * picoseconds per byte of the packet. Up-down routing: every path between
- * two NICs has the same kinds of links, so one path stands for all. */
-static void path_cost(struct sim *s, uint32_t a, uint32_t b, double *prop_ps,
-                      double *ps_per_byte) {
-  struct sim_port *p = &s->nics[a].port;
-  double t = (double)p->delay, sf = 0;
-  struct sim_node *n = p->peer->node;
-  for (int hops = 0; n->kind == SIM_NODE_SWITCH && hops < 16; hops++) {
-    struct sim_switch *sw = (struct sim_switch *)n;
-    uint16_t o = b >= sw->lo && b < sw->hi ? (uint16_t)((b - sw->lo) / sw->span)
-                                           : sw->n_down;
-    struct sim_port *out = &sw->n.ports[o];
-    t += (double)out->delay;
-    sf += 8e12 / (double)out->rate_bps;
-    n = out->peer->node;
-  }
-  *prop_ps = t;
-  *ps_per_byte = sf;
-}
 
 /* One write of len bytes (the slot header included) at the host link: its
  * line time (every packet's wire bytes, RETH on the first), returned, and
@@ -341,6 +320,9 @@ static void start_size(struct sim_coll *sc) {
   res->bytes = res->count * es * (per_rank ? sc->n : 1);
   res->start = s->now;
   res->algo = -1;
+  sc->rx_at_start = 0;
+  for (uint32_t i = 0; i < sc->n; i++)
+    sc->rx_at_start += s->nics[sc->r[i].nic].rx_payload;
   sc->ndone = 0;
   for (uint32_t i = 0; i < sc->n; i++) {
     struct sc_rank *r = &sc->r[i];
@@ -396,6 +378,33 @@ void sim_coll_event(struct sim *s, struct sim_ev *ev) {
   }
   if (++sc->ndone == sc->n)
     finish_size(sc);
+}
+
+bool sim_coll_is_rank(const struct sim *s, uint32_t nic) {
+  return s->coll && nic < s->nnics && s->coll->rank_of[nic] != UINT32_MAX;
+}
+
+/* Sizes done, plus the running one's share of the bytes every rank sends
+ * (busbw factor x size), weighted by size. */
+double sim_coll_progress(const struct sim *s) {
+  const struct sim_coll *sc = s->coll;
+  if (!sc)
+    return 0;
+  const struct sim_coll_cfg *cc = &s->cfg.wl.coll;
+  double all = 0, done = 0;
+  for (uint32_t i = 0; i < cc->nsizes; i++)
+    all += (double)cc->sizes[i];
+  for (uint32_t i = 0; i < sc->nres && i < cc->nsizes; i++)
+    done += (double)cc->sizes[i];
+  if (!sc->finished && sc->cur < cc->nsizes) {
+    double want = sc->factor * (double)cc->sizes[sc->cur] * sc->n;
+    uint64_t rx = 0;
+    for (uint32_t i = 0; i < sc->n; i++)
+      rx += s->nics[sc->r[i].nic].rx_payload;
+    double f = want > 0 ? (double)(rx - sc->rx_at_start) / want : 0;
+    done += (f < 1 ? f : 1) * (double)cc->sizes[sc->cur];
+  }
+  return all > 0 ? done / all : 0;
 }
 
 bool sim_coll_done(const struct sim *s) {
@@ -525,8 +534,8 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
   }
   double lat = 0;
   for (uint32_t i = 0; i < n; i++) {
-    path_cost(s, sc->r[i].nic, sc->r[(i + 1) % n].nic, &sc->hop_prop_ps[i],
-              &sc->hop_ps_per_byte[i]);
+    sim_path_cost(s, sc->r[i].nic, sc->r[(i + 1) % n].nic, &sc->hop_prop_ps[i],
+                  &sc->hop_ps_per_byte[i]);
     lat += sc->hop_prop_ps[i] + wire * sc->hop_ps_per_byte[i];
   }
   sc->step_latency_us = lat / n / 1e6;
