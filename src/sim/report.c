@@ -633,7 +633,7 @@ static void empty_plot(FILE *f, const char *png, const char *title,
 
 /* What the series hold beyond their numbers, for the plot script. */
 struct series_facts {
-  bool rates, pauses, ecn, cnps, portq;
+  bool rates, pauses, ecn, cnps, portq, cc;
   double max_rate_gbps, max_agg_gbps;
   uint32_t top[8], ntop; /* switch ports with the largest queues */
   char top_names[8 * 48];
@@ -820,7 +820,25 @@ static int write_series(const struct sim *s, const char *dir,
   }
   if (full)
     fprintf(pe, "# truncated after %u events\n", np);
-  return fclose(pe) || rc ? -1 : 0;
+  if (fclose(pe) || rc)
+    return -1;
+  if (!r->cc_rate)
+    return 0;
+  FILE *cf = open_in(dir, "cc_rate.csv", err, errlen);
+  if (!cf)
+    return -1;
+  fprintf(cf, "time_us,min_gbps,p10_gbps,p50_gbps,p90_gbps,max_gbps,"
+              "mean_gbps,flows\n");
+  for (uint32_t i = 0; i < r->n; i++) {
+    if (!r->cc_n[i])
+      continue; /* no flow running: no rate to show */
+    fprintf(cf, "%.3f", (double)r->t[i] / 1e6);
+    for (int k = 0; k < SIM_RATE_Q; k++)
+      fprintf(cf, ",%.4f", r->cc_rate[i][k]);
+    fprintf(cf, ",%u\n", r->cc_n[i]);
+  }
+  sf->cc = true;
+  return fclose(cf) ? -1 : 0;
 }
 
 /* coll.csv, and the busbw plot's commands in plots.gp. */
@@ -928,15 +946,16 @@ static void throughput_plot(const struct sim *s, FILE *f,
     snprintf(win, sizeof win, "%.0f-%.0f", sf->win_lo_us, sf->win_hi_us);
   double ytop = sf->max_rate_gbps > 0 ? sf->max_rate_gbps * 1.1 : 1;
   double atop = sf->max_agg_gbps > 0 ? sf->max_agg_gbps * 1.1 : 1;
+  bool tb = atop > 5000; /* thousands of Gb/s read better as Tb/s */
   fprintf(f,
           "set output 'throughput.png'\nset terminal pngcairo size 900,760 "
           "noenhanced\nset multiplot layout 2,1 title 'Receive throughput: "
           "payload counted as it crosses the last link'\n"
-          "set xlabel 'time (us)'\nset ylabel 'Gb/s'\nset yrange [0:%g]\n"
+          "set xlabel 'time (us)'\nset ylabel '%s'\nset yrange [0:%g]\n"
           "set title 'all NICs together'\n"
-          "plot 'throughput.csv' every ::1 using 1:2 with lines lw 2 title "
-          "'aggregate'\n",
-          atop);
+          "plot 'throughput.csv' every ::1 using 1:($2/%g) with lines lw 2 "
+          "title 'aggregate'\nset ylabel 'Gb/s'\n",
+          tb ? "Tb/s" : "Gb/s", tb ? atop / 1000 : atop, tb ? 1000.0 : 1.0);
   fprintf(f,
           "set title 'per %s, over the active %ss (rates over %s us "
           "windows)'\nset yrange [0:%g]\n"
@@ -1018,6 +1037,20 @@ static int write_plots(const struct sim *s, const char *dir,
                "noenhanced\nset yrange [*:*]\n\n");
   } else {
     empty_plot(f, "pfc.png", "PFC pause frames", "no PFC pauses");
+  }
+  if (sf->cc) {
+    const struct sim_cfg *cc = sim_cfg(s);
+    fprintf(f,
+            "set output 'cc_rate.png'\nset title 'DCQCN: the rate limiters "
+            "of the running flows (min-max, p10-p90, p50, mean)'\n"
+            "set xlabel 'time (us)'\nset ylabel 'Gb/s'\nset yrange [0:%g]\n"
+            "plot 'cc_rate.csv' every ::1 using 1:2:6 with filledcurves fc "
+            "rgb '#f3dcc4' title 'min-max', '' every ::1 using 1:3:5 with "
+            "filledcurves fc rgb '#e0a56b' title 'p10-p90', '' every ::1 "
+            "using 1:4 with lines lw 2 lc rgb '#8c4a0f' title 'p50', '' every "
+            "::1 using 1:7 with lines lw 1 dt 2 lc rgb 'black' title 'mean'\n"
+            "set yrange [*:*]\n\n",
+            (double)cc->topo.link[0].rate_bps / 1e9 * 1.05);
   }
   if (sf->ecn || sf->cnps) {
     fprintf(f,

@@ -222,6 +222,8 @@ void sim_del(struct sim *s) {
   free(s->ser.rate);
   free(s->ser.rate_n);
   free(s->ser.rate_win);
+  free(s->ser.cc_rate);
+  free(s->ser.cc_n);
   free(s->ser.port_q);
   free(s->rate_hist);
   free(s->rate_tmp);
@@ -305,6 +307,10 @@ static int grow_series(struct sim *s) {
       grow(&r->rate, sizeof(*r->rate), cap) ||
       grow(&r->rate_n, sizeof(*r->rate_n), cap) ||
       grow(&r->rate_win, sizeof(*r->rate_win), cap))
+    return -1;
+  if (s->cfg.tp.cc == SIM_CC_DCQCN && s->host->cc_rate_bps && !s->coll &&
+      (grow(&r->cc_rate, sizeof(*r->cc_rate), cap) ||
+       grow(&r->cc_n, sizeof(*r->cc_n), cap)))
     return -1;
   /* Per-port queues only while they stay small; then they stop. */
   if ((uint64_t)cap * s->nports <= SIM_PORTQ_MAX &&
@@ -445,6 +451,24 @@ static int cmp_dbl(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Percentiles of v[0..m) (sorted here) into q: min, p10, p50, p90, max,
+ * mean. */
+static void quantiles(double *v, uint32_t m, double *q) {
+  memset(q, 0, SIM_RATE_Q * sizeof(double));
+  if (!m)
+    return;
+  qsort(v, m, sizeof(double), cmp_dbl);
+  double sum = 0;
+  for (uint32_t j = 0; j < m; j++)
+    sum += v[j];
+  q[0] = v[0];
+  q[1] = v[(size_t)(0.1 * (m - 1) + 0.5)];
+  q[2] = v[(size_t)(0.5 * (m - 1) + 0.5)];
+  q[3] = v[(size_t)(0.9 * (m - 1) + 0.5)];
+  q[4] = v[m - 1];
+  q[5] = sum / m;
+}
+
 /* Streams are the workload's flows, or the rank NICs of a collective. */
 static uint32_t nstreams(const struct sim *s) {
   return s->coll ? s->nnics : s->nflows;
@@ -499,7 +523,6 @@ static void sample_rates(struct sim *s, uint32_t i) {
     sim_time_t a = r->t[i - k], b = r->t[i];
     r->rate_win[i] = b - a;
     uint32_t m = 0;
-    double sum = 0;
     for (uint32_t j = 0; j < n; j++) {
       sim_time_t on = stream_active(s, j, a, b);
       /* A flow active for a sliver of the window says little. */
@@ -509,22 +532,30 @@ static void sample_rates(struct sim *s, uint32_t i) {
       uint64_t then = s->rate_hist[(uint64_t)j * K + (i - k) % K];
       double g = (double)(now - then) * 8 / ((double)on * 1e-12) / 1e9;
       s->rate_tmp[m++] = g;
-      sum += g;
     }
-    if (m) {
-      qsort(s->rate_tmp, m, sizeof(double), cmp_dbl);
-      double *q = r->rate[i];
-      q[0] = s->rate_tmp[0];
-      q[1] = s->rate_tmp[(size_t)(0.1 * (m - 1) + 0.5)];
-      q[2] = s->rate_tmp[(size_t)(0.5 * (m - 1) + 0.5)];
-      q[3] = s->rate_tmp[(size_t)(0.9 * (m - 1) + 0.5)];
-      q[4] = s->rate_tmp[m - 1];
-      q[5] = sum / m;
-      r->rate_n[i] = m;
-    }
+    quantiles(s->rate_tmp, m, r->rate[i]);
+    r->rate_n[i] = m;
   }
   for (uint32_t j = 0; j < n; j++)
     s->rate_hist[(uint64_t)j * K + i % K] = stream_bytes(s, j);
+}
+
+/* The rate limiters of the flows running now. */
+static void sample_cc(struct sim *s, uint32_t i) {
+  struct sim_series *r = &s->ser;
+  if (!r->cc_rate)
+    return;
+  uint32_t m = 0;
+  for (uint32_t j = 0; j < s->nflows && s->rate_tmp; j++) {
+    const struct sim_flow *f = sim_flow_mut(s, j);
+    if (f->start > s->now || f->finish != SIM_NEVER || !f->st)
+      continue;
+    double b = s->host->cc_rate_bps(s->nics[f->src].model, f);
+    if (b >= 0)
+      s->rate_tmp[m++] = b / 1e9;
+  }
+  quantiles(s->rate_tmp, m, r->cc_rate[i]);
+  r->cc_n[i] = m;
 }
 
 static void sample_first(struct sim *s) {
@@ -590,6 +621,7 @@ static void sample(struct sim *s) {
     r->acked[(uint64_t)i * r->nflows + f] =
         s->fchunks[f / SIM_FLOW_CHUNK][f % SIM_FLOW_CHUNK].wire_rx;
   sample_rates(s, i);
+  sample_cc(s, i);
   if (s->coll ? !sim_coll_done(s) : s->st.flows_done < s->nflows)
     sim_schedule(s, &s->sample_ev, s->now + s->cfg.sample_interval);
 }

@@ -298,6 +298,11 @@ struct sim_series {
   double (*rate)[SIM_RATE_Q];
   uint32_t *rate_n;
   sim_time_t *rate_win;
+  /* Congestion control (DCQCN): the rate limiters' current rates (Gb/s)
+   * over the running flows, SIM_RATE_Q figures, and how many; NULL when
+   * the run has no rate-based congestion control. */
+  double (*cc_rate)[SIM_RATE_Q];
+  uint32_t *cc_n;
   /* Every switch egress queue (bytes) per sample while nports x samples
    * stays within SIM_PORTQ_MAX in sim_int.h; port_q_n samples kept. */
   uint32_t nports, port_q_n;

@@ -164,6 +164,9 @@ struct sim_host_ops {
   /* Optional: adds this NIC's transport counters (timeouts, NAKs, CNPs)
    * to st; models that count into sim->st directly leave it NULL. */
   void (*add_stats)(void *m, struct sim_stats *st);
+  /* Optional: the congestion-control rate (bits/s) of running flow f,
+   * which this NIC sends; < 0 if it has none. */
+  double (*cc_rate_bps)(void *m, const struct sim_flow *f);
 };
 
 extern const struct sim_host_ops sim_host_rdmaw; /* rdmaw.c: simple */

@@ -162,6 +162,8 @@ def check_run(name, out, stdout, stderr, have_gnuplot):
     if res["sample_interval_us"] > 0:
         want |= {"throughput.png", "utilisation.png", "queues.png",
                  "port_queues.png", "pfc.png", "ecn.png"}
+        if res["transport"]["cc"] == "dcqcn" and "collective" not in s:
+            want.add("cc_rate.png")
     check(want <= set(pngs), "%s: plots.gp lacks %s" %
           (name, sorted(want - set(pngs))))
     if have_gnuplot:
