@@ -200,17 +200,30 @@ static int compare(const char *a, const char *b, const struct opts *o) {
   snprintf(path, sizeof path, "%s/compare.gp", base);
   f = fopen(path, "w");
   if (f) {
-    fprintf(f,
-            "set datafile separator ','\n"
-            "set terminal pngcairo size 900,560 noenhanced\n"
-            "set grid\nset key bottom right\nset logscale x\n"
-            "set output 'compare_fct_cdf.png'\n"
-            "set title 'FCT CDF: %s vs %s'\n"
-            "set xlabel 'FCT (us)'\nset ylabel 'fraction of flows'\n"
-            "plot 'A/fct_cdf.csv' every ::1 using 1:2 with steps lw 2 "
-            "title 'A: %s', 'B/fct_cdf.csv' every ::1 using 1:2 with steps "
-            "lw 2 title 'B: %s'\n",
-            na, nb, na, nb);
+    fprintf(f, "set datafile separator ','\n"
+               "set terminal pngcairo size 900,560 noenhanced\n"
+               "set grid\nset key bottom right\n");
+    if (sa.coll_sizes && sb.coll_sizes)
+      /* Collectives have no flows: compare bus bandwidth per size. */
+      fprintf(f,
+              "set output 'compare_coll_busbw.png'\n"
+              "set title 'bus bandwidth: %s vs %s'\nset logscale x 2\n"
+              "set format x '%%.0b %%BB'\nset xlabel 'size'\n"
+              "set ylabel 'busbw (GB/s)'\nset yrange [0:*]\n"
+              "plot 'A/coll.csv' every ::1 using 1:6 with linespoints lw 2 "
+              "title 'A: %s', 'B/coll.csv' every ::1 using 1:6 with "
+              "linespoints lw 2 title 'B: %s', 'A/coll.csv' every ::1 using "
+              "1:8 with lines dt 2 lc rgb 'gray40' title 'bound (A)'\n",
+              na, nb, na, nb);
+    else if (!sa.coll_sizes && !sb.coll_sizes && sa.done && sb.done)
+      fprintf(f,
+              "set logscale x\nset output 'compare_fct_cdf.png'\n"
+              "set title 'FCT CDF: %s vs %s'\n"
+              "set xlabel 'FCT (us)'\nset ylabel 'fraction of flows'\n"
+              "plot 'A/fct_cdf.csv' every ::1 using 1:2 with steps lw 2 "
+              "title 'A: %s', 'B/fct_cdf.csv' every ::1 using 1:2 with steps "
+              "lw 2 title 'B: %s'\n",
+              na, nb, na, nb);
     fclose(f);
     if (o->plots)
       gnuplot(base, "compare.gp");

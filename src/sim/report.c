@@ -923,12 +923,14 @@ static void fct_plot(const struct sim *s, FILE *f) {
           "alone in the fabric) by flow size'\nset xlabel 'flow size'\n"
           "set ylabel 'slowdown'\nset logscale y\nset yrange [0.9:*]\n"
           "set xrange [-0.5:*]\nset offsets 0, 0.5, 0, 0\n"
+          "set xtics rotate by -25\nset bmargin 5\n"
           "plot 'fct_slowdown.csv' every ::1 using 0:3:xtic(1) with "
           "linespoints lw 2 pt 7 title 'p50', '' every ::1 using 0:5 with "
           "linespoints lw 2 pt 5 title 'p99', '' every ::1 using 0:6 with "
           "linespoints lw 1 dt 2 pt 1 title 'max'\n"
           "unset logscale y\nset yrange [*:*]\nset xrange [*:*]\n"
-          "set offsets 0, 0, 0, 0\nset xtics autofreq\n\n");
+          "set offsets 0, 0, 0, 0\nset xtics norotate autofreq\n"
+          "unset bmargin\n\n");
 }
 
 static void throughput_plot(const struct sim *s, FILE *f,
@@ -1092,13 +1094,23 @@ static void row(FILE *o, const char *name, double a, double b,
 void sim_report_compare(FILE *o, const char *na, const struct sim_summary *a,
                         const char *nb, const struct sim_summary *b) {
   fprintf(o, "  %-26s %16.16s %16.16s %10s\n", "", na, nb, "B vs A");
-  row(o, "flows done", (double)a->done, (double)b->done, "%.0f");
-  row(o, "FCT p50 (us)", a->fct_us[1], b->fct_us[1], "%.2f");
-  row(o, "FCT p99 (us)", a->fct_us[3], b->fct_us[3], "%.2f");
-  row(o, "FCT max (us)", a->fct_us[5], b->fct_us[5], "%.2f");
-  row(o, "FCT mean (us)", a->fct_us[6], b->fct_us[6], "%.2f");
-  row(o, "flow tput min (Gb/s)", a->tput_gbps[0], b->tput_gbps[0], "%.2f");
-  row(o, "flow tput mean (Gb/s)", a->tput_gbps[3], b->tput_gbps[3], "%.2f");
+  if (a->coll_sizes || b->coll_sizes) {
+    row(o, "sizes done", a->coll_done, b->coll_done, "%.0f");
+    row(o, "largest size (B)", (double)a->coll_bytes, (double)b->coll_bytes,
+        "%.0f");
+    row(o, "its time (us)", a->coll_time_us, b->coll_time_us, "%.2f");
+    row(o, "its busbw (GB/s)", a->coll_busbw, b->coll_busbw, "%.3f");
+    row(o, "its time / bound", a->coll_ratio, b->coll_ratio, "%.3f");
+  }
+  if (!a->coll_sizes || !b->coll_sizes) {
+    row(o, "flows done", (double)a->done, (double)b->done, "%.0f");
+    row(o, "FCT p50 (us)", a->fct_us[1], b->fct_us[1], "%.2f");
+    row(o, "FCT p99 (us)", a->fct_us[3], b->fct_us[3], "%.2f");
+    row(o, "FCT max (us)", a->fct_us[5], b->fct_us[5], "%.2f");
+    row(o, "FCT mean (us)", a->fct_us[6], b->fct_us[6], "%.2f");
+    row(o, "flow tput min (Gb/s)", a->tput_gbps[0], b->tput_gbps[0], "%.2f");
+    row(o, "flow tput mean (Gb/s)", a->tput_gbps[3], b->tput_gbps[3], "%.2f");
+  }
   row(o, "completion (us)", a->completion_us, b->completion_us, "%.2f");
   row(o, "aggregate goodput (Gb/s)", a->goodput_gbps, b->goodput_gbps, "%.1f");
   row(o, "drops", (double)a->drops, (double)b->drops, "%.0f");
@@ -1108,7 +1120,7 @@ void sim_report_compare(FILE *o, const char *na, const struct sim_summary *a,
   row(o, "retransmitted pkts", (double)a->retx, (double)b->retx, "%.0f");
   for (int t = 1; t < SIM_TIERS; t++) {
     char n[40];
-    snprintf(n, sizeof n, "max queue tier %d (KB)", t);
+    snprintf(n, sizeof n, "max queue tier %d (KiB)", t);
     row(o, n, (double)a->max_queue[t] / 1024, (double)b->max_queue[t] / 1024,
         "%.1f");
   }

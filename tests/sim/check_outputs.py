@@ -173,6 +173,23 @@ def check_run(name, out, stdout, stderr, have_gnuplot):
                   "%s: %s missing or empty" % (name, p))
 
 
+def compare(uroce, scen, work, have_gnuplot):
+    """--compare draws its chart without a gnuplot message."""
+    out = os.path.join(work, "compare")
+    p = subprocess.run([uroce, "sim", "-q", "--compare", "-o", out,
+                        os.path.join(scen, "incast_pfc.yaml"),
+                        os.path.join(scen, "incast_lossy.yaml")],
+                       capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0 and "B vs A" in p.stdout,
+          "--compare: exit %d: %s" % (p.returncode, p.stderr[-300:]))
+    check(not re.search(r"gnuplot|warning", p.stderr, re.I),
+          "--compare: gnuplot talked: %s" % p.stderr[-300:])
+    png = os.path.join(out, "compare_fct_cdf.png")
+    if have_gnuplot:
+        check(os.path.exists(png) and os.path.getsize(png) > 0,
+              "--compare: %s missing or empty" % png)
+
+
 def bad_inputs(uroce, work):
     """Files that are no scenario: refused, non-zero, naming the file, in
     bounded time."""
@@ -239,6 +256,7 @@ def main():
         m = re.search(r"^name: *(\S+)", open(y).read(), re.M)
         check_run(m.group(1) if m else name, out, p.stdout, p.stderr,
                   have_gnuplot)
+    compare(a.uroce, scen, a.workdir, have_gnuplot)
     bad_inputs(a.uroce, a.workdir)
     if failures:
         print("%d failures" % len(failures))
