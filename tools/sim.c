@@ -1,6 +1,7 @@
 /* uroce sim: run a fabric scenario (YAML), write summary.json, CSV series
  * and plots; or compare two scenarios side by side. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,14 +57,22 @@ static int mkdirs(const char *path) {
   return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
 }
 
-/* Runs gnuplot on script in dir; returns 0 if it ran and succeeded. */
+/* Runs gnuplot on script in dir, its messages into plots.log there (so
+ * that they do not mix with ours); returns 0 if it ran, succeeded and said
+ * nothing. */
 static int gnuplot(const char *dir, const char *script) {
   pid_t pid = fork();
   if (pid < 0)
     return -1;
   if (!pid) {
     if (chdir(dir))
-      _exit(127);
+      _exit(126);
+    int fd = open("plots.log", O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
     execlp("gnuplot", "gnuplot", script, (char *)0);
     _exit(127);
   }
@@ -74,20 +83,47 @@ static int gnuplot(const char *dir, const char *script) {
     fprintf(stderr, "uroce sim: gnuplot not found; plots.gp is in %s\n", dir);
     return -1;
   }
-  return WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : -1;
+  char log[1100];
+  snprintf(log, sizeof log, "%s/plots.log", dir);
+  struct stat sb;
+  bool quiet = !stat(log, &sb) && sb.st_size == 0;
+  if (quiet)
+    unlink(log);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) || !quiet) {
+    fprintf(stderr, "uroce sim: gnuplot %s; its messages are in %s\n",
+            WIFEXITED(st) && !WEXITSTATUS(st) ? "complained" : "failed", log);
+    return -1;
+  }
+  return 0;
 }
 
 static void print_summary(const char *name, const struct sim_summary *m,
                           const char *dir) {
-  printf("%s: %llu/%llu flows done; FCT p50 %.2f us, p99 %.2f us, max %.2f "
-         "us; flow throughput mean %.2f Gb/s (min %.2f); drops %llu, PFC "
-         "pauses %llu, ECN marks %llu; %llu events in %.2f s (%.2f M/s)\n",
-         name, (unsigned long long)m->done, (unsigned long long)m->flows,
-         m->fct_us[1], m->fct_us[3], m->fct_us[5], m->tput_gbps[3],
-         m->tput_gbps[0], (unsigned long long)m->drops,
-         (unsigned long long)m->pauses, (unsigned long long)m->ecn_marks,
-         (unsigned long long)m->events, m->wall_s,
-         m->wall_s > 0 ? (double)m->events / m->wall_s / 1e6 : 0);
+  if (m->coll_sizes) {
+    /* A collective has no workload flows: its headline is the largest
+     * size's result (the table above has them all). */
+    printf("%s: %s on %u ranks, %u/%u sizes done; largest %llu B in %.2f us, "
+           "busbw %.3f GB/s (bound %.3f, time / bound %.3f); drops %llu, "
+           "PFC pauses %llu, ECN marks %llu; %llu events in %.2f s "
+           "(%.2f M/s)\n",
+           name, m->coll_name, m->coll_ranks, m->coll_done, m->coll_sizes,
+           (unsigned long long)m->coll_bytes, m->coll_time_us, m->coll_busbw,
+           m->coll_bound_busbw, m->coll_ratio, (unsigned long long)m->drops,
+           (unsigned long long)m->pauses, (unsigned long long)m->ecn_marks,
+           (unsigned long long)m->events, m->wall_s,
+           m->wall_s > 0 ? (double)m->events / m->wall_s / 1e6 : 0);
+  } else {
+    printf("%s: %llu/%llu flows done; FCT p50 %.2f us, p99 %.2f us, max "
+           "%.2f us; flow throughput mean %.2f Gb/s (min %.2f); drops %llu, "
+           "PFC pauses %llu, ECN marks %llu; %llu events in %.2f s (%.2f "
+           "M/s)\n",
+           name, (unsigned long long)m->done, (unsigned long long)m->flows,
+           m->fct_us[1], m->fct_us[3], m->fct_us[5], m->tput_gbps[3],
+           m->tput_gbps[0], (unsigned long long)m->drops,
+           (unsigned long long)m->pauses, (unsigned long long)m->ecn_marks,
+           (unsigned long long)m->events, m->wall_s,
+           m->wall_s > 0 ? (double)m->events / m->wall_s / 1e6 : 0);
+  }
   printf("  results in %s/\n", dir);
 }
 
@@ -164,17 +200,30 @@ static int compare(const char *a, const char *b, const struct opts *o) {
   snprintf(path, sizeof path, "%s/compare.gp", base);
   f = fopen(path, "w");
   if (f) {
-    fprintf(f,
-            "set datafile separator ','\n"
-            "set terminal pngcairo size 900,560 noenhanced\n"
-            "set grid\nset key bottom right\nset logscale x\n"
-            "set output 'compare_fct_cdf.png'\n"
-            "set title 'FCT CDF: %s vs %s'\n"
-            "set xlabel 'FCT (us)'\nset ylabel 'fraction of flows'\n"
-            "plot 'A/fct_cdf.csv' every ::1 using 1:2 with steps lw 2 "
-            "title 'A: %s', 'B/fct_cdf.csv' every ::1 using 1:2 with steps "
-            "lw 2 title 'B: %s'\n",
-            na, nb, na, nb);
+    fprintf(f, "set datafile separator ','\n"
+               "set terminal pngcairo size 900,560 noenhanced\n"
+               "set grid\nset key bottom right\n");
+    if (sa.coll_sizes && sb.coll_sizes)
+      /* Collectives have no flows: compare bus bandwidth per size. */
+      fprintf(f,
+              "set output 'compare_coll_busbw.png'\n"
+              "set title 'bus bandwidth: %s vs %s'\nset logscale x 2\n"
+              "set format x '%%.0b %%BB'\nset xlabel 'size'\n"
+              "set ylabel 'busbw (GB/s)'\nset yrange [0:*]\n"
+              "plot 'A/coll.csv' every ::1 using 1:6 with linespoints lw 2 "
+              "title 'A: %s', 'B/coll.csv' every ::1 using 1:6 with "
+              "linespoints lw 2 title 'B: %s', 'A/coll.csv' every ::1 using "
+              "1:8 with lines dt 2 lc rgb 'gray40' title 'bound (A)'\n",
+              na, nb, na, nb);
+    else if (!sa.coll_sizes && !sb.coll_sizes && sa.done && sb.done)
+      fprintf(f,
+              "set logscale x\nset output 'compare_fct_cdf.png'\n"
+              "set title 'FCT CDF: %s vs %s'\n"
+              "set xlabel 'FCT (us)'\nset ylabel 'fraction of flows'\n"
+              "plot 'A/fct_cdf.csv' every ::1 using 1:2 with steps lw 2 "
+              "title 'A: %s', 'B/fct_cdf.csv' every ::1 using 1:2 with steps "
+              "lw 2 title 'B: %s'\n",
+              na, nb, na, nb);
     fclose(f);
     if (o->plots)
       gnuplot(base, "compare.gp");

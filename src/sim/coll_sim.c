@@ -62,6 +62,9 @@ struct sim_coll {
   struct sim_coll_result res[SIM_COLL_MAX_SIZES];
   uint32_t nres;
   double factor, link_gbps, step_latency_us;
+  uint64_t rx_at_start; /* payload arrived at the ranks when size began */
+  uint64_t chunk_bytes, hdr_bytes; /* the communicator's chunk and header */
+  double *hop_prop_ps, *hop_ps_per_byte; /* ring hop i: rank i -> i + 1 */
 };
 
 /* ---- the transport ---- */
@@ -160,32 +163,132 @@ void sim_coll_wc(struct sim *s, uint32_t nic, uint32_t peer,
 
 /* ---- bounds ---- */
 
-/* Latency of one step from NIC a to NIC b: propagation over every link of
- * the path, plus the store-and-forward of a full packet at every switch
- * (the first link's serialisation is in the bandwidth term). Up-down
- * routing: every path between two NICs has the same links' kinds. */
-static double path_latency_ps(struct sim *s, uint32_t a, uint32_t b,
-                              uint32_t wire) {
-  struct sim_port *p = &s->nics[a].port;
-  double t = (double)p->delay;
-  struct sim_node *n = p->peer->node;
-  for (int hops = 0; n->kind == SIM_NODE_SWITCH && hops < 16; hops++) {
-    struct sim_switch *sw = (struct sim_switch *)n;
-    uint16_t o = b >= sw->lo && b < sw->hi ? (uint16_t)((b - sw->lo) / sw->span)
-                                           : sw->n_down;
-    struct sim_port *out = &sw->n.ports[o];
-    t += (double)out->delay + (double)sim_ser_time(wire, out->rate_bps);
-    n = out->peer->node;
+/* One write of len bytes (the slot header included) at the host link: its
+ * line time (every packet's wire bytes, RETH on the first), returned, and
+ * what its completion waits for once the NIC sent its last bit. With one
+ * packet, that packet's trip. With more, the next-to-last packet (a full
+ * one) must cross every switch store-and-forward and reach the
+ * destination, which it left the NIC one last packet's line time before
+ * the end: the trip of *wire bytes less *early_ps. Spraying may reorder
+ * the last two packets, so nothing later is counted. */
+static double write_ps(const struct sim_coll *sc, uint64_t len, uint32_t *wire,
+                       double *early_ps) {
+  const struct sim_cfg *c = &sc->s->cfg;
+  uint32_t mtu = c->tp.mtu;
+  double ps_per_byte = 8e12 / (double)c->topo.link[0].rate_bps;
+  uint64_t k = len > mtu ? (len + mtu - 1) / mtu : 1;
+  uint32_t last = (uint32_t)(len - (k - 1) * mtu);
+  if (k == 1) {
+    *wire = sim_data_wire_bytes(c, last, true);
+    *early_ps = 0;
+    return *wire * ps_per_byte;
   }
-  return t;
+  uint32_t wl = sim_data_wire_bytes(c, last, false);
+  double bytes = sim_data_wire_bytes(c, mtu, true) +
+                 (double)(k - 2) * sim_data_wire_bytes(c, mtu, false) + wl;
+  *wire = sim_data_wire_bytes(c, mtu, k == 2);
+  *early_ps = wl * ps_per_byte;
+  return bytes * ps_per_byte;
 }
 
-/* Dependent steps of the latency term: ring allreduce 2(n-1), the other
- * rings and the chains n-1; 0 (bandwidth only) for the others. */
-static uint32_t lat_steps(int kind, int algo, uint32_t n) {
-  if (algo != UROCE_COLL_ALGO_RING)
-    return 0;
-  return kind == UROCE_COLL_ALLREDUCE ? 2 * (n - 1) : n - 1;
+/* Hops of the dependency chain: ring hop i is rank i -> rank i + 1. A
+ * ring (reduce-scatter, allgather, both for allreduce) runs around all n;
+ * broadcast's chain from root 0 skips hop n - 1, reduce's (toward root 0)
+ * skips hop 0. */
+static bool chain_uses_hop(int kind, uint32_t n, uint32_t i) {
+  if (kind == UROCE_COLL_BROADCAST)
+    return i != n - 1;
+  if (kind == UROCE_COLL_REDUCE)
+    return i != 0;
+  return true;
+}
+
+/* The time no fabric can beat for this schedule (docs/sim.md, "the
+ * bound"): the larger of
+ *  - bandwidth: the bytes the busiest rank must send at the host link,
+ *    plus the last packet's trip to its neighbour;
+ *  - the dependency chain: chunk j of a ring step leaves only once chunk j
+ *    of the previous step arrived, so each chunk index crosses every
+ *    step's hop in turn, each hop costing the chunk's line time plus its
+ *    last packet's propagation and store-and-forward. Averaging over the
+ *    ranks a chain can end at gives the mean hop; the last rank to finish
+ *    is at least that late.
+ * Tree, halving-doubling and pairwise get the bandwidth term alone. Adding
+ * the two terms, as a schedule without chunk pipelining would need, is no
+ * bound once a step's block spans several chunks: the NIC sends chunk 1
+ * while chunk 0 travels. */
+static void coll_bound(struct sim_coll *sc, struct sim_coll_result *res) {
+  const struct sim_coll_cfg *cc = &sc->s->cfg.wl.coll;
+  uint32_t n = sc->n;
+  uint64_t es = uroce_coll_dtype_size((uroce_coll_dtype)cc->dtype);
+  uint64_t chunk = (sc->chunk_bytes / es) * es;
+  bool ring = res->algo == UROCE_COLL_ALGO_RING;
+  res->steps = !ring                              ? 0
+               : cc->kind == UROCE_COLL_ALLREDUCE ? 2 * (n - 1)
+                                                  : n - 1;
+  res->step_latency_us = sc->step_latency_us;
+  double bw_ps = sc->factor * (double)res->bytes * 8e12 / (sc->link_gbps * 1e9);
+  double chain_ps = 0;
+  if (ring && res->count) {
+    /* The smallest block a step moves (blocks differ by one element). */
+    uint64_t blk = cc->kind == UROCE_COLL_ALLREDUCE ? res->count / n * es
+                                                    : res->count * es;
+    if (cc->kind == UROCE_COLL_BROADCAST || cc->kind == UROCE_COLL_REDUCE)
+      blk = res->count * es;
+    if (!blk)
+      blk = es;
+    uint64_t m = (blk + chunk - 1) / chunk, clast = blk - (m - 1) * chunk;
+    uint32_t w0, wl, wf;
+    (void)wf;
+    double e0, el, ef;
+    double c0 = write_ps(sc, sc->hdr_bytes + (m > 1 ? chunk : blk), &w0, &e0);
+    double cl = write_ps(sc, sc->hdr_bytes + clast, &wl, &el);
+    double cf = m > 1 ? write_ps(sc, sc->hdr_bytes + chunk, &wf, &ef) : c0;
+    /* The line time up to the moment the trip counted from starts. */
+    c0 -= e0;
+    cl -= el;
+    double block_ps = (double)(m - 1) * cf + cl + el;
+    /* Sum (chains) or mean (rings) of the hops' fixed and per-byte parts,
+     * and the shortest hop for the bandwidth term's last trip. */
+    double prop = 0, spb = 0, min_last = -1;
+    uint32_t nh = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      if (!chain_uses_hop(cc->kind, n, i))
+        continue;
+      prop += sc->hop_prop_ps[i];
+      spb += sc->hop_ps_per_byte[i];
+      nh++;
+      double l = sc->hop_prop_ps[i] + wl * sc->hop_ps_per_byte[i] - el;
+      if (min_last < 0 || l < min_last)
+        min_last = l;
+    }
+    double hops = res->steps; /* hops each chunk crosses in turn */
+    if (cc->kind == UROCE_COLL_BROADCAST || cc->kind == UROCE_COLL_REDUCE) {
+      /* prop and spb are already the chain's sums */
+      bw_ps = block_ps + min_last;
+      chain_ps = (double)(n - 1) * c0 + prop + spb * w0;
+      double last =
+          (double)(m - 1) * cf + (double)(n - 1) * cl + prop + spb * wl;
+      if (last > chain_ps)
+        chain_ps = last;
+    } else {
+      prop /= nh;
+      spb /= nh;
+      bw_ps = hops * block_ps + min_last;
+      chain_ps = hops * (c0 + prop + spb * w0);
+      double last = (double)(m - 1) * cf + hops * (cl + prop + spb * wl);
+      if (last > chain_ps)
+        chain_ps = last;
+    }
+  }
+  res->bw_bound_us = bw_ps / 1e6;
+  res->chain_bound_us = chain_ps / 1e6;
+  double bound_s = (bw_ps > chain_ps ? bw_ps : chain_ps) * 1e-12;
+  double t = (double)res->time * 1e-12;
+  res->bound_us = bound_s * 1e6;
+  res->bound_busbw_gbs =
+      bound_s > 0 ? sc->factor * (double)res->bytes / bound_s / 1e9 : 0;
+  res->ratio = bound_s > 0 ? t / bound_s : 0;
 }
 
 /* ---- running sizes ---- */
@@ -217,6 +320,9 @@ static void start_size(struct sim_coll *sc) {
   res->bytes = res->count * es * (per_rank ? sc->n : 1);
   res->start = s->now;
   res->algo = -1;
+  sc->rx_at_start = 0;
+  for (uint32_t i = 0; i < sc->n; i++)
+    sc->rx_at_start += s->nics[sc->r[i].nic].rx_payload;
   sc->ndone = 0;
   for (uint32_t i = 0; i < sc->n; i++) {
     struct sc_rank *r = &sc->r[i];
@@ -238,21 +344,12 @@ static void start_size(struct sim_coll *sc) {
 
 static void finish_size(struct sim_coll *sc) {
   struct sim *s = sc->s;
-  const struct sim_coll_cfg *cc = &s->cfg.wl.coll;
   struct sim_coll_result *res = &sc->res[sc->cur];
   res->time = s->now - res->start;
   double t = (double)res->time * 1e-12;
   res->algbw_gbs = t > 0 ? (double)res->bytes / t / 1e9 : 0;
   res->busbw_gbs = res->algbw_gbs * sc->factor;
-  res->steps = lat_steps(cc->kind, res->algo, sc->n);
-  res->step_latency_us = sc->step_latency_us;
-  double bytes_per_s = sc->link_gbps * 1e9 / 8;
-  double bound_s = sc->factor * (double)res->bytes / bytes_per_s +
-                   res->steps * sc->step_latency_us * 1e-6;
-  res->bound_us = bound_s * 1e6;
-  res->bound_busbw_gbs =
-      bound_s > 0 ? sc->factor * (double)res->bytes / bound_s / 1e9 : 0;
-  res->ratio = bound_s > 0 ? t / bound_s : 0;
+  coll_bound(sc, res);
   sc->nres = sc->cur + 1;
   sc->cur++;
   sim_schedule(s, &sc->start_ev, s->now);
@@ -281,6 +378,33 @@ void sim_coll_event(struct sim *s, struct sim_ev *ev) {
   }
   if (++sc->ndone == sc->n)
     finish_size(sc);
+}
+
+bool sim_coll_is_rank(const struct sim *s, uint32_t nic) {
+  return s->coll && nic < s->nnics && s->coll->rank_of[nic] != UINT32_MAX;
+}
+
+/* Sizes done, plus the running one's share of the bytes every rank sends
+ * (busbw factor x size), weighted by size. */
+double sim_coll_progress(const struct sim *s) {
+  const struct sim_coll *sc = s->coll;
+  if (!sc)
+    return 0;
+  const struct sim_coll_cfg *cc = &s->cfg.wl.coll;
+  double all = 0, done = 0;
+  for (uint32_t i = 0; i < cc->nsizes; i++)
+    all += (double)cc->sizes[i];
+  for (uint32_t i = 0; i < sc->nres && i < cc->nsizes; i++)
+    done += (double)cc->sizes[i];
+  if (!sc->finished && sc->cur < cc->nsizes) {
+    double want = sc->factor * (double)cc->sizes[sc->cur] * sc->n;
+    uint64_t rx = 0;
+    for (uint32_t i = 0; i < sc->n; i++)
+      rx += s->nics[sc->r[i].nic].rx_payload;
+    double f = want > 0 ? (double)(rx - sc->rx_at_start) / want : 0;
+    done += (f < 1 ? f : 1) * (double)cc->sizes[sc->cur];
+  }
+  return all > 0 ? done / all : 0;
 }
 
 bool sim_coll_done(const struct sim *s) {
@@ -400,9 +524,20 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
   sc->factor = uroce_coll_busbw_factor((uroce_coll_kind)cc->kind, (int)n);
   sc->link_gbps =
       (double)c->topo.link[0].rate_bps / 1e9 * c->tp.mtu / (double)wire;
+  sc->chunk_bytes = cfg.chunk_bytes & ~(uint64_t)7;
+  sc->hdr_bytes = 16; /* the slot header before each chunk (src/coll) */
+  sc->hop_prop_ps = malloc(n * sizeof(double));
+  sc->hop_ps_per_byte = malloc(n * sizeof(double));
+  if (!sc->hop_prop_ps || !sc->hop_ps_per_byte) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
   double lat = 0;
-  for (uint32_t i = 0; i < n; i++)
-    lat += path_latency_ps(s, sc->r[i].nic, sc->r[(i + 1) % n].nic, wire);
+  for (uint32_t i = 0; i < n; i++) {
+    sim_path_cost(s, sc->r[i].nic, sc->r[(i + 1) % n].nic, &sc->hop_prop_ps[i],
+                  &sc->hop_ps_per_byte[i]);
+    lat += sc->hop_prop_ps[i] + wire * sc->hop_ps_per_byte[i];
+  }
   sc->step_latency_us = lat / n / 1e6;
   sim_schedule(s, &sc->start_ev, c->wl.start);
   return 0;
@@ -424,6 +559,8 @@ void sim_coll_del(struct sim *s) {
   }
   free(sc->r);
   free(sc->rank_of);
+  free(sc->hop_prop_ps);
+  free(sc->hop_ps_per_byte);
   free(sc);
   s->coll = 0;
 }

@@ -799,6 +799,16 @@ static void add_stats(void *mp, struct sim_stats *st) {
   st->cnps += es->cnps_tx;
 }
 
+/* The DCQCN rate limiter's current rate of a running flow's requester. */
+static double cc_rate_bps(void *m, const struct sim_flow *f) {
+  struct he_nic *n = m;
+  const struct he_flow *hf = f->st;
+  if (n->s->cfg.tp.cc != SIM_CC_DCQCN || !hf || !hf->sqp)
+    return -1;
+  const void *st = uroce_qp_cc_state(hf->sqp);
+  return st ? uroce_cc_dcqcn_rate(st) : -1;
+}
+
 const struct sim_host_ops sim_host_eng = {
     .name = "uroce",
     .nic_new = nic_new,
@@ -808,4 +818,5 @@ const struct sim_host_ops sim_host_eng = {
     .pull = pull,
     .next_time = next_time,
     .add_stats = add_stats,
+    .cc_rate_bps = cc_rate_bps,
 };

@@ -114,11 +114,15 @@ void sim_port_tx_event(struct sim *s, struct sim_port *p) {
 /* A PFC frame arrived on p: pause or resume p's egress for its priority. */
 static void port_pause(struct sim *s, struct sim_port *p, struct sim_pkt *f) {
   uint8_t before = p->paused, bit = (uint8_t)(1u << f->prio);
+  uint8_t f_prio = f->prio;
+  bool f_xoff = f->flags & SIM_PF_XOFF;
   if (f->flags & SIM_PF_XOFF)
     p->paused |= bit;
   else
     p->paused &= (uint8_t)~bit;
   sim_pkt_free(s, f);
+  if (before != p->paused)
+    sim_log_pause(s, p, f_prio, f_xoff);
   if (!before && p->paused)
     p->paused_since = s->now;
   else if (before && !p->paused)
@@ -281,6 +285,8 @@ void sim_port_rx_event(struct sim *s, struct sim_port *p) {
     port_pause(s, in, pkt);
     return;
   }
+  if (pkt->kind == SIM_PKT_DATA)
+    sim_rx_data(s, nic, pkt);
   s->host->deliver(nic->model, pkt, s->now);
   sim_nic_kick(s, nic);
 }

@@ -19,6 +19,11 @@ struct sim_summary {
   uint64_t max_queue[SIM_TIERS];
   uint64_t events;
   double wall_s;
+  /* A collective workload (coll_sizes > 0): the largest finished size. */
+  uint32_t coll_sizes, coll_done, coll_ranks;
+  const char *coll_name;
+  uint64_t coll_bytes;
+  double coll_time_us, coll_busbw, coll_bound_busbw, coll_ratio;
 };
 
 void sim_summarize(const struct sim *s, struct sim_summary *out);
@@ -26,6 +31,12 @@ void sim_summarize(const struct sim *s, struct sim_summary *out);
 /* Names of switch tiers 1..3 for the configured topology ("leaf",
  * "spine", "" / "edge", "agg", "core"). */
 const char *sim_tier_name(const struct sim_cfg *c, int tier);
+
+/* FCT of a flow of bytes from NIC src to dst alone in the fabric: line
+ * time at the source plus the path's propagation and store-and-forward;
+ * the slowdown is FCT over this. */
+double sim_ideal_fct_us(const struct sim *s, uint32_t src, uint32_t dst,
+                        uint64_t bytes);
 
 /* Writes summary.json, flows.csv, fct_cdf.csv, queues.csv, pfc.csv,
  * throughput.csv and plots.gp into dir (which must exist). With

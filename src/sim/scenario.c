@@ -694,24 +694,35 @@ int sim_scenario_load(const char *path, struct sim_cfg *cfg, char *name,
     snprintf(err, errlen, "%s: %s", path, strerror(errno));
     return -1;
   }
-  char *buf = 0;
-  size_t len = 0, cap = 0;
-  for (;;) {
-    if (len + 4096 > cap) {
-      cap = cap ? cap * 2 : 8192;
-      char *nb = realloc(buf, cap);
-      if (!nb) {
-        free(buf);
-        fclose(f);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-      }
-      buf = nb;
-    }
-    size_t r = fread(buf + len, 1, cap - len, f);
-    len += r;
-    if (!r)
-      break;
+  /* A scenario is a page or two of YAML: read at most SIM_SCENARIO_MAX
+   * bytes, so that /dev/zero or a wrong file is refused at once. */
+  char *buf = malloc(SIM_SCENARIO_MAX + 1);
+  if (!buf) {
+    fclose(f);
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  size_t len = fread(buf, 1, SIM_SCENARIO_MAX + 1, f);
+  if (ferror(f)) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno ? errno : EIO));
+    free(buf);
+    fclose(f);
+    return -1;
+  }
+  if (len > SIM_SCENARIO_MAX) {
+    snprintf(err, errlen,
+             "%s: larger than %u KiB; a scenario is a short YAML file "
+             "(docs/sim.md)",
+             path, SIM_SCENARIO_MAX >> 10);
+    free(buf);
+    fclose(f);
+    return -1;
+  }
+  if (memchr(buf, 0, len)) {
+    snprintf(err, errlen, "%s: holds a NUL byte; not a YAML text file", path);
+    free(buf);
+    fclose(f);
+    return -1;
   }
   fclose(f);
   char base[512];

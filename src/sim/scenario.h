@@ -7,6 +7,9 @@
 
 #include "sim/sim.h"
 
+/* The largest scenario file read (bytes). */
+#define SIM_SCENARIO_MAX (1u << 20)
+
 /* Fills cfg (starting from sim_cfg_default) from the file at path; name
  * receives the scenario's name (the file's base name unless it sets
  * name:). Returns 0, or -1 with the message in err. Free cfg with

@@ -214,6 +214,20 @@ void sim_del(struct sim *s) {
   free(s->ser.queue);
   free(s->ser.pauses);
   free(s->ser.acked);
+  free(s->ser.ecn);
+  free(s->ser.cnps);
+  free(s->ser.paused_ports);
+  free(s->ser.link_bytes);
+  free(s->ser.rx_payload);
+  free(s->ser.rate);
+  free(s->ser.rate_n);
+  free(s->ser.rate_win);
+  free(s->ser.cc_rate);
+  free(s->ser.cc_n);
+  free(s->ser.port_q);
+  free(s->rate_hist);
+  free(s->rate_tmp);
+  free(s->pause_log);
   sim_cfg_free(&s->cfg);
   free(s);
 }
@@ -266,58 +280,361 @@ void sim_flow_done(struct sim *s, struct sim_flow *f, sim_time_t now) {
   s->st.flows_done++;
 }
 
+/* Grows one series array to cap entries of sz bytes; 0 or -1. */
+static int grow(void *pp, size_t sz, uint32_t cap) {
+  void **p = pp;
+  void *n = realloc(*p, sz * cap);
+  if (!n)
+    return -1;
+  *p = n;
+  return 0;
+}
+
 static int grow_series(struct sim *s) {
   struct sim_series *r = &s->ser;
   if (r->n < s->ser_cap)
     return 0;
   uint32_t cap = s->ser_cap ? s->ser_cap * 2 : 256;
-  sim_time_t *t = realloc(r->t, sizeof(*t) * cap);
-  if (t)
-    r->t = t;
-  uint64_t(*q)[SIM_TIERS] = realloc(r->queue, sizeof(*q) * cap);
-  if (q)
-    r->queue = q;
-  uint64_t(*pz)[SIM_TIERS] = realloc(r->pauses, sizeof(*pz) * cap);
-  if (pz)
-    r->pauses = pz;
-  uint64_t *a = realloc(r->acked, sizeof(*a) * cap * (r->nflows + 1));
-  if (a)
-    r->acked = a;
-  if (!t || !q || !pz || !a)
+  if (grow(&r->t, sizeof(*r->t), cap) ||
+      grow(&r->queue, sizeof(*r->queue), cap) ||
+      grow(&r->pauses, sizeof(*r->pauses), cap) ||
+      grow(&r->acked, sizeof(*r->acked) * (r->nflows + 1), cap) ||
+      grow(&r->ecn, sizeof(*r->ecn), cap) ||
+      grow(&r->cnps, sizeof(*r->cnps), cap) ||
+      grow(&r->paused_ports, sizeof(*r->paused_ports), cap) ||
+      grow(&r->link_bytes, sizeof(*r->link_bytes), cap) ||
+      grow(&r->rx_payload, sizeof(*r->rx_payload), cap) ||
+      grow(&r->rate, sizeof(*r->rate), cap) ||
+      grow(&r->rate_n, sizeof(*r->rate_n), cap) ||
+      grow(&r->rate_win, sizeof(*r->rate_win), cap))
+    return -1;
+  if (s->cfg.tp.cc == SIM_CC_DCQCN && s->host->cc_rate_bps && !s->coll &&
+      (grow(&r->cc_rate, sizeof(*r->cc_rate), cap) ||
+       grow(&r->cc_n, sizeof(*r->cc_n), cap)))
+    return -1;
+  /* Per-port queues only while they stay small; then they stop. */
+  if ((uint64_t)cap * s->nports <= SIM_PORTQ_MAX &&
+      grow(&r->port_q, sizeof(*r->port_q) * (s->nports ? s->nports : 1), cap))
     return -1;
   s->ser_cap = cap;
   return 0;
 }
 
+uint32_t sim_pkt_payload(const struct sim *s, const struct sim_pkt *p) {
+  if (p->kind != SIM_PKT_DATA)
+    return 0;
+  return s->host == &sim_host_eng ? p->plen : p->len;
+}
+
+static uint64_t *stream_rx(struct sim *s, uint32_t flow) {
+  if (flow & SIM_COLL_FLOW || flow >= s->nflows)
+    return 0;
+  return &s->fchunks[flow / SIM_FLOW_CHUNK][flow % SIM_FLOW_CHUNK].wire_rx;
+}
+
+/* A data frame arrived at nic: count what a sample did not already. */
+void sim_rx_data(struct sim *s, struct sim_nic *nic, const struct sim_pkt *p) {
+  uint64_t b = sim_pkt_payload(s, p), c = nic->rx_credit;
+  nic->rx_credit = 0;
+  if (c > b)
+    c = b;
+  nic->rx_payload += b - c;
+  uint64_t *f = stream_rx(s, p->flow);
+  if (f)
+    *f += b - c;
+}
+
+/* At a sample: count the part of each frame now arriving at a NIC that
+ * has already crossed the wire, so that rates follow the wire. */
+static void credit_arriving(struct sim *s) {
+  for (uint32_t i = 0; i < s->nnics; i++) {
+    struct sim_nic *nic = &s->nics[i];
+    const struct sim_port *in = nic->port.peer;
+    const struct sim_pkt *p = in->fly_head;
+    if (!p || p->kind != SIM_PKT_DATA)
+      continue;
+    sim_time_t ser = sim_ser_time(p->size, in->rate_bps);
+    if (p->ts - ser >= s->now || !ser)
+      continue;
+    uint64_t b = sim_pkt_payload(s, p);
+    uint64_t part =
+        (uint64_t)((double)b * (double)(s->now - (p->ts - ser)) / (double)ser);
+    if (part > b)
+      part = b;
+    if (part <= nic->rx_credit)
+      continue;
+    uint64_t d = part - nic->rx_credit;
+    nic->rx_credit = part;
+    nic->rx_payload += d;
+    uint64_t *f = stream_rx(s, p->flow);
+    if (f)
+      *f += d;
+  }
+}
+
+void sim_log_pause(struct sim *s, const struct sim_port *p, uint8_t prio,
+                   bool xoff) {
+  if (s->npause_log == s->pause_log_cap) {
+    if (s->pause_log_cap >= SIM_PAUSE_LOG_MAX) {
+      s->pause_log_full = true;
+      return;
+    }
+    uint32_t cap = s->pause_log_cap ? 2 * s->pause_log_cap : 1024;
+    struct sim_pause_ev *n = realloc(s->pause_log, cap * sizeof(*n));
+    if (!n) {
+      s->pause_log_full = true;
+      return;
+    }
+    s->pause_log = n;
+    s->pause_log_cap = cap;
+  }
+  bool nic = p->node->kind == SIM_NODE_NIC;
+  s->pause_log[s->npause_log++] = (struct sim_pause_ev){
+      .t = s->now,
+      .node = nic ? p->node->id | SIM_PAUSE_NIC : p->node->id,
+      .port = nic ? 0 : p->idx,
+      .prio = prio,
+      .xoff = xoff};
+}
+
+uint32_t sim_pause_count(const struct sim *s, bool *full) {
+  if (full)
+    *full = s->pause_log_full;
+  return s->npause_log;
+}
+
+void sim_pause_get(const struct sim *s, uint32_t i, struct sim_pause_rec *r) {
+  const struct sim_pause_ev *e = &s->pause_log[i];
+  *r = (struct sim_pause_rec){.t_us = (double)e->t / 1e6,
+                              .node = e->node & ~SIM_PAUSE_NIC,
+                              .port = e->port,
+                              .nic = (e->node & SIM_PAUSE_NIC) != 0,
+                              .xoff = e->xoff,
+                              .prio = e->prio};
+}
+
+void sim_port_info(const struct sim *s, uint32_t j, int *tier, uint32_t *sw,
+                   uint32_t *port, bool *down) {
+  const struct sim_port *p = &s->ports[j];
+  const struct sim_switch *w = (const struct sim_switch *)p->node;
+  *tier = p->node->tier;
+  *sw = p->node->id;
+  *port = p->idx;
+  *down = p->idx < w->n_down;
+}
+
+/* Link group of a port's egress (SIM_LINK_GROUPS). */
+static int link_group(const struct sim_port *p) {
+  if (p->node->kind == SIM_NODE_NIC)
+    return 0;
+  const struct sim_switch *w = (const struct sim_switch *)p->node;
+  bool down = p->idx < w->n_down;
+  /* tier 1 down: host links; tier 1 up, tier 2 down: fabric; above: core */
+  int t = p->node->tier;
+  return down ? 2 * (t - 1) + 1 : 2 * t;
+}
+
+/* Wire bytes a port has put on its link by now (the frame it is sending
+ * counts for the part already sent). */
+static uint64_t wire_sent(const struct sim *s, const struct sim_port *p) {
+  uint64_t b = p->tx_bytes;
+  if (p->busy_until > s->now) {
+    uint64_t left = (uint64_t)((double)(p->busy_until - s->now) *
+                               (double)p->rate_bps / 8e12);
+    b = left < b ? b - left : 0;
+  }
+  return b;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Percentiles of v[0..m) (sorted here) into q: min, p10, p50, p90, max,
+ * mean. */
+static void quantiles(double *v, uint32_t m, double *q) {
+  memset(q, 0, SIM_RATE_Q * sizeof(double));
+  if (!m)
+    return;
+  qsort(v, m, sizeof(double), cmp_dbl);
+  double sum = 0;
+  for (uint32_t j = 0; j < m; j++)
+    sum += v[j];
+  q[0] = v[0];
+  q[1] = v[(size_t)(0.1 * (m - 1) + 0.5)];
+  q[2] = v[(size_t)(0.5 * (m - 1) + 0.5)];
+  q[3] = v[(size_t)(0.9 * (m - 1) + 0.5)];
+  q[4] = v[m - 1];
+  q[5] = sum / m;
+}
+
+/* Streams are the workload's flows, or the rank NICs of a collective. */
+static uint32_t nstreams(const struct sim *s) {
+  return s->coll ? s->nnics : s->nflows;
+}
+
+static uint64_t stream_bytes(struct sim *s, uint32_t i) {
+  return s->coll ? s->nics[i].rx_payload
+                 : s->fchunks[i / SIM_FLOW_CHUNK][i % SIM_FLOW_CHUNK].wire_rx;
+}
+
+/* Active part of [a, b] for stream i (a flow between start and finish). */
+static sim_time_t stream_active(struct sim *s, uint32_t i, sim_time_t a,
+                                sim_time_t b) {
+  if (s->coll)
+    return sim_coll_is_rank(s, i) ? b - a : 0;
+  const struct sim_flow *f = sim_flow_mut(s, i);
+  sim_time_t lo = f->start > a ? f->start : a;
+  sim_time_t hi = f->finish < b ? f->finish : b;
+  return hi > lo ? hi - lo : 0;
+}
+
+/* Receive rates of the active streams over a window that reaches back
+ * far enough for the mean stream to get about 8 full packets (at most
+ * SIM_RATE_HIST samples): shorter windows show single packets. */
+static void sample_rates(struct sim *s, uint32_t i) {
+  struct sim_series *r = &s->ser;
+  uint32_t n = nstreams(s), K = s->rate_hist_k;
+  memset(r->rate[i], 0, sizeof(r->rate[i]));
+  r->rate_n[i] = 0;
+  r->rate_win[i] = 0;
+  if (!n || !K)
+    return;
+  if (i) {
+    uint32_t k = 1;
+    double dt = (double)(r->t[i] - r->t[i - 1]);
+    uint64_t agg = r->rx_payload[i] - r->rx_payload[i - 1];
+    uint32_t act = 0;
+    for (uint32_t j = 0; j < n; j++)
+      act += stream_active(s, j, r->t[i - 1], r->t[i]) > 0;
+    if (agg && act && dt > 0) {
+      double per = (double)agg / act; /* bytes per stream per sample */
+      double want = 8.0 * s->cfg.tp.mtu;
+      k = per >= want ? 1 : (uint32_t)(want / per) + 1;
+    }
+    /* The sample at the end may close a short interval. */
+    if (k < i && r->t[i] - r->t[i - k] < s->cfg.sample_interval)
+      k++;
+    if (k > K - 1)
+      k = K - 1;
+    if (k > i)
+      k = i;
+    sim_time_t a = r->t[i - k], b = r->t[i];
+    r->rate_win[i] = b - a;
+    uint32_t m = 0;
+    for (uint32_t j = 0; j < n; j++) {
+      sim_time_t on = stream_active(s, j, a, b);
+      /* A flow active for a sliver of the window says little. */
+      if (on * 4 < b - a)
+        continue;
+      uint64_t now = stream_bytes(s, j);
+      uint64_t then = s->rate_hist[(uint64_t)j * K + (i - k) % K];
+      double g = (double)(now - then) * 8 / ((double)on * 1e-12) / 1e9;
+      s->rate_tmp[m++] = g;
+    }
+    quantiles(s->rate_tmp, m, r->rate[i]);
+    r->rate_n[i] = m;
+  }
+  for (uint32_t j = 0; j < n; j++)
+    s->rate_hist[(uint64_t)j * K + i % K] = stream_bytes(s, j);
+}
+
+/* The rate limiters of the flows running now. */
+static void sample_cc(struct sim *s, uint32_t i) {
+  struct sim_series *r = &s->ser;
+  if (!r->cc_rate)
+    return;
+  uint32_t m = 0;
+  for (uint32_t j = 0; j < s->nflows && s->rate_tmp; j++) {
+    const struct sim_flow *f = sim_flow_mut(s, j);
+    if (f->start > s->now || f->finish != SIM_NEVER || !f->st)
+      continue;
+    double b = s->host->cc_rate_bps(s->nics[f->src].model, f);
+    if (b >= 0)
+      s->rate_tmp[m++] = b / 1e9;
+  }
+  quantiles(s->rate_tmp, m, r->cc_rate[i]);
+  r->cc_n[i] = m;
+}
+
+static void sample_first(struct sim *s) {
+  struct sim_series *r = &s->ser;
+  r->nflows = s->nflows < s->cfg.series_flows ? s->nflows : s->cfg.series_flows;
+  r->nports = s->nports;
+  for (uint32_t j = 0; j < s->nnics; j++)
+    r->link_cap_bps[0] += (double)s->nics[j].port.rate_bps;
+  for (uint32_t j = 0; j < s->nports; j++)
+    r->link_cap_bps[link_group(&s->ports[j])] += (double)s->ports[j].rate_bps;
+  /* Rate windows need each stream's bytes at the last K samples; fewer
+   * samples back when there are very many streams. */
+  uint32_t n = nstreams(s), K = SIM_RATE_HIST;
+  while (K > 2 && (uint64_t)n * K > (16u << 20))
+    K /= 2;
+  if (n) {
+    s->rate_hist = calloc((size_t)n * K, sizeof(uint64_t));
+    s->rate_tmp = malloc(n * sizeof(double));
+  }
+  s->rate_hist_k = s->rate_hist && s->rate_tmp ? K : 0;
+}
+
 static void sample(struct sim *s) {
   struct sim_series *r = &s->ser;
-  if (!r->n) {
-    r->nflows =
-        s->nflows < s->cfg.series_flows ? s->nflows : s->cfg.series_flows;
-  }
+  if (!r->n)
+    sample_first(s);
   if (grow_series(s))
     return;
   uint32_t i = r->n++;
   r->t[i] = s->now;
+  credit_arriving(s);
   memset(r->queue[i], 0, sizeof(r->queue[i]));
+  memset(r->paused_ports[i], 0, sizeof(r->paused_ports[i]));
+  memset(r->link_bytes[i], 0, sizeof(r->link_bytes[i]));
+  bool perport = r->port_q && (uint64_t)(i + 1) * s->nports <= SIM_PORTQ_MAX &&
+                 r->port_q_n == i;
   for (uint32_t j = 0; j < s->nports; j++) {
     const struct sim_port *p = &s->ports[j];
     if (p->qbytes > r->queue[i][p->node->tier])
       r->queue[i][p->node->tier] = p->qbytes;
+    if (p->paused)
+      r->paused_ports[i][p->node->tier]++;
+    r->link_bytes[i][link_group(p)] += wire_sent(s, p);
+    if (perport)
+      r->port_q[(uint64_t)i * s->nports + j] =
+          p->qbytes > UINT32_MAX ? UINT32_MAX : (uint32_t)p->qbytes;
   }
+  if (perport)
+    r->port_q_n = i + 1;
+  uint64_t rx = 0;
+  for (uint32_t j = 0; j < s->nnics; j++) {
+    const struct sim_nic *nic = &s->nics[j];
+    if (nic->port.paused)
+      r->paused_ports[i][0]++;
+    r->link_bytes[i][0] += wire_sent(s, &nic->port);
+    rx += nic->rx_payload;
+  }
+  r->rx_payload[i] = rx;
   memcpy(r->pauses[i], s->st.pause_frames, sizeof(r->pauses[i]));
+  memcpy(r->ecn[i], s->st.ecn_marks, sizeof(r->ecn[i]));
+  r->cnps[i] = sim_stats(s)->cnps;
   for (uint32_t f = 0; f < r->nflows; f++)
-    r->acked[(uint64_t)i * r->nflows + f] = sim_flow_mut(s, f)->rx_bytes;
+    r->acked[(uint64_t)i * r->nflows + f] =
+        s->fchunks[f / SIM_FLOW_CHUNK][f % SIM_FLOW_CHUNK].wire_rx;
+  sample_rates(s, i);
+  sample_cc(s, i);
   if (s->coll ? !sim_coll_done(s) : s->st.flows_done < s->nflows)
     sim_schedule(s, &s->sample_ev, s->now + s->cfg.sample_interval);
 }
 
-static void progress(struct sim *s, bool last) {
+/* events: those run so far (sim_run adds its count at the end). */
+static void progress(struct sim *s, bool last, uint64_t events) {
   double now = wall(), el = now - s->wall_start;
   if (!last && now - s->last_progress < 0.5)
     return;
   s->last_progress = now;
-  double frac = s->total_bytes ? (double)s->acked_bytes / s->total_bytes : 0;
+  double frac = s->coll          ? sim_coll_progress(s)
+                : s->total_bytes ? (double)s->acked_bytes / s->total_bytes
+                                 : 0;
   if (s->cfg.stop_time != SIM_NEVER && s->cfg.stop_time) {
     double tf = (double)s->now / (double)s->cfg.stop_time;
     if (tf > frac)
@@ -331,12 +648,16 @@ static void progress(struct sim *s, bool last) {
     bar[i] = i < w ? '#' : '.';
   bar[30] = 0;
   double eta = frac > 0.001 ? el * (1 - frac) / frac : 0;
+  uint32_t nres = 0;
+  if (s->coll)
+    sim_coll_results(s, &nres);
   fprintf(stderr,
-          "\r[%s] %5.1f%%  sim %9.3f us  %6.2f Mev/s  flows %llu/%llu  "
+          "\r[%s] %5.1f%%  sim %9.3f us  %6.2f Mev/s  %s %llu/%llu  "
           "ETA %5.1f s ",
           bar, frac * 100, (double)s->now / 1e6,
-          el > 0 ? (double)s->st.events / el / 1e6 : 0,
-          (unsigned long long)s->st.flows_done, (unsigned long long)s->nflows,
+          el > 0 ? (double)events / el / 1e6 : 0, s->coll ? "sizes" : "flows",
+          (unsigned long long)(s->coll ? nres : s->st.flows_done),
+          (unsigned long long)(s->coll ? s->cfg.wl.coll.nsizes : s->nflows),
           last ? 0.0 : eta);
   if (last)
     fputc('\n', stderr);
@@ -385,7 +706,7 @@ int sim_run(struct sim *s, sim_time_t until) {
     s->now = t;
     dispatch(s, ev);
     if ((++n & 0xFFFF) == 0 && s->cfg.progress)
-      progress(s, false);
+      progress(s, false, s->st.events + n);
   }
   s->st.events += n;
   bool done =
@@ -397,7 +718,7 @@ int sim_run(struct sim *s, sim_time_t until) {
     sample(s); /* the final state */
   s->st.wall_s += wall() - t0;
   if (s->cfg.progress)
-    progress(s, true);
+    progress(s, true, s->st.events);
   return done;
 }
 
@@ -420,6 +741,9 @@ const struct sim_stats *sim_stats(const struct sim *s) {
     if (sw->max_used > st->max_buffer[sw->n.tier])
       st->max_buffer[sw->n.tier] = sw->max_used;
   }
+  st->rx_payload = 0;
+  for (uint32_t i = 0; i < s->nnics; i++)
+    st->rx_payload += s->nics[i].rx_payload;
   if (s->host->add_stats) {
     st->timeouts = st->naks = st->cnps = 0;
     for (uint32_t i = 0; i < s->nnics; i++)
@@ -448,6 +772,24 @@ uint32_t sim_nic_of(const struct sim *s, uint32_t host, uint32_t rail) {
 }
 const struct sim_series *sim_series(const struct sim *s) {
   return &s->ser;
+}
+
+void sim_path_cost(struct sim *s, uint32_t a, uint32_t b, double *prop_ps,
+                   double *ps_per_byte) {
+  struct sim_port *p = &s->nics[a].port;
+  double t = (double)p->delay, sf = 0;
+  struct sim_node *n = p->peer->node;
+  for (int hops = 0; n->kind == SIM_NODE_SWITCH && hops < 16; hops++) {
+    struct sim_switch *sw = (struct sim_switch *)n;
+    uint16_t o = b >= sw->lo && b < sw->hi ? (uint16_t)((b - sw->lo) / sw->span)
+                                           : sw->n_down;
+    struct sim_port *out = &sw->n.ports[o];
+    t += (double)out->delay;
+    sf += 8e12 / (double)out->rate_bps;
+    n = out->peer->node;
+  }
+  *prop_ps = t;
+  *ps_per_byte = sf;
 }
 
 uint64_t sim_link_id(uint32_t sw, uint16_t port) {

@@ -201,6 +201,7 @@ struct sim_stats {
   uint64_t max_queue[SIM_TIERS];     /* largest egress queue, bytes */
   uint64_t max_buffer[SIM_TIERS];    /* largest shared-buffer use */
   uint64_t pkts_allocated;           /* descriptor pool size */
+  uint64_t rx_payload;               /* data payload arrived at NICs */
 };
 
 /* Creates a simulator (topology, hosts, workload flows). On error returns
@@ -254,8 +255,10 @@ struct sim_coll_result {
   double bound_us;        /* the lower bound on time */
   double bound_busbw_gbs; /* busbw at the bound, GB/s */
   double ratio;           /* time / bound (>= 1) */
-  uint32_t steps;         /* dependent steps in the latency term */
-  double step_latency_us; /* per-step latency in the bound */
+  uint32_t steps;         /* ring steps a chunk crosses in turn; 0: none */
+  double step_latency_us; /* mean ring hop: propagation + full packets */
+  double bw_bound_us;     /* bytes of the busiest rank at the host link */
+  double chain_bound_us;  /* chunks' dependency chain; 0 if not a ring */
 };
 /* NULL (and *n = 0) unless the workload is a collective. */
 const struct sim_coll_result *sim_coll_results(const struct sim *s,
@@ -266,15 +269,63 @@ uint32_t sim_coll_ranks(const struct sim *s);
 double sim_coll_factor(const struct sim *s);
 double sim_coll_link_gbps(const struct sim *s);
 
-/* Time series recorded every sample_interval. */
+/* Link groups for utilisation: host links up (NIC to leaf/edge) and
+ * down, fabric links (leaf-spine, edge-agg) up and down, core links
+ * (agg-core) up and down. */
+#define SIM_LINK_GROUPS 6
+/* Per-stream receive rates at a sample: min, p10, p50, p90, max, mean. */
+#define SIM_RATE_Q 6
+
+/* Time series recorded every sample_interval. Byte counts are payload or
+ * wire bytes counted over each frame's time on the wire (a frame half
+ * received at a sample counts half), so no rate exceeds a link's. */
 struct sim_series {
   uint32_t n; /* samples */
   sim_time_t *t;
   uint64_t (*queue)[SIM_TIERS];  /* max egress queue at that instant */
   uint64_t (*pauses)[SIM_TIERS]; /* cumulative XOFF frames */
   uint32_t nflows;               /* flows with a throughput series */
-  uint64_t *acked;               /* [sample * nflows + flow] bytes received */
+  uint64_t *acked; /* [sample * nflows + flow] payload arrived (wire) */
+  uint64_t (*ecn)[SIM_TIERS];              /* cumulative ECN marks */
+  uint64_t *cnps;                          /* cumulative CNPs sent */
+  uint32_t (*paused_ports)[SIM_TIERS];     /* egress ports paused now */
+  uint64_t (*link_bytes)[SIM_LINK_GROUPS]; /* cumulative wire bytes */
+  double link_cap_bps[SIM_LINK_GROUPS];    /* capacity of each group */
+  uint64_t *rx_payload; /* cumulative payload arrived at all NICs */
+  /* Receive rate (Gb/s) of every active stream (a flow, or a rank's NIC
+   * in a collective) over the window ending at the sample: SIM_RATE_Q
+   * figures, how many streams, the window (ps). Sample 0 has none. */
+  double (*rate)[SIM_RATE_Q];
+  uint32_t *rate_n;
+  sim_time_t *rate_win;
+  /* Congestion control (DCQCN): the rate limiters' current rates (Gb/s)
+   * over the running flows, SIM_RATE_Q figures, and how many; NULL when
+   * the run has no rate-based congestion control. */
+  double (*cc_rate)[SIM_RATE_Q];
+  uint32_t *cc_n;
+  /* Every switch egress queue (bytes) per sample while nports x samples
+   * stays within SIM_PORTQ_MAX in sim_int.h; port_q_n samples kept. */
+  uint32_t nports, port_q_n;
+  uint32_t *port_q; /* [sample * nports + port] */
 };
 const struct sim_series *sim_series(const struct sim *s);
+
+/* Switch port j (0 .. sim_series()->nports - 1) of the per-port queue
+ * series: its switch's tier and index, its port number, whether it faces
+ * down (toward the hosts). */
+void sim_port_info(const struct sim *s, uint32_t j, int *tier, uint32_t *sw,
+                   uint32_t *port, bool *down);
+
+/* PFC frames as they took effect at the port they paused or resumed, in
+ * time order; at most SIM_PAUSE_LOG_MAX (then *full is set). nic set: node
+ * is a NIC id, else a switch index. */
+struct sim_pause_rec {
+  double t_us;
+  uint32_t node, port;
+  bool nic, xoff;
+  uint8_t prio;
+};
+uint32_t sim_pause_count(const struct sim *s, bool *full);
+void sim_pause_get(const struct sim *s, uint32_t i, struct sim_pause_rec *r);
 
 #endif

@@ -138,6 +138,10 @@ struct sim_nic {
   uint32_t host;
   uint8_t rail;
   void *model;
+  /* Payload of data frames arrived here, counted over each frame's wire
+   * time; rx_credit: what a sample already counted of the frame now
+   * arriving. */
+  uint64_t rx_payload, rx_credit;
 };
 
 /* ---- the host-model seam ----
@@ -160,6 +164,9 @@ struct sim_host_ops {
   /* Optional: adds this NIC's transport counters (timeouts, NAKs, CNPs)
    * to st; models that count into sim->st directly leave it NULL. */
   void (*add_stats)(void *m, struct sim_stats *st);
+  /* Optional: the congestion-control rate (bits/s) of running flow f,
+   * which this NIC sends; < 0 if it has none. */
+  double (*cc_rate_bps)(void *m, const struct sim_flow *f);
 };
 
 extern const struct sim_host_ops sim_host_rdmaw; /* rdmaw.c: simple */
@@ -197,6 +204,9 @@ void sim_coll_wc(struct sim *s, uint32_t nic, uint32_t peer,
                  const struct uroce_wc *wc);
 void sim_coll_event(struct sim *s, struct sim_ev *ev);
 bool sim_coll_done(const struct sim *s);
+bool sim_coll_is_rank(const struct sim *s, uint32_t nic);
+/* Progress of the collective workload, 0..1, for the progress bar. */
+double sim_coll_progress(const struct sim *s);
 
 /* ---- the simulator ---- */
 
@@ -205,7 +215,22 @@ bool sim_coll_done(const struct sim *s);
 struct sim_flow_int {
   struct sim_flow f;
   struct sim_ev start_ev;
+  uint64_t wire_rx; /* payload arrived at the receiver, as rx_payload */
 };
+
+/* A PFC frame taking effect at a port (the pause trace). */
+struct sim_pause_ev {
+  sim_time_t t;
+  uint32_t node; /* switch index, or NIC id with SIM_PAUSE_NIC */
+  uint16_t port;
+  uint8_t prio, xoff;
+};
+#define SIM_PAUSE_NIC 0x80000000u
+#define SIM_PAUSE_LOG_MAX (1u << 20)
+/* Per-port queue samples are kept while ports x samples stays below. */
+#define SIM_PORTQ_MAX (8u << 20)
+/* Per-stream rate windows reach back at most this many samples. */
+#define SIM_RATE_HIST 16
 
 struct sim {
   struct sim_cfg cfg;
@@ -233,6 +258,16 @@ struct sim {
   uint32_t ser_cap;
 
   struct sim_coll *coll; /* the collective workload, or NULL */
+
+  /* Sampling state: per stream (flow, or rank NIC for a collective) the
+   * received payload at the last SIM_RATE_HIST samples; scratch for
+   * percentiles; the pause trace. */
+  uint64_t *rate_hist;
+  uint32_t rate_hist_k;
+  double *rate_tmp;
+  struct sim_pause_ev *pause_log;
+  uint32_t npause_log, pause_log_cap;
+  bool pause_log_full;
 
   double wall_start, last_progress;
   uint64_t ooo; /* resolved cfg.tp.ooo */
@@ -263,6 +298,20 @@ void sim_schedule(struct sim *s, struct sim_ev *ev, sim_time_t t);
 /* Called by host models. */
 void sim_flow_acked(struct sim *s, struct sim_flow *f, uint64_t bytes);
 void sim_flow_done(struct sim *s, struct sim_flow *f, sim_time_t now);
+
+/* Sampling hooks (sim.c). */
+void sim_rx_data(struct sim *s, struct sim_nic *nic, const struct sim_pkt *p);
+void sim_log_pause(struct sim *s, const struct sim_port *p, uint8_t prio,
+                   bool xoff);
+uint32_t sim_pkt_payload(const struct sim *s, const struct sim_pkt *p);
+
+/* What a packet meets from NIC a to NIC b: the propagation delay of every
+ * link, and the store-and-forward of every switch on the way as
+ * picoseconds per byte of the packet. Up-down routing: every path between
+ * two NICs has the same kinds of links, so the first up port stands for
+ * all. */
+void sim_path_cost(struct sim *s, uint32_t a, uint32_t b, double *prop_ps,
+                   double *ps_per_byte);
 
 /* net.c */
 void sim_port_rx_event(struct sim *s, struct sim_port *p);

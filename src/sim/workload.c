@@ -108,6 +108,39 @@ static char *trim(char *p) {
   return p;
 }
 
+/* Reads one line of a text file into buf (without its newline). 1: a
+ * line, 0: end of file, -1: a NUL byte, a line longer than the buffer or
+ * more than SIM_TEXT_MAX_LINES lines, with the message naming file and
+ * line: /dev/zero and binary files end here instead of looping. */
+#define SIM_TEXT_MAX_LINES (1u << 24)
+static int get_line(FILE *f, char *buf, size_t cap, const char *path, int ln,
+                    char *err, size_t errlen) {
+  size_t n = 0;
+  int c;
+  if ((unsigned)ln >= SIM_TEXT_MAX_LINES) {
+    snprintf(err, errlen, "%s: more than %u lines", path, SIM_TEXT_MAX_LINES);
+    return -1;
+  }
+  while ((c = getc(f)) != EOF && c != '\n') {
+    if (!c) {
+      snprintf(err, errlen, "%s:%d: a NUL byte; not a text file", path, ln + 1);
+      return -1;
+    }
+    if (n + 1 >= cap) {
+      snprintf(err, errlen, "%s:%d: line longer than %zu bytes", path, ln + 1,
+               cap - 2);
+      return -1;
+    }
+    buf[n++] = (char)c;
+  }
+  if (c == EOF && ferror(f)) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno ? errno : EIO));
+    return -1;
+  }
+  buf[n] = 0;
+  return c == EOF && !n ? 0 : 1;
+}
+
 static int csv(struct sim *s, char *err, size_t errlen) {
   const char *path = s->cfg.wl.csv_path;
   FILE *f = fopen(path, "r");
@@ -116,8 +149,12 @@ static int csv(struct sim *s, char *err, size_t errlen) {
     return -1;
   }
   char line[512];
-  int ln = 0, rc = 0;
-  while (!rc && fgets(line, sizeof line, f)) {
+  int ln = 0, rc = 0, g;
+  while (!rc && (g = get_line(f, line, sizeof line, path, ln, err, errlen))) {
+    if (g < 0) {
+      rc = -1;
+      break;
+    }
     ln++;
     char *p = trim(line);
     if (!*p || *p == '#')
@@ -203,8 +240,10 @@ int sim_size_dist_load(const char *path, struct sim_size_dist *d, char *err,
   d->bytes = 0;
   d->cdf = 0;
   char line[256];
-  int ln = 0;
-  while (fgets(line, sizeof line, f)) {
+  int ln = 0, g;
+  while ((g = get_line(f, line, sizeof line, path, ln, err, errlen))) {
+    if (g < 0)
+      goto fail;
     ln++;
     char *p = trim(line), *e1, *e2;
     if (!*p || *p == '#')

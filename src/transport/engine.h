@@ -247,6 +247,10 @@ uint32_t uroce_qp_num(const struct uroce_qp *qp);
  * expects next. Either pointer may be NULL. */
 void uroce_qp_progress(const struct uroce_qp *qp, uint32_t *sq_una,
                        uint32_t *rq_epsn);
+/* The congestion-control module's state of this QP, for owners that
+ * report it (the simulator's rate series): read it only through the
+ * module's own accessors (uroce_cc_dcqcn_rate). */
+const void *uroce_qp_cc_state(const struct uroce_qp *qp);
 
 /* Changes attributes and/or state (ibv_modify_qp). Returns 0,
  * UROCE_ERR_BAD_STATE for a transition the spec does not allow or a

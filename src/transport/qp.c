@@ -163,6 +163,10 @@ void uroce_qp_progress(const struct uroce_qp *qp, uint32_t *sq_una,
     *rq_epsn = qp->resp.epsn;
 }
 
+const void *uroce_qp_cc_state(const struct uroce_qp *qp) {
+  return qp->cc_state;
+}
+
 /* ---- the state machine ---- */
 
 #define M_(x) UROCE_QP_##x

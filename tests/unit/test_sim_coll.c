@@ -55,36 +55,40 @@ static double wall(void) {
 
 static void test_ring_allreduce_bound(void) {
   double t0 = wall();
-  struct sim *s = make(FAT_TREE("spray") RING_AR "sizes: [256KiB, 16MiB]}\n");
+  struct sim *s =
+      make(FAT_TREE("spray") RING_AR "sizes: [256KiB, 2MiB, 16MiB]}\n");
   CHECK(s != NULL);
   if (!s)
     return;
   CHECK_EQ(sim_run(s, SIM_NEVER), 1);
   uint32_t n;
   const struct sim_coll_result *r = sim_coll_results(s, &n);
-  CHECK_EQ(n, 2);
+  CHECK_EQ(n, 3);
   CHECK_EQ(sim_coll_ranks(s), 16);
   /* B = 100 x 4096 / 4178 Gb/s; factor 2 x 15 / 16. */
   CHECK(fabs(sim_coll_link_gbps(s) - 100.0 * 4096 / 4178) < 1e-9);
   CHECK(fabs(sim_coll_factor(s) - 30.0 / 16) < 1e-12);
   for (uint32_t i = 0; i < n; i++) {
-    /* The bound by hand: 2(n-1)/n S/B + 2(n-1) a. */
+    /* The bandwidth term by hand: 2(n-1)/n S/B, plus at most one hop. */
     double B = 100e9 / 8 * 4096 / 4178;
-    double T =
-        30.0 / 16 * (double)r[i].bytes / B + 30 * r[i].step_latency_us * 1e-6;
+    double bw = 30.0 / 16 * (double)r[i].bytes / B * 1e6;
     printf("ring allreduce n=16 %8llu B: %9.2f us, bound %9.2f us "
-           "(a = %.3f us), ratio %.4f, busbw %.2f of %.2f GB/s\n",
+           "(bandwidth %.2f, chain %.2f, a = %.3f us), ratio %.4f, busbw "
+           "%.2f of %.2f GB/s\n",
            (unsigned long long)r[i].bytes, (double)r[i].time / 1e6,
-           r[i].bound_us, r[i].step_latency_us, r[i].ratio, r[i].busbw_gbs,
+           r[i].bound_us, r[i].bw_bound_us, r[i].chain_bound_us,
+           r[i].step_latency_us, r[i].ratio, r[i].busbw_gbs,
            r[i].bound_busbw_gbs);
-    CHECK(fabs(r[i].bound_us - T * 1e6) < 1e-6 * T * 1e6);
+    CHECK(r[i].bw_bound_us > bw &&
+          r[i].bw_bound_us < bw * 1.01 + r[i].step_latency_us);
     CHECK_EQ(r[i].algo, 1 /* ring */);
     CHECK_EQ(r[i].steps, 30);
-    /* Within 10% of T. Measured: 256 KiB 172.47 us vs 170.18 us (1.013),
-     * 16 MiB 2596.28 us vs 2697.03 us (0.963: blocks of 1 MiB span 16
-     * chunks, and the chunk pipeline hides most of the latency term; the
-     * bandwidth term alone is 2567.0 us). */
-    CHECK(fabs(r[i].ratio - 1) < 0.10);
+    /* A bound: never beaten, and close. Measured: 256 KiB (blocks of 16
+     * KiB, one chunk: the chain dominates) 172.47 vs 171.0 us; 16 MiB
+     * (blocks of 1 MiB in 16 chunks: bandwidth dominates) 2596.28 vs
+     * 2576.4 us. */
+    CHECK(r[i].ratio >= 1.0);
+    CHECK(r[i].ratio < 1.05);
   }
   printf("  (%.2f s wall, %llu events)\n", wall() - t0,
          (unsigned long long)sim_stats(s)->events);
@@ -171,7 +175,7 @@ static void test_all_collectives(void) {
       const struct sim_coll_result *r = sim_coll_results(s, &n);
       CHECK_EQ(n, 2);
       for (uint32_t i = 0; i < n; i++)
-        CHECK(r[i].time > 0 && r[i].ratio > 0.5);
+        CHECK(r[i].time > 0 && r[i].ratio >= 1.0);
       sim_del(s);
     }
 }

@@ -1,0 +1,272 @@
+#!/usr/bin/python3
+"""Runs every shipped simulator example (examples/sim/*.yaml) through
+`uroce sim` and checks what a user reads: every plot the script names is a
+non-empty PNG and gnuplot said nothing; no receive rate above the link's
+and no utilisation above 100%; a collective's headline agrees with
+summary.json, is non-zero, and never beats its bound; bad scenario files
+(/dev/zero among them) are refused quickly with a message naming them.
+
+Slow examples run shortened (smaller sizes or fabrics, the same kind of
+workload, so the same plots); an example without an entry below runs as
+shipped, so a new example is covered by default. Exit 77 (skipped) when
+gnuplot is missing and everything else passed."""
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+# Per example: (pattern, replacement) applied to the YAML text.
+SHORTEN = {
+    "fat_tree_ecmp.yaml": [(r"k: 16", "k: 8")],
+    "fat_tree_spray.yaml": [(r"k: 16", "k: 8")],
+    "dcqcn_leaf_spine.yaml": [(r"size: 256KiB", "size: 32KiB")],
+    "coll_ring_fat_tree_ecmp.yaml": [(r"max: 16MiB", "max: 2MiB")],
+    "coll_ring_fat_tree_spray.yaml": [(r"max: 16MiB", "max: 2MiB")],
+    # 8 MiB on 64 ranks: blocks of two chunks, where the chunk pipeline
+    # once beat the bound.
+    "coll_ring_leaf_spine_2to1.yaml": [
+        (r"sizes: \[1MiB, 4MiB, 16MiB\]", "sizes: [1MiB, 8MiB]")
+    ],
+}
+
+failures = []
+
+
+def fail(what):
+    failures.append(what)
+    print("FAIL: " + what, flush=True)
+
+
+def check(cond, what):
+    if not cond:
+        fail(what)
+    return cond
+
+
+def scenario_copy(src, dst_dir):
+    """The example with its shortening applied, next to copies of the files
+    it names (paths in a scenario are relative to it)."""
+    name = os.path.basename(src)
+    text = open(src).read()
+    for pat, rep in SHORTEN.get(name, []):
+        new = re.sub(pat, rep, text)
+        check(new != text, "%s: shortening '%s' no longer applies" % (name, pat))
+        text = new
+    for f in glob.glob(os.path.join(os.path.dirname(src), "*")):
+        if not f.endswith(".yaml"):
+            shutil.copy(f, dst_dir)
+    dst = os.path.join(dst_dir, name)
+    with open(dst, "w") as f:
+        f.write(text)
+    return dst
+
+
+def csv_rows(path):
+    with open(path) as f:
+        lines = [l.strip() for l in f if l.strip() and not l.startswith("#")]
+    head = lines[0].split(",")
+    return head, [dict(zip(head, l.split(","))) for l in lines[1:]]
+
+
+def check_run(name, out, stdout, stderr, have_gnuplot):
+    s = json.load(open(os.path.join(out, "summary.json")))
+    check("uroce_version" in s and "resolved" in s,
+          "%s: summary.json lacks uroce_version or resolved" % name)
+    res = s["resolved"]
+    host = res["topology"]["links"]["host"]["rate_gbps"]
+    mtu = res["transport"]["mtu"]
+    # Payload of a full packet over its wire bytes (IPv4: 82 bytes of
+    # headers, FCS, preamble and gap).
+    good = host * mtu / (mtu + 82)
+    r = s.get("receive_rate_gbps")
+    if res["sample_interval_us"] > 0:
+        check(r is not None, "%s: no receive_rate_gbps" % name)
+    if r:
+        check(r["stream_peak"] <= good * 1.0001,
+              "%s: a stream at %.3f Gb/s, above the %.3f Gb/s link goodput"
+              % (name, r["stream_peak"], good))
+        check(r["stream_peak"] > 0, "%s: no stream rate" % name)
+        nics = s["scenario"]["nics"]
+        check(r["aggregate_peak"] <= nics * good * 1.0001,
+              "%s: aggregate %.1f Gb/s above %u links" %
+              (name, r["aggregate_peak"], nics))
+        _, rows = csv_rows(os.path.join(out, "throughput.csv"))
+        top = max(float(x["max_gbps"]) for x in rows)
+        check(top <= good * 1.0001,
+              "%s: throughput.csv max %.3f above %.3f" % (name, top, good))
+        _, rows = csv_rows(os.path.join(out, "utilisation.csv"))
+        for x in rows:
+            for k, v in x.items():
+                if k != "time_us":
+                    check(float(v) <= 100.01,
+                          "%s: %s at %s%% at %s us" % (name, k, v, x["time_us"]))
+    headline = [l for l in stdout.splitlines() if l.startswith(name + ":")]
+    check(len(headline) == 1, "%s: no headline line" % name)
+    headline = headline[0] if headline else ""
+    if "collective" in s:
+        c = s["collective"]
+        sizes = c["sizes"]
+        check(c["done"] and sizes, "%s: collective not done" % name)
+        check("0/0 flows" not in headline and "FCT" not in headline,
+              "%s: collective headline about flows: %s" % (name, headline))
+        for z in sizes:
+            check(z["time_us"] > 0 and z["busbw_GBps"] > 0,
+                  "%s: size %d has zero time or busbw" % (name, z["bytes"]))
+            # The bound is a bound: a run that beats it is a bug.
+            check(z["time_us"] >= z["bound_us"] and z["ratio"] >= 1.0,
+                  "%s: size %d took %.3f us, beating its bound %.3f us" %
+                  (name, z["bytes"], z["time_us"], z["bound_us"]))
+            check(z["busbw_GBps"] <= z["bound_busbw_GBps"] + 1e-9,
+                  "%s: busbw above the bound's" % name)
+        big = max(sizes, key=lambda z: z["bytes"])
+        m = re.search(r"largest (\d+) B in ([\d.]+) us, busbw ([\d.]+) GB/s "
+                      r"\(bound ([\d.]+), time / bound ([\d.]+)\)", headline)
+        if check(m, "%s: headline lacks the collective: %s" % (name, headline)):
+            check(int(m.group(1)) == big["bytes"] and
+                  abs(float(m.group(2)) - big["time_us"]) < 0.01 and
+                  abs(float(m.group(3)) - big["busbw_GBps"]) < 0.001 and
+                  abs(float(m.group(4)) - big["bound_busbw_GBps"]) < 0.001,
+                  "%s: headline %s disagrees with summary.json" %
+                  (name, headline))
+        check(s["completion_us"] > 0 and s["aggregate_goodput_gbps"] > 0,
+              "%s: zero completion or goodput" % name)
+    else:
+        fl = s["flows"]
+        check(fl["count"] > 0 and fl["done"] == fl["count"],
+              "%s: flows %s" % (name, fl))
+        m = re.search(r"(\d+)/(\d+) flows done; FCT p50 ([\d.]+) us", headline)
+        if check(m, "%s: headline: %s" % (name, headline)):
+            check(int(m.group(1)) == fl["done"] and
+                  abs(float(m.group(3)) - s["fct_us"]["p50"]) < 0.01,
+                  "%s: headline disagrees with summary.json" % name)
+        for b in s["fct_slowdown"]:
+            # Nothing finishes faster than alone in the fabric.
+            check(b["p50"] >= 1.0 and b["max"] >= b["p50"],
+                  "%s: slowdown %s" % (name, b))
+    # Plots: every PNG the script writes exists and is not empty, and
+    # gnuplot said nothing.
+    check(not re.search(r"gnuplot|warning|skipping", stderr, re.I),
+          "%s: gnuplot talked: %s" % (name, stderr.strip()[-400:]))
+    check(not os.path.exists(os.path.join(out, "plots.log")),
+          "%s: plots.log exists" % name)
+    pngs = re.findall(r"set output '([^']+)'",
+                      open(os.path.join(out, "plots.gp")).read())
+    want = {"coll_busbw.png"} if "collective" in s else {
+        "fct_cdf.png", "fct_slowdown.png"}
+    if res["sample_interval_us"] > 0:
+        want |= {"throughput.png", "utilisation.png", "queues.png",
+                 "port_queues.png", "pfc.png", "ecn.png"}
+        if res["transport"]["cc"] == "dcqcn" and "collective" not in s:
+            want.add("cc_rate.png")
+    check(want <= set(pngs), "%s: plots.gp lacks %s" %
+          (name, sorted(want - set(pngs))))
+    if have_gnuplot:
+        for p in pngs:
+            path = os.path.join(out, p)
+            check(os.path.exists(path) and os.path.getsize(path) > 0,
+                  "%s: %s missing or empty" % (name, p))
+
+
+def compare(uroce, scen, work, have_gnuplot):
+    """--compare draws its chart without a gnuplot message."""
+    out = os.path.join(work, "compare")
+    p = subprocess.run([uroce, "sim", "-q", "--compare", "-o", out,
+                        os.path.join(scen, "incast_pfc.yaml"),
+                        os.path.join(scen, "incast_lossy.yaml")],
+                       capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0 and "B vs A" in p.stdout,
+          "--compare: exit %d: %s" % (p.returncode, p.stderr[-300:]))
+    check(not re.search(r"gnuplot|warning", p.stderr, re.I),
+          "--compare: gnuplot talked: %s" % p.stderr[-300:])
+    png = os.path.join(out, "compare_fct_cdf.png")
+    if have_gnuplot:
+        check(os.path.exists(png) and os.path.getsize(png) > 0,
+              "--compare: %s missing or empty" % png)
+
+
+def bad_inputs(uroce, work):
+    """Files that are no scenario: refused, non-zero, naming the file, in
+    bounded time."""
+    cases = [("/dev/zero", "/dev/zero"), (work, work)]
+    for what, key in [("workload: {kind: csv, file: /dev/zero}\n", "/dev/zero"),
+                      ("workload: {kind: permutation, size_distribution: "
+                       "/dev/zero}\n", "/dev/zero")]:
+        p = os.path.join(work, "bad_%d.yaml" % len(cases))
+        open(p, "w").write(what)
+        cases.append((p, key))
+    big = os.path.join(work, "big.yaml")
+    with open(big, "w") as f:
+        f.write("# " + "x" * (2 << 20) + "\n")
+    cases.append((big, big))
+    for path, key in cases:
+        t0 = time.time()
+        try:
+            p = subprocess.run([uroce, "sim", "-q", "--no-plots", "-o",
+                                os.path.join(work, "bad-out"), path],
+                               capture_output=True, text=True, timeout=20)
+        except subprocess.TimeoutExpired:
+            fail("uroce sim %s did not finish in 20 s" % path)
+            continue
+        dt = time.time() - t0
+        check(p.returncode != 0, "uroce sim %s: exit 0" % path)
+        check(key in p.stderr, "uroce sim %s: message does not name it: %s" %
+              (path, p.stderr.strip()))
+        check(dt < 10, "uroce sim %s: %.1f s" % (path, dt))
+        print("  %-40s rc %d in %.2f s: %s" % (path[-40:], p.returncode, dt,
+                                                p.stderr.strip()[:100]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uroce", required=True)
+    ap.add_argument("--examples", required=True)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    have_gnuplot = shutil.which("gnuplot") is not None
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    os.makedirs(a.workdir)
+    scen = os.path.join(a.workdir, "scenarios")
+    os.makedirs(scen)
+    examples = sorted(glob.glob(os.path.join(a.examples, "*.yaml")))
+    check(examples, "no examples in %s" % a.examples)
+    for name in SHORTEN:
+        check(os.path.exists(os.path.join(a.examples, name)),
+              "shortening for %s, which is gone" % name)
+    for ex in examples:
+        name = os.path.basename(ex)[:-5]
+        y = scenario_copy(ex, scen)
+        out = os.path.join(a.workdir, name)
+        t0 = time.time()
+        cmd = [a.uroce, "sim", "-q", "--reproducible", "-o", out, y]
+        if not have_gnuplot:
+            cmd.insert(2, "--no-plots")
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        print("%-32s rc %d, %.1f s" % (name, p.returncode, time.time() - t0),
+              flush=True)
+        if not check(p.returncode == 0, "%s: exit %d: %s" %
+                     (name, p.returncode, p.stderr[-400:])):
+            continue
+        # The headline names the scenario's name: key, or the file's.
+        m = re.search(r"^name: *(\S+)", open(y).read(), re.M)
+        check_run(m.group(1) if m else name, out, p.stdout, p.stderr,
+                  have_gnuplot)
+    compare(a.uroce, scen, a.workdir, have_gnuplot)
+    bad_inputs(a.uroce, a.workdir)
+    if failures:
+        print("%d failures" % len(failures))
+        return 1
+    if not have_gnuplot:
+        print("gnuplot missing: PNGs not checked")
+        return 77
+    print("all examples: plots, rates, bounds and headlines check out")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
