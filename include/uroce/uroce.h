@@ -99,7 +99,9 @@ struct uroce_device_stats {
   uint64_t rx_malformed;      /* dropped: not a well-formed RoCEv2 packet */
   uint64_t rx_dropped_impair; /* dropped on purpose (rx_drop) */
   uint64_t rx_dropped_engine; /* dropped by the transport (bad QP, key...) */
-  uint64_t retransmits, timeouts, naks_tx, rnr_naks_tx, acks_tx;
+  uint64_t retransmits;       /* request packets sent again */
+  uint64_t go_backs; /* times the sender went back (NAK, timeout, RNR) */
+  uint64_t timeouts, naks_tx, rnr_naks_tx, acks_tx;
   uint64_t cnps_tx, cnps_rx, ce_rx;
   uint64_t tx_gso_calls, rx_gro_segs, tx_eagain;
   uint64_t wakeups, doorbells; /* progress thread sleeps ended, kicks */
