@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 60
 BUILD_TYPE ?= RelWithDebInfo
 
 .PHONY: all build demo test test-asan fuzz bench format clean deps deps-test \
-	interop
+	interop install uninstall deb
 
 all: build
 
@@ -55,8 +55,29 @@ bench: build
 	build/bench/bench_engine
 	build/bench/bench_sim
 
+# make install [PREFIX=/usr/local] [DESTDIR=/tmp/stage]: the program, the
+# shared and static library, headers, uroce.pc, the CMake package, man
+# pages, and the libibverbs.so.1 drop-in in $(PREFIX)/lib/uroce (out of
+# the system's library path: `uroce run` finds it there). Its own build
+# folder, configured for PREFIX, so that the library paths it bakes in are
+# the installed ones.
+PREFIX ?= /usr/local
+install: deps
+	cmake -S . -B build-install -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DCMAKE_INSTALL_PREFIX=$(PREFIX) -DBUILD_TESTING=OFF >/dev/null
+	cmake --build build-install -j$(JOBS)
+	DESTDIR=$(DESTDIR) cmake --install build-install
+
+uninstall:
+	xargs -d '\n' rm -f -- < build-install/install_manifest.txt
+
+# make deb: uroce_VERSION_ARCH.deb and liburoce-dev_VERSION_ARCH.deb in
+# build-deb/ (packaging/deb.sh).
+deb: deps
+	packaging/deb.sh build-deb
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-install build-deb

@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "args.h"
 #include "tool.h"
 #include "uroce/coll.h"
 
@@ -113,37 +114,15 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int parse_size(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || v < 0)
+/* Sizes go through the shared parser (names the bad value); buffers of
+ * up to 16 GiB can be asked for. */
+#define MAX_BYTES (16ull << 30)
+static int parse_size(const char *opt, const char *s, uint64_t lo,
+                      size_t *out) {
+  uint64_t v;
+  if (arg_size("coll-bench", opt, s, lo, MAX_BYTES, &v) < 0)
     return -1;
-  double m = 1;
-  switch (*end) {
-  case 'k':
-  case 'K':
-    m = 1024.0;
-    end++;
-    break;
-  case 'm':
-  case 'M':
-    m = 1024.0 * 1024;
-    end++;
-    break;
-  case 'g':
-  case 'G':
-    m = 1024.0 * 1024 * 1024;
-    end++;
-    break;
-  default:
-    break;
-  }
-  if (*end == 'B' || *end == 'b')
-    end++;
-  if (*end)
-    return -1;
-  *out = (size_t)(v * m);
+  *out = (size_t)v;
   return 0;
 }
 
@@ -520,9 +499,9 @@ static int parse_plan(const char *arg, opts *o) {
     *c1 = *c2 = 0;
     char *end1, *end2;
     long w = strtol(c1 + 1, &end1, 10), n = strtol(c2 + 1, &end2, 10);
-    bad = parse_size(e, &o->plan[o->nplan].bytes) || *end1 || *end2 ||
-          end1 == c1 + 1 || end2 == c2 + 1 || w < 0 || n < 0 || w > 1000000 ||
-          n > 1000000;
+    bad = parse_size("--plan", e, 0, &o->plan[o->nplan].bytes) || *end1 ||
+          *end2 || end1 == c1 + 1 || end2 == c2 + 1 || w < 0 || n < 0 ||
+          w > 1000000 || n > 1000000;
     o->plan[o->nplan].warmup = (int)w;
     o->plan[o->nplan].iters = (int)n;
     o->nplan++;
@@ -530,6 +509,107 @@ static int parse_plan(const char *arg, opts *o) {
   }
   free(copy);
   return bad || o->nplan == 0;
+}
+
+/* Returns 2 (the exit status) after naming a value that is not one of
+ * the known names. */
+static int bad_name(const char *opt, const char *val, const char *known) {
+  fprintf(stderr, "uroce coll-bench: %s '%s': not one of %s\n", opt, val,
+          known);
+  return 2;
+}
+
+/* The sweep must go upwards and stay a readable table: at most this many
+ * sizes (a tiny -i between far-apart -b and -e would run for days). */
+#define MAX_SIZES 1000
+static int check_sweep(const opts *o, const char *minb_arg,
+                       const char *maxb_arg) {
+  if (o->nplan)
+    return 0;
+  if (o->minb > o->maxb) {
+    fprintf(stderr,
+            "uroce coll-bench: -b %s is larger than -e %s (the sweep goes "
+            "from -b up to -e)\n",
+            minb_arg, maxb_arg);
+    return -1;
+  }
+  uint64_t n = 0;
+  if (o->step) {
+    n = (o->maxb - o->minb) / o->step + 1;
+  } else {
+    size_t last = (size_t)-1;
+    for (double sz = (double)o->minb;
+         sz <= (double)o->maxb + 0.5 && n <= MAX_SIZES; sz *= o->factor)
+      if ((size_t)sz != last) {
+        last = (size_t)sz;
+        n++;
+      }
+  }
+  if (n > MAX_SIZES) {
+    fprintf(stderr,
+            "uroce coll-bench: -b %s to -e %s in steps of %s makes more than "
+            "%d sizes\n",
+            minb_arg, maxb_arg, o->step ? "-i" : "-f", MAX_SIZES);
+    return -1;
+  }
+  return 0;
+}
+
+/* Why uroce_coll_env_parse found no usable launcher environment: which
+ * launcher's variables are there and what is missing or wrong in them. */
+static void explain_env(void) {
+  static const struct {
+    const char *launcher, *rank, *size;
+  } src[] = {
+      {"uroce", "UROCE_RANK", "UROCE_SIZE"},
+      {"torchrun", "RANK", "WORLD_SIZE"},
+      {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+      {"MPICH/PMI", "PMI_RANK", "PMI_SIZE"},
+      {"PMIx", "PMIX_RANK", "PMIX_SIZE"},
+      {"Slurm", "SLURM_PROCID", "SLURM_NTASKS"},
+  };
+  const char *r = NULL, *sz = NULL;
+  size_t i;
+  for (i = 0; i < sizeof src / sizeof src[0]; i++) {
+    r = getenv(src[i].rank);
+    sz = getenv(src[i].size);
+    if (r && *r && sz && *sz)
+      break;
+  }
+  if (i == sizeof src / sizeof src[0]) {
+    fprintf(stderr,
+            "uroce coll-bench: no launcher environment (no rank and size in "
+            "RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*, PMIX_*, SLURM_*): "
+            "run it under 'uroce launch -n N --', torchrun or mpirun\n");
+    return;
+  }
+  int rank, size;
+  if (arg_int("coll-bench", src[i].size, sz, 1, 65535, &size) < 0 ||
+      arg_int("coll-bench", src[i].rank, r, 0, size - 1, &rank) < 0) {
+    fprintf(stderr, "uroce coll-bench: (from the %s environment)\n",
+            src[i].launcher);
+    return;
+  }
+  const char *addr = getenv("UROCE_MASTER_ADDR"), *an = "UROCE_MASTER_ADDR";
+  if (!addr || !*addr)
+    addr = getenv(an = "MASTER_ADDR");
+  const char *port = getenv("UROCE_MASTER_PORT"), *pn = "UROCE_MASTER_PORT";
+  if (!port || !*port)
+    port = getenv(pn = "MASTER_PORT");
+  if (!addr || !*addr || !port || !*port) {
+    fprintf(stderr,
+            "uroce coll-bench: rank %d of %d from the %s environment, but no "
+            "rendezvous address: set MASTER_ADDR and MASTER_PORT (or "
+            "UROCE_MASTER_ADDR and UROCE_MASTER_PORT) to an address and TCP "
+            "port rank 0 can listen on\n",
+            rank, size, src[i].launcher);
+    return;
+  }
+  uint16_t p;
+  if (arg_port("coll-bench", pn, port, &p) < 0)
+    return;
+  fprintf(stderr, "uroce coll-bench: %s '%s': too long for an address\n", an,
+          addr);
 }
 
 int cmd_coll_bench(int argc, char **argv) {
@@ -572,52 +652,70 @@ int cmd_coll_bench(int argc, char **argv) {
   o.nops = 1;
   o.progress = UROCE_PROGRESS_INLINE;
   int c, bad = 0;
+  const char *minb_arg = "8", *maxb_arg = "32M";
   while ((c = getopt_long(argc, argv, "b:e:f:i:o:d:r:R:a:n:w:cJqh", longs,
                           NULL)) != -1) {
     switch (c) {
     case 'b':
-      bad |= parse_size(optarg, &o.minb);
+      if (parse_size("-b", optarg, 1, &o.minb) < 0)
+        return 2;
+      minb_arg = optarg;
       break;
     case 'e':
-      bad |= parse_size(optarg, &o.maxb);
+      if (parse_size("-e", optarg, 1, &o.maxb) < 0)
+        return 2;
+      maxb_arg = optarg;
       break;
     case 'f':
-      o.factor = atof(optarg);
-      bad |= o.factor <= 1.0;
+      /* from 1.01 up, a sweep from 1 byte to 16 GiB stays under 2,400
+       * steps, so counting its sizes below is quick */
+      if (arg_double("coll-bench", "-f", optarg, 1.01, 1024, &o.factor) < 0)
+        return 2;
       break;
     case 'i':
-      bad |= parse_size(optarg, &o.step) || o.step == 0;
+      if (parse_size("-i", optarg, 1, &o.step) < 0)
+        return 2;
       break;
     case 'o':
       o.ncolls = parse_list(optarg, kind_names, UROCE_COLL_KIND_COUNT, o.colls);
-      bad |= o.ncolls <= 0;
+      if (o.ncolls <= 0)
+        return bad_name("-o", optarg,
+                        "allreduce, reduce_scatter, "
+                        "allgather, broadcast, reduce, "
+                        "alltoall or all");
       break;
     case 'd':
       o.ndtypes =
           parse_list(optarg, type_names, UROCE_COLL_DTYPE_COUNT, o.dtypes);
-      bad |= o.ndtypes <= 0;
+      if (o.ndtypes <= 0)
+        return bad_name("-d", optarg,
+                        "float32, float16, bfloat16, int32, "
+                        "int64, float64 or all");
       break;
     case 'r':
       o.nops = parse_list(optarg, op_names, UROCE_COLL_OP_COUNT, o.ops);
-      bad |= o.nops <= 0;
+      if (o.nops <= 0)
+        return bad_name("-r", optarg, "sum, prod, min, max or all");
       break;
     case 'R':
-      o.root = atoi(optarg);
+      if (arg_int("coll-bench", "--root", optarg, 0, 65535, &o.root) < 0)
+        return 2;
       break;
     case 'a': {
       int a = !strcmp(optarg, "auto") ? UROCE_COLL_ALGO_AUTO
                                       : uroce_coll_algo_parse(optarg);
-      bad |= a < 0;
-      o.algo = a < 0 ? UROCE_COLL_ALGO_AUTO : (uroce_coll_algo)a;
+      if (a < 0)
+        return bad_name("--algo", optarg, "ring, tree, rhd, pairwise or auto");
+      o.algo = (uroce_coll_algo)a;
       break;
     }
     case 'n':
-      o.iters = atoi(optarg);
-      bad |= o.iters < 0;
+      if (arg_int("coll-bench", "-n", optarg, 1, 1000000, &o.iters) < 0)
+        return 2;
       break;
     case 'w':
-      o.warmup = atoi(optarg);
-      bad |= o.warmup < 0;
+      if (arg_int("coll-bench", "-w", optarg, 0, 1000000, &o.warmup) < 0)
+        return 2;
       break;
     case 'p':
       if (parse_plan(optarg, &o)) {
@@ -635,24 +733,32 @@ int cmd_coll_bench(int argc, char **argv) {
       o.json = 1;
       break;
     case 'C':
-      bad |= parse_size(optarg, &o.chunk);
+      if (parse_size("--chunk", optarg, 1, &o.chunk) < 0)
+        return 2;
       break;
     case 'S':
-      o.slots = atoi(optarg);
+      if (arg_int("coll-bench", "--slots", optarg, 1, 64, &o.slots) < 0)
+        return 2;
       break;
-    case 'T':
-      o.timeout_ms = strtoull(optarg, NULL, 10);
+    case 'T': {
+      uint64_t ms;
+      if (arg_u64("coll-bench", "--timeout", optarg, 1, 86400000, &ms) < 0)
+        return 2;
+      o.timeout_ms = ms;
       break;
+    }
     case 'P':
       if (!strcmp(optarg, "thread"))
         o.progress = UROCE_PROGRESS_THREAD;
       else if (!strcmp(optarg, "inline"))
         o.progress = UROCE_PROGRESS_INLINE;
       else
-        bad = 1;
+        return bad_name("--progress", optarg, "inline or thread");
       break;
     case 'U':
-      o.busy_poll_us = atoi(optarg);
+      if (arg_int("coll-bench", "--busy-poll", optarg, -1, 10000000,
+                  &o.busy_poll_us) < 0)
+        return 2;
       break;
     case 'Y':
       o.yield = -1;
@@ -677,16 +783,23 @@ int cmd_coll_bench(int argc, char **argv) {
       if (o.plan[i].bytes > o.maxb)
         o.maxb = o.plan[i].bytes;
   }
-  if (bad || optind != argc || o.minb > o.maxb) {
-    usage(stderr);
+  if (bad) {
+    arg_see_help("coll-bench");
     return 2;
   }
+  if (optind != argc) {
+    fprintf(stderr, "uroce coll-bench: unexpected argument '%s'\n",
+            argv[optind]);
+    arg_see_help("coll-bench");
+    return 2;
+  }
+  if (check_sweep(&o, minb_arg, maxb_arg) < 0)
+    return 2;
 
   uroce_coll_env env;
   int rc = uroce_coll_env_parse(NULL, NULL, &env);
   if (rc < 0) {
-    fprintf(stderr, "uroce coll-bench: no launcher environment: run it "
-                    "under 'uroce launch -n N --', torchrun or mpirun\n");
+    explain_env();
     return 2;
   }
   if (o.root < 0 || o.root >= env.size) {

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "tool.h"
 
 static volatile sig_atomic_t got_signal;
@@ -70,6 +71,18 @@ static int free_port(const char *addr) {
   return port;
 }
 
+/* "rank 1 (pid 42) killed by SIGKILL (Killed)": strsignal alone gives
+ * "killed by Killed". */
+static void report_signal(int rank, pid_t pid, int sig) {
+  const char *abbrev = sigabbrev_np(sig);
+  if (abbrev)
+    fprintf(stderr, "uroce launch: rank %d (pid %d) killed by SIG%s (%s)\n",
+            rank, (int)pid, abbrev, strsignal(sig));
+  else
+    fprintf(stderr, "uroce launch: rank %d (pid %d) killed by signal %d\n",
+            rank, (int)pid, sig);
+}
+
 static void signal_all(const pid_t *pids, const int *alive, int n, int sig) {
   for (int i = 0; i < n; i++)
     if (alive[i])
@@ -93,7 +106,8 @@ int cmd_launch(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "+n:qh", longs, NULL)) != -1) {
     switch (c) {
     case 'n':
-      n = atoi(optarg);
+      if (arg_int("launch", "-n", optarg, 1, 4096, &n) < 0)
+        return 2;
       break;
     case 'B':
       base = optarg;
@@ -101,11 +115,16 @@ int cmd_launch(int argc, char **argv) {
     case 'M':
       master = optarg;
       break;
-    case 'P':
-      port = atoi(optarg);
+    case 'P': {
+      uint16_t p;
+      if (arg_port("launch", "--master-port", optarg, &p) < 0)
+        return 2;
+      port = p;
       break;
+    }
     case 'g':
-      grace = atof(optarg);
+      if (arg_double("launch", "--grace", optarg, 0, 86400, &grace) < 0)
+        return 2;
       break;
     case 'q':
       quiet = 1;
@@ -114,13 +133,17 @@ int cmd_launch(int argc, char **argv) {
       usage(stdout);
       return 0;
     default:
-      usage(stderr);
+      arg_see_help("launch");
       return 2;
     }
   }
-  if (n < 1 || n > 4096 || optind >= argc || port < 0 || port > 65535 ||
-      grace < 0) {
-    usage(stderr);
+  if (n == 0) {
+    fprintf(stderr, "uroce launch: how many ranks? (-n N, 1 .. 4096)\n");
+    return 2;
+  }
+  if (optind >= argc) {
+    fprintf(stderr, "uroce launch: no program to start "
+                    "(uroce launch -n N -- PROGRAM [ARGS...])\n");
     return 2;
   }
   char **prog = argv + optind;
@@ -131,6 +154,13 @@ int cmd_launch(int argc, char **argv) {
     return 2;
   }
   uint32_t base_h = ntohl(b.s_addr);
+  if ((uint64_t)base_h + (uint64_t)(n - 1) > 0xFFFFFFFFu) {
+    fprintf(stderr,
+            "uroce launch: --base-addr %s: %d ranks would need addresses "
+            "past 255.255.255.255\n",
+            base, n);
+    return 2;
+  }
   char master_buf[INET_ADDRSTRLEN];
   if (!master) {
     inet_ntop(AF_INET, &b, master_buf, sizeof master_buf);
@@ -224,8 +254,7 @@ int cmd_launch(int argc, char **argv) {
       if (code != 0) {
         if (!quiet) {
           if (WIFSIGNALED(st))
-            fprintf(stderr, "uroce launch: rank %d (pid %d) killed by %s\n", r,
-                    (int)pid, strsignal(WTERMSIG(st)));
+            report_signal(r, pid, WTERMSIG(st));
           else
             fprintf(stderr, "uroce launch: rank %d (pid %d) exited with %d\n",
                     r, (int)pid, code);

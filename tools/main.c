@@ -20,10 +20,12 @@ static const struct {
 };
 
 static void usage(FILE *out) {
-  fprintf(out, "usage: uroce COMMAND [ARGS...]\n\ncommands:\n");
+  fprintf(out, "usage: uroce COMMAND [ARGS...]\n"
+               "       uroce --version | --help\n\ncommands:\n");
   for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
     fprintf(out, "  %-10s %s\n", cmds[i].name, cmds[i].help);
-  fprintf(out, "\n'uroce COMMAND --help' describes each command.\n");
+  fprintf(out, "\n'uroce COMMAND --help' describes each command, 'man uroce'\n"
+               "the whole program; 'uroce --version' prints the version.\n");
 }
 
 int main(int argc, char **argv) {
@@ -36,13 +38,19 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  if (!strcmp(argv[1], "--version")) {
+  if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
     printf("uroce %s\n", uroce_version());
     return 0;
   }
   for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-    if (!strcmp(argv[1], cmds[i].name))
+    if (!strcmp(argv[1], cmds[i].name)) {
+      /* getopt_long names the program in its messages as argv[0]:
+       * "uroce perf: unrecognized option '--bogus'". */
+      char name[64];
+      snprintf(name, sizeof name, "uroce %s", cmds[i].name);
+      argv[1] = name;
       return cmds[i].fn(argc - 1, argv + 1);
+    }
   fprintf(stderr, "uroce: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

@@ -19,9 +19,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "perf_util.h"
 #include "tool.h"
-#include "uroce/uroce.h"
 #include "uroce/uroce.h"
 
 enum op { OP_WRITE, OP_READ, OP_SEND, OP_ATOMIC };
@@ -80,9 +80,11 @@ static void usage(FILE *out) {
       "  --addr IP        this side's uroce address (default 127.0.0.1 "
       "for the\n"
       "                   server, 127.0.0.2 for the client)\n"
-      "  -p, --port N     TCP port for the handshake (18515)\n"
+      "  -p, --tcp-port N TCP port for the handshake (18515; --port is\n"
+      "                   the same, as perftest's -p)\n"
       "  --udp-port N     RoCEv2 UDP port (4791; both sides alike)\n"
-      "  -s, --size N     message size in bytes (bw 65536, lat 2)\n"
+      "  -s, --size N     message size in bytes, K/M/G suffixes (bw\n"
+      "                   65536, lat 2)\n"
       "  -a, --all        sweep sizes 2 B .. 8 MiB\n"
       "  -n, --iters N    iterations (bw 5000, lat 10000)\n"
       "  -D, --duration S run for S seconds instead of N iterations\n"
@@ -119,6 +121,19 @@ static int die(const char *what, int err) {
   return 1;
 }
 
+/* What went wrong, in the words of the one who sees it: a closed TCP
+ * connection means the other side exited or was killed. */
+static const char *why(const struct opts *o, int rv) {
+  static char buf[96];
+  if (rv == -ECONNRESET || rv == -EPIPE) {
+    snprintf(buf, sizeof buf,
+             "the %s closed the connection (it exited or was killed)",
+             o->server ? "server" : "client");
+    return buf;
+  }
+  return uroce_strerror(rv);
+}
+
 /* Fills the send half of every QP's buffer with a pattern both sides can
  * recompute. */
 static uint8_t pattern(uint64_t i, unsigned qp, bool server) {
@@ -134,9 +149,14 @@ static int setup(struct ctx *x) {
   da.tx_gather = o->tx_gather;
   da.progress =
       o->inline_progress ? UROCE_PROGRESS_INLINE : UROCE_PROGRESS_THREAD;
+  if (o->pcap && arg_out_file("perf", "--pcap", o->pcap) < 0)
+    return 1;
   int rv = uroce_device_open(&x->dev, &da);
-  if (rv < 0)
-    return die(o->addr, rv);
+  if (rv < 0) {
+    fprintf(stderr, "uroce perf: cannot open a device on --addr %s: %s\n",
+            o->addr, uroce_strerror(rv));
+    return 1;
+  }
   if ((rv = uroce_alloc_pd(x->dev, &x->pd)) < 0)
     return die("alloc_pd", rv);
   uint64_t max = o->sweep ? (8u << 20) : o->size;
@@ -204,8 +224,10 @@ static int setup(struct ctx *x) {
            op_names[o->op], o->test == T_BW ? "bw" : "lat",
            (unsigned long long)o->size, o->sweep, (unsigned long long)o->iters,
            o->qps, o->verify, o->duration, o->tx_depth);
-  if ((rv = perf_exchange_text(x->fd, want, got, sizeof(got))) < 0)
-    return die("handshake", rv);
+  if ((rv = perf_exchange_text(x->fd, want, got, sizeof(got))) < 0) {
+    fprintf(stderr, "uroce perf: handshake: %s\n", why(o, rv));
+    return 1;
+  }
   if (strcmp(want, got)) {
     fprintf(stderr,
             "uroce perf: the two sides run different tests:\n  this side: "
@@ -213,8 +235,10 @@ static int setup(struct ctx *x) {
             want, got);
     return 1;
   }
-  if ((rv = perf_exchange(x->fd, mine, theirs, o->qps)) < 0)
-    return die("handshake", rv);
+  if ((rv = perf_exchange(x->fd, mine, theirs, o->qps)) < 0) {
+    fprintf(stderr, "uroce perf: handshake: %s\n", why(o, rv));
+    return 1;
+  }
   for (unsigned q = 0; q < o->qps; q++) {
     x->c[q].remote = theirs[q];
     struct uroce_qp_attr a = {0};
@@ -684,8 +708,8 @@ static int run_size(struct ctx *x, uint64_t size, struct result *r) {
     rv = client_bw(x, size, r);
     /* Tell the server how many messages to expect (SEND). */
     uint64_t n = r->iters;
-    if (rv == 0 && write(x->fd, &n, sizeof(n)) != sizeof(n))
-      rv = -EIO;
+    if (rv == 0)
+      rv = perf_write_all(x->fd, &n, sizeof(n));
   } else {
     uint64_t n = 0;
     if (o->op == OP_SEND) {
@@ -697,8 +721,8 @@ static int run_size(struct ctx *x, uint64_t size, struct result *r) {
     }
     if (rv == 0)
       serve_until_peer_speaks(x);
-    if (rv == 0 && read(x->fd, &n, sizeof(n)) != sizeof(n))
-      rv = -EIO;
+    if (rv == 0)
+      rv = perf_read_all(x->fd, &n, sizeof(n));
   }
   r->cpu_user = cpu_s(false) - u0;
   r->cpu_sys = cpu_s(true) - s0;
@@ -727,12 +751,34 @@ static int run_size(struct ctx *x, uint64_t size, struct result *r) {
     if (o->op == OP_ATOMIC && client)
       h = r->iters; /* the server's counters must add up to this */
     uint64_t theirs;
-    if (write(x->fd, &h, sizeof(h)) != sizeof(h) ||
-        read(x->fd, &theirs, sizeof(theirs)) != sizeof(theirs))
-      return -EIO;
+    if ((rv = perf_write_all(x->fd, &h, sizeof(h))) < 0 ||
+        (rv = perf_read_all(x->fd, &theirs, sizeof(theirs))) < 0)
+      return rv;
     r->verified = true;
     r->verify_ok = h == theirs;
   }
+  return 0;
+}
+
+/* The client measures (and the server of a SEND bandwidth test); the
+ * other side gets the figures over TCP so that both print the result, as
+ * perftest does. */
+static int share_result(struct ctx *x, struct result *r) {
+  struct opts *o = x->o;
+  const struct perf_lat *l = &r->lat;
+  char mine[400], theirs[400];
+  snprintf(mine, sizeof mine,
+           "%" PRIu64 " %.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g",
+           r->iters, r->secs, l->min_us, l->max_us, l->median_us, l->avg_us,
+           l->stdev_us, l->p99_us, l->p999_us);
+  int rv = perf_exchange_text(x->fd, mine, theirs, sizeof theirs);
+  if (rv < 0 || o->server || (o->op == OP_SEND && o->test == T_BW))
+    return rv;
+  struct perf_lat *t = &r->lat;
+  if (sscanf(theirs, "%" SCNu64 " %lg %lg %lg %lg %lg %lg %lg %lg", &r->iters,
+             &r->secs, &t->min_us, &t->max_us, &t->median_us, &t->avg_us,
+             &t->stdev_us, &t->p99_us, &t->p999_us) != 9)
+    return -EPROTO;
   return 0;
 }
 
@@ -743,26 +789,17 @@ static void print_stats(struct uroce_device *dev) {
           "uroce perf: stats: rx_pkts=%" PRIu64 " tx_pkts=%" PRIu64
           " rx_bad_icrc=%" PRIu64 " rx_malformed=%" PRIu64
           " rx_dropped_engine=%" PRIu64 " retransmits=%" PRIu64
-          " timeouts=%" PRIu64 " tx_gso_calls=%" PRIu64 " rx_gro_segs=%" PRIu64
-          "\n",
+          " go_backs=%" PRIu64 " timeouts=%" PRIu64 " tx_gso_calls=%" PRIu64
+          " rx_gro_segs=%" PRIu64 "\n",
           st.rx_pkts, st.tx_pkts, st.rx_bad_icrc, st.rx_malformed,
-          st.rx_dropped_engine, st.retransmits, st.timeouts, st.tx_gso_calls,
-          st.rx_gro_segs);
-}
-
-static bool parse_u64(const char *s, uint64_t *v) {
-  char *end;
-  errno = 0;
-  unsigned long long x = strtoull(s, &end, 0);
-  if (errno || *end || s[0] == '-')
-    return false;
-  *v = x;
-  return true;
+          st.rx_dropped_engine, st.retransmits, st.go_backs, st.timeouts,
+          st.tx_gso_calls, st.rx_gro_segs);
 }
 
 int cmd_perf(int argc, char **argv) {
   static const struct option lo[] = {{"addr", required_argument, 0, 'A'},
                                      {"port", required_argument, 0, 'p'},
+                                     {"tcp-port", required_argument, 0, 'p'},
                                      {"udp-port", required_argument, 0, 'U'},
                                      {"size", required_argument, 0, 's'},
                                      {"all", no_argument, 0, 'a'},
@@ -794,14 +831,18 @@ int cmd_perf(int argc, char **argv) {
     return 0;
   }
   if (argc < 3) {
-    usage(stderr);
+    fprintf(stderr, "uroce perf: which operation and test? "
+                    "(uroce perf {write|read|send|atomic} {bw|lat} ...)\n");
     return 2;
   }
   int i;
   for (i = 0; i < 4 && strcmp(argv[1], op_names[i]); i++) {
   }
   if (i == 4) {
-    fprintf(stderr, "uroce perf: unknown operation '%s'\n", argv[1]);
+    fprintf(stderr,
+            "uroce perf: unknown operation '%s' (write, read, send or "
+            "atomic)\n",
+            argv[1]);
     return 2;
   }
   o.op = (enum op)i;
@@ -821,62 +862,49 @@ int cmd_perf(int argc, char **argv) {
       o.addr = optarg;
       break;
     case 'p':
-    case 'U':
-      if (!parse_u64(optarg, &v) || v == 0 || v > 65535) {
-        fprintf(stderr, "uroce perf: bad port '%s'\n", optarg);
+      if (arg_port("perf", "--tcp-port", optarg, &o.tcp_port) < 0)
         return 2;
-      }
-      if (c == 'p')
-        o.tcp_port = (uint16_t)v;
-      else
-        o.udp_port = (uint16_t)v;
+      break;
+    case 'U':
+      if (arg_port("perf", "--udp-port", optarg, &o.udp_port) < 0)
+        return 2;
       break;
     case 's':
-      if (!parse_u64(optarg, &v) || v == 0 || v > (1u << 30)) {
-        fprintf(stderr, "uroce perf: bad size '%s' (1 .. 1 GiB)\n", optarg);
+      if (arg_size("perf", "--size", optarg, 1, 1u << 30, &o.size) < 0)
         return 2;
-      }
-      o.size = v;
       size_set = true;
       break;
     case 'a':
       o.sweep = true;
       break;
     case 'n':
-      if (!parse_u64(optarg, &v) || v == 0 || v > 1000000000) {
-        fprintf(stderr, "uroce perf: bad iteration count '%s'\n", optarg);
+      if (arg_u64("perf", "--iters", optarg, 1, 1000000000, &o.iters) < 0)
         return 2;
-      }
-      o.iters = v;
       iters_set = true;
       break;
-    case 'D': {
-      char *end;
-      o.duration = strtod(optarg, &end);
-      if (*end || o.duration <= 0 || o.duration > 86400) {
-        fprintf(stderr, "uroce perf: bad duration '%s'\n", optarg);
+    case 'D':
+      if (arg_double("perf", "--duration", optarg, 0.001, 86400, &o.duration) <
+          0)
         return 2;
-      }
       break;
-    }
     case 'q':
-      if (!parse_u64(optarg, &v) || v == 0 || v > 1024) {
-        fprintf(stderr, "uroce perf: bad QP count '%s' (1 .. 1024)\n", optarg);
+      if (arg_u64("perf", "--qps", optarg, 1, 1024, &v) < 0)
         return 2;
-      }
       o.qps = (unsigned)v;
       break;
     case 't':
-      if (!parse_u64(optarg, &v) || v == 0 || v > 8192) {
-        fprintf(stderr, "uroce perf: bad tx depth '%s'\n", optarg);
+      if (arg_u64("perf", "--tx-depth", optarg, 1, 8192, &v) < 0)
         return 2;
-      }
       o.tx_depth = (unsigned)v;
       break;
     case 'm':
-      if (!parse_u64(optarg, &v) ||
-          (v != 256 && v != 512 && v != 1024 && v != 2048 && v != 4096)) {
-        fprintf(stderr, "uroce perf: bad MTU '%s'\n", optarg);
+      if (arg_u64("perf", "--mtu", optarg, 256, 4096, &v) < 0)
+        return 2;
+      if (v != 256 && v != 512 && v != 1024 && v != 2048 && v != 4096) {
+        fprintf(stderr,
+                "uroce perf: --mtu '%s': not one of 256, 512, "
+                "1024, 2048, 4096\n",
+                optarg);
         return 2;
       }
       o.mtu = v == 256    ? UROCE_MTU_256
@@ -886,10 +914,8 @@ int cmd_perf(int argc, char **argv) {
                           : UROCE_MTU_4096;
       break;
     case 'I':
-      if (!parse_u64(optarg, &v) || v > 1024) {
-        fprintf(stderr, "uroce perf: bad inline size '%s'\n", optarg);
+      if (arg_u64("perf", "--inline", optarg, 0, 1024, &v) < 0)
         return 2;
-      }
       o.inline_size = (unsigned)v;
       break;
     case 'P':
@@ -898,7 +924,9 @@ int cmd_perf(int argc, char **argv) {
       else if (!strcmp(optarg, "thread"))
         progress_mode = 0;
       else {
-        fprintf(stderr, "uroce perf: --progress thread or inline\n");
+        fprintf(stderr,
+                "uroce perf: --progress '%s': not one of inline, thread\n",
+                optarg);
         return 2;
       }
       break;
@@ -927,14 +955,15 @@ int cmd_perf(int argc, char **argv) {
       usage(stdout);
       return 0;
     default:
-      usage(stderr);
+      arg_see_help("perf");
       return 2;
     }
   }
   if (optind < argc)
     o.server = argv[optind++];
   if (optind != argc) {
-    usage(stderr);
+    fprintf(stderr, "uroce perf: unexpected argument '%s' after SERVER %s\n",
+            argv[optind], o.server);
     return 2;
   }
   if (!o.addr)
@@ -971,18 +1000,16 @@ int cmd_perf(int argc, char **argv) {
   for (uint64_t size = first; size <= last; size *= 2) {
     struct result r;
     int rv = run_size(&x, size, &r);
+    if (rv == 0)
+      rv = share_result(&x, &r);
     if (rv < 0) {
-      fprintf(stderr, "uroce perf: size %" PRIu64 ": %s\n", size,
-              uroce_strerror(rv));
+      fprintf(stderr, "uroce perf: size %" PRIu64 ": %s\n", size, why(&o, rv));
       status = 1;
       break;
     }
     if (r.verified && !r.verify_ok)
       status = 1;
-    /* The side that measured prints: the client, or the server of a SEND
-     * bandwidth test as well. */
-    if (o.server || (o.op == OP_SEND && o.test == T_BW))
-      print_result(&o, &r);
+    print_result(&o, &r);
     if (o.op == OP_ATOMIC)
       break;
   }

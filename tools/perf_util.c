@@ -96,10 +96,11 @@ int perf_tcp_connect(const char *host, uint16_t port, int timeout_ms) {
   return last;
 }
 
-static int write_all(int fd, const void *buf, size_t n) {
+int perf_write_all(int fd, const void *buf, size_t n) {
   const uint8_t *p = buf;
   while (n) {
-    ssize_t w = write(fd, p, n);
+    /* a peer that died must give -EPIPE, not SIGPIPE */
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR)
         continue;
@@ -111,7 +112,7 @@ static int write_all(int fd, const void *buf, size_t n) {
   return 0;
 }
 
-static int read_all(int fd, void *buf, size_t n) {
+int perf_read_all(int fd, void *buf, size_t n) {
   uint8_t *p = buf;
   while (n) {
     ssize_t r = read(fd, p, n);
@@ -141,12 +142,12 @@ int perf_exchange(int fd, const struct perf_qp_info *mine,
     put_be64(b + 16, mine[i].vaddr);
     put_be64(b + 24, mine[i].size);
     memcpy(b + 32, mine[i].gid, 16);
-    int rv = write_all(fd, b, sizeof(b));
+    int rv = perf_write_all(fd, b, sizeof(b));
     if (rv < 0)
       return rv;
   }
   for (unsigned i = 0; i < n; i++) {
-    int rv = read_all(fd, b, sizeof(b));
+    int rv = perf_read_all(fd, b, sizeof(b));
     if (rv < 0)
       return rv;
     if (get_be32(b) != MAGIC)
@@ -167,27 +168,27 @@ int perf_exchange_text(int fd, const char *mine, char *theirs, size_t cap) {
   if (n > 65535 || cap == 0)
     return -EINVAL;
   put_be16(len, (uint16_t)n);
-  int rv = write_all(fd, len, 2);
+  int rv = perf_write_all(fd, len, 2);
   if (rv == 0)
-    rv = write_all(fd, mine, n);
+    rv = perf_write_all(fd, mine, n);
   if (rv == 0)
-    rv = read_all(fd, len, 2);
+    rv = perf_read_all(fd, len, 2);
   if (rv < 0)
     return rv;
   size_t m = get_be16(len);
   if (m >= cap)
     return -EPROTO;
-  rv = read_all(fd, theirs, m);
+  rv = perf_read_all(fd, theirs, m);
   theirs[rv == 0 ? m : 0] = 0;
   return rv;
 }
 
 int perf_barrier(int fd) {
   uint8_t c = 'B';
-  int rv = write_all(fd, &c, 1);
+  int rv = perf_write_all(fd, &c, 1);
   if (rv < 0)
     return rv;
-  rv = read_all(fd, &c, 1);
+  rv = perf_read_all(fd, &c, 1);
   if (rv < 0)
     return rv;
   return c == 'B' ? 0 : -EPROTO;

@@ -32,6 +32,10 @@ int perf_exchange(int fd, const struct perf_qp_info *mine,
 /* Sends a short text and receives the peer's (at most cap - 1 bytes).
  * Returns 0 or -errno / -EPROTO. */
 int perf_exchange_text(int fd, const char *mine, char *theirs, size_t cap);
+/* Write or read exactly n bytes. Return 0 or -errno; -ECONNRESET when the
+ * peer closed the connection, -EPIPE when it is gone. */
+int perf_write_all(int fd, const void *buf, size_t n);
+int perf_read_all(int fd, void *buf, size_t n);
 /* A one-byte barrier: both sides call it; returns 0 or -errno. */
 int perf_barrier(int fd);
 

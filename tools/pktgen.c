@@ -4,6 +4,7 @@
  * and UD opcode and CNP, and --expect writes what was encoded, field by
  * field, in the JSON schema of `uroce dump --json`, so that other decoders
  * (tshark, scapy) can be checked against uroce's intent. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "tool.h"
 #include "uroce/uroce.h"
 #include "wire/frame.h"
@@ -317,7 +319,6 @@ int cmd_pktgen(int argc, char **argv) {
   bool demo = false;
   long count = -1;
   int c;
-  char *end;
   g.rng = 1;
   optind = 1;
   while ((c = getopt_long(argc, argv, "dr:s:o:e:h", opts, 0)) != -1) {
@@ -325,19 +326,16 @@ int cmd_pktgen(int argc, char **argv) {
     case 'd':
       demo = true;
       break;
-    case 'r':
-      count = strtol(optarg, &end, 10);
-      if (*end || count < 0 || count > 100000000) {
-        fprintf(stderr, "uroce pktgen: bad --random count '%s'\n", optarg);
+    case 'r': {
+      uint64_t n;
+      if (arg_u64("pktgen", "--random", optarg, 0, 100000000, &n) < 0)
         return 2;
-      }
+      count = (long)n;
       break;
+    }
     case 's':
-      g.rng = strtoull(optarg, &end, 0);
-      if (*end) {
-        fprintf(stderr, "uroce pktgen: bad --seed '%s'\n", optarg);
+      if (arg_u64("pktgen", "--seed", optarg, 0, UINT64_MAX, &g.rng) < 0)
         return 2;
-      }
       break;
     case 'o':
       out = optarg;
@@ -349,14 +347,25 @@ int cmd_pktgen(int argc, char **argv) {
       usage(stdout);
       return 0;
     default:
-      usage(stderr);
+      arg_see_help("pktgen");
       return 2;
     }
   }
-  if (!out || demo == (count >= 0) || optind != argc) {
-    usage(stderr);
+  if (optind != argc) {
+    fprintf(stderr, "uroce pktgen: unexpected argument '%s'\n", argv[optind]);
     return 2;
   }
+  if (demo == (count >= 0)) {
+    fprintf(stderr, "uroce pktgen: which packets? (--demo or --random N, "
+                    "not both)\n");
+    return 2;
+  }
+  if (!out) {
+    fprintf(stderr, "uroce pktgen: where to? (--out FILE.pcap)\n");
+    return 2;
+  }
+  if (arg_out_file("pktgen", "--out", out) < 0)
+    return 1;
   char err[256];
   int rv = uroce_pcap_open(&g.pc, out, UROCE_LINK_ETHERNET, err, sizeof(err));
   if (rv < 0) {
@@ -364,7 +373,8 @@ int cmd_pktgen(int argc, char **argv) {
     return 1;
   }
   if (expect && !(g.expect = fopen(expect, "w"))) {
-    perror(expect);
+    fprintf(stderr, "uroce pktgen: --expect '%s': %s\n", expect,
+            strerror(errno));
     uroce_pcap_close(g.pc);
     return 1;
   }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "tool.h"
 
 #ifndef UROCE_COMPAT_BUILD_LIBDIR
@@ -23,7 +24,7 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: uroce run [--addr IP] [--port UDP] [--ns NETNS] "
+          "usage: uroce run [--addr IP] [--udp-port N] [--ns NETNS] "
           "[--pcap FILE] [--dev NAME] [--rx-drop P] [--stats] -- PROGRAM "
           "[ARGS...]\n"
           "\n"
@@ -36,11 +37,13 @@ static void usage(FILE *out) {
           "               (default 127.0.0.1); two processes on one host "
           "need two\n"
           "               (any 127.x.y.z works on loopback)\n"
-          "  --port UDP   UDP port (default 4791; peers must agree)\n"
+          "  --udp-port N RoCEv2 UDP port (default 4791; peers must agree;\n"
+          "               UROCE_PORT). --port, its old name, still works\n"
           "  --ns NETNS   run inside network namespace NETNS (ip netns "
           "exec)\n"
-          "  --pcap FILE  write every RoCEv2 packet to FILE\n"
+          "  --pcap FILE  write every RoCEv2 packet to FILE (UROCE_PCAP)\n"
           "  --dev NAME   name the device NAME instead of uroce0\n"
+          "               (UROCE_DEV_NAME)\n"
           "  --rx-drop P  testing: drop this share (0 <= P < 1) of the "
           "received\n"
           "               packets (UROCE_RX_DROP)\n"
@@ -50,7 +53,8 @@ static void usage(FILE *out) {
           "\n"
           "The programs' GID index for RoCE v2 over the address is 1\n"
           "(e.g. ibv_rc_pingpong -g 1). UROCE_LIBDIR overrides where the\n"
-          "libraries are looked for.\n");
+          "libraries are looked for; UROCE_CC=dcqcn turns on congestion\n"
+          "control. 'man uroce-run' lists every variable.\n");
 }
 
 static int has_lib(const char *dir) {
@@ -128,13 +132,18 @@ int cmd_run(int argc, char **argv) {
       setenv("UROCE_STATS", "1", 1);
       continue;
     }
-    const char **opt = !strcmp(a, "--addr")      ? &addr
-                       : !strcmp(a, "--ns")      ? &ns
-                       : !strcmp(a, "--port")    ? &port
-                       : !strcmp(a, "--pcap")    ? &pcap
-                       : !strcmp(a, "--dev")     ? &dev
-                       : !strcmp(a, "--rx-drop") ? &rx_drop
-                                                 : NULL;
+    if (!strcmp(a, "--port"))
+      fprintf(stderr, "uroce run: note: --port is the RoCEv2 UDP port; it "
+                      "is spelled --udp-port now, as in uroce perf, where "
+                      "-p/--port is the TCP port\n");
+    const char **opt = !strcmp(a, "--addr")       ? &addr
+                       : !strcmp(a, "--ns")       ? &ns
+                       : !strcmp(a, "--udp-port") ? &port
+                       : !strcmp(a, "--port")     ? &port
+                       : !strcmp(a, "--pcap")     ? &pcap
+                       : !strcmp(a, "--dev")      ? &dev
+                       : !strcmp(a, "--rx-drop")  ? &rx_drop
+                                                  : NULL;
     if (opt) {
       if (i + 1 >= argc) {
         fprintf(stderr, "uroce run: %s needs a value\n", a);
@@ -145,15 +154,30 @@ int cmd_run(int argc, char **argv) {
     }
     if (a[0] == '-') {
       fprintf(stderr, "uroce run: unknown option '%s'\n", a);
-      usage(stderr);
+      arg_see_help("run");
       return 2;
     }
     break; /* the program, without "--" */
   }
   if (i >= argc) {
-    usage(stderr);
+    fprintf(stderr, "uroce run: no program to run "
+                    "(uroce run [OPTIONS] -- PROGRAM [ARGS...])\n");
     return 2;
   }
+  /* The program's library reads these from the environment, where a bad
+   * value could only fail later and less clearly: check them here. */
+  uint16_t port_v;
+  double drop_v;
+  if (port && arg_port("run", "--udp-port", port, &port_v) < 0)
+    return 2;
+  if (rx_drop && (arg_double("run", "--rx-drop", rx_drop, 0, 1, &drop_v) < 0))
+    return 2;
+  if (rx_drop && drop_v >= 1) {
+    fprintf(stderr, "uroce run: --rx-drop '%s': must be below 1\n", rx_drop);
+    return 2;
+  }
+  if (pcap && arg_out_file("run", "--pcap", pcap) < 0)
+    return 1;
   char libdir[PATH_MAX + 32];
   if (find_libdir(libdir, sizeof(libdir)) < 0) {
     fprintf(stderr,

@@ -99,7 +99,9 @@ struct uroce_device_stats {
   uint64_t rx_malformed;      /* dropped: not a well-formed RoCEv2 packet */
   uint64_t rx_dropped_impair; /* dropped on purpose (rx_drop) */
   uint64_t rx_dropped_engine; /* dropped by the transport (bad QP, key...) */
-  uint64_t retransmits, timeouts, naks_tx, rnr_naks_tx, acks_tx;
+  uint64_t retransmits;       /* request packets sent again */
+  uint64_t go_backs; /* times the sender went back (NAK, timeout, RNR) */
+  uint64_t timeouts, naks_tx, rnr_naks_tx, acks_tx;
   uint64_t cnps_tx, cnps_rx, ce_rx;
   uint64_t tx_gso_calls, rx_gro_segs, tx_eagain;
   uint64_t wakeups, doorbells; /* progress thread sleeps ended, kicks */
@@ -112,100 +114,107 @@ struct uroce_device;
  * address, unknown cc), -EADDRINUSE (another device has addr:port),
  * -EADDRNOTAVAIL (the address is not on this host), -ENOMEM, or another -errno.
  */
-int uroce_device_open(struct uroce_device **out,
-                      const struct uroce_device_attr *attr);
+UROCE_EXPORT int uroce_device_open(struct uroce_device **out,
+                                   const struct uroce_device_attr *attr);
 /* Stops the progress thread, destroys every object, closes the sockets. */
-void uroce_device_close(struct uroce_device *dev);
-void uroce_device_get_stats(struct uroce_device *dev,
-                            struct uroce_device_stats *st);
+UROCE_EXPORT void uroce_device_close(struct uroce_device *dev);
+UROCE_EXPORT void uroce_device_get_stats(struct uroce_device *dev,
+                                         struct uroce_device_stats *st);
 /* The device's GID (its address, IPv4-mapped for IPv4) and path MTU
  * (enum uroce_mtu) derived from the interface MTU as rxe does. */
-void uroce_device_gid(const struct uroce_device *dev, uint8_t gid[16]);
-int uroce_device_active_mtu(const struct uroce_device *dev);
+UROCE_EXPORT void uroce_device_gid(const struct uroce_device *dev,
+                                   uint8_t gid[16]);
+UROCE_EXPORT int uroce_device_active_mtu(const struct uroce_device *dev);
 /* Runs one round of progress (receive, timers, send). For inline mode;
  * harmless with a thread. Returns how much work was done (0 = none). */
-int uroce_device_progress(struct uroce_device *dev);
+UROCE_EXPORT int uroce_device_progress(struct uroce_device *dev);
 
 /* ---- verbs: thread-safe, named as libibverbs names them ----
  * Each returns 0 or a negative error: the engine's (see transport/engine.h
  * for each call's list) or -errno. */
 struct uroce_comp_channel;
 
-int uroce_alloc_pd(struct uroce_device *dev, struct uroce_pd **out);
-int uroce_dealloc_pd(struct uroce_pd *pd);
-int uroce_reg_mr(struct uroce_pd *pd, void *addr, size_t length,
-                 uint32_t access, struct uroce_mr **out);
-int uroce_dereg_mr(struct uroce_mr *mr);
-uint32_t uroce_mr_lkey(const struct uroce_mr *mr);
-uint32_t uroce_mr_rkey(const struct uroce_mr *mr);
-int uroce_create_ah(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
-                    struct uroce_ah **out);
-int uroce_destroy_ah(struct uroce_ah *ah);
+UROCE_EXPORT int uroce_alloc_pd(struct uroce_device *dev,
+                                struct uroce_pd **out);
+UROCE_EXPORT int uroce_dealloc_pd(struct uroce_pd *pd);
+UROCE_EXPORT int uroce_reg_mr(struct uroce_pd *pd, void *addr, size_t length,
+                              uint32_t access, struct uroce_mr **out);
+UROCE_EXPORT int uroce_dereg_mr(struct uroce_mr *mr);
+UROCE_EXPORT uint32_t uroce_mr_lkey(const struct uroce_mr *mr);
+UROCE_EXPORT uint32_t uroce_mr_rkey(const struct uroce_mr *mr);
+UROCE_EXPORT int uroce_create_ah(struct uroce_pd *pd,
+                                 const struct uroce_ah_attr *attr,
+                                 struct uroce_ah **out);
+UROCE_EXPORT int uroce_destroy_ah(struct uroce_ah *ah);
 
 /* A completion channel is a file descriptor (poll/epoll it for POLLIN;
  * set O_NONBLOCK on it to make uroce_get_cq_event return -EAGAIN). */
-int uroce_create_comp_channel(struct uroce_device *dev,
-                              struct uroce_comp_channel **out);
+UROCE_EXPORT int uroce_create_comp_channel(struct uroce_device *dev,
+                                           struct uroce_comp_channel **out);
 /* UROCE_ERR_BUSY while a CQ uses it. */
-int uroce_destroy_comp_channel(struct uroce_comp_channel *ch);
-int uroce_comp_channel_fd(const struct uroce_comp_channel *ch);
-int uroce_get_cq_event(struct uroce_comp_channel *ch, struct uroce_cq **cq,
-                       void **cq_context);
-void uroce_ack_cq_events(struct uroce_cq *cq, unsigned n);
+UROCE_EXPORT int uroce_destroy_comp_channel(struct uroce_comp_channel *ch);
+UROCE_EXPORT int uroce_comp_channel_fd(const struct uroce_comp_channel *ch);
+UROCE_EXPORT int uroce_get_cq_event(struct uroce_comp_channel *ch,
+                                    struct uroce_cq **cq, void **cq_context);
+UROCE_EXPORT void uroce_ack_cq_events(struct uroce_cq *cq, unsigned n);
 
 /* ch may be NULL. UROCE_ERR_CAPS: the channel serves too many CQs. */
-int uroce_create_cq(struct uroce_device *dev, uint32_t cqe,
-                    struct uroce_comp_channel *ch, void *context,
-                    struct uroce_cq **out);
+UROCE_EXPORT int uroce_create_cq(struct uroce_device *dev, uint32_t cqe,
+                                 struct uroce_comp_channel *ch, void *context,
+                                 struct uroce_cq **out);
 /* UROCE_ERR_BUSY while a QP uses it or an event taken with
  * uroce_get_cq_event is not acknowledged. Its events still queued on the
  * channel are dropped. */
-int uroce_destroy_cq(struct uroce_cq *cq);
-void *uroce_cq_context(const struct uroce_cq *cq);
+UROCE_EXPORT int uroce_destroy_cq(struct uroce_cq *cq);
+UROCE_EXPORT void *uroce_cq_context(const struct uroce_cq *cq);
 /* Takes completions without the device lock. With a progress thread, a
  * poll that finds none runs the device once itself unless another thread
  * is at it (never waiting for it), then looks again. Returns the number
  * of completions taken (0..n), or UROCE_ERR_CQ_OVERFLOW. */
-int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc);
+UROCE_EXPORT int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc);
 /* Arms the CQ: its channel gets an event for the next completion.
  * UROCE_ERR_INVALID_ARGUMENT if the CQ has no channel. solicited_only is
  * treated as "any completion" (a superset of the events asked for). */
-int uroce_req_notify_cq(struct uroce_cq *cq, int solicited_only);
+UROCE_EXPORT int uroce_req_notify_cq(struct uroce_cq *cq, int solicited_only);
 
-int uroce_create_srq(struct uroce_pd *pd, const struct uroce_srq_attr *attr,
-                     struct uroce_srq **out);
-int uroce_modify_srq(struct uroce_srq *srq, const struct uroce_srq_attr *attr,
-                     int mask);
-int uroce_query_srq(struct uroce_srq *srq, struct uroce_srq_attr *attr);
-int uroce_destroy_srq(struct uroce_srq *srq);
-int uroce_post_srq_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
-                        struct uroce_recv_wr **bad);
+UROCE_EXPORT int uroce_create_srq(struct uroce_pd *pd,
+                                  const struct uroce_srq_attr *attr,
+                                  struct uroce_srq **out);
+UROCE_EXPORT int uroce_modify_srq(struct uroce_srq *srq,
+                                  const struct uroce_srq_attr *attr, int mask);
+UROCE_EXPORT int uroce_query_srq(struct uroce_srq *srq,
+                                 struct uroce_srq_attr *attr);
+UROCE_EXPORT int uroce_destroy_srq(struct uroce_srq *srq);
+UROCE_EXPORT int uroce_post_srq_recv(struct uroce_srq *srq,
+                                     struct uroce_recv_wr *wr,
+                                     struct uroce_recv_wr **bad);
 
-int uroce_create_qp(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
-                    struct uroce_qp **out);
-int uroce_destroy_qp(struct uroce_qp *qp);
+UROCE_EXPORT int uroce_create_qp(struct uroce_pd *pd,
+                                 const struct uroce_qp_init_attr *attr,
+                                 struct uroce_qp **out);
+UROCE_EXPORT int uroce_destroy_qp(struct uroce_qp *qp);
 /* The QP's number (24 bits, random), to give the peer. */
-uint32_t uroce_qp_num(const struct uroce_qp *qp);
+UROCE_EXPORT uint32_t uroce_qp_num(const struct uroce_qp *qp);
 /* "RESET", "INIT", ... */
-const char *uroce_qp_state_name(int state);
-int uroce_modify_qp(struct uroce_qp *qp, const struct uroce_qp_attr *attr,
-                    int mask);
-int uroce_query_qp(struct uroce_qp *qp, struct uroce_qp_attr *attr,
-                   struct uroce_qp_init_attr *init);
-int uroce_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
-                    struct uroce_send_wr **bad);
-int uroce_post_recv(struct uroce_qp *qp, struct uroce_recv_wr *wr,
-                    struct uroce_recv_wr **bad);
+UROCE_EXPORT const char *uroce_qp_state_name(int state);
+UROCE_EXPORT int uroce_modify_qp(struct uroce_qp *qp,
+                                 const struct uroce_qp_attr *attr, int mask);
+UROCE_EXPORT int uroce_query_qp(struct uroce_qp *qp, struct uroce_qp_attr *attr,
+                                struct uroce_qp_init_attr *init);
+UROCE_EXPORT int uroce_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
+                                 struct uroce_send_wr **bad);
+UROCE_EXPORT int uroce_post_recv(struct uroce_qp *qp, struct uroce_recv_wr *wr,
+                                 struct uroce_recv_wr **bad);
 
 /* A completion status in words ("transport retry counter exceeded"). */
-const char *uroce_wc_status_str(uint32_t status);
+UROCE_EXPORT const char *uroce_wc_status_str(uint32_t status);
 
 /* Asynchronous events (QP fatal, CQ overrun, SRQ limit, SQ drained): a
  * file descriptor to poll, and a call that takes one (blocking unless the
  * fd is non-blocking). */
-int uroce_async_fd(const struct uroce_device *dev);
-int uroce_get_async_event(struct uroce_device *dev,
-                          struct uroce_async_event *ev);
+UROCE_EXPORT int uroce_async_fd(const struct uroce_device *dev);
+UROCE_EXPORT int uroce_get_async_event(struct uroce_device *dev,
+                                       struct uroce_async_event *ev);
 
 #ifdef __cplusplus
 }

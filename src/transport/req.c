@@ -316,6 +316,9 @@ int req_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
     tx->sport = w->sport;
   }
 
+  /* Below the highest PSN sent: this packet goes out again. */
+  if (uroce_psn_cmp(r->psn, r->max_psn) < 0)
+    qp->eng->stats.retx_pkts++;
   r->psn = uroce_psn_add(r->psn, psns);
   if (uroce_psn_cmp(r->psn, r->max_psn) > 0)
     r->max_psn = r->psn;

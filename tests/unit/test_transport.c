@@ -231,6 +231,27 @@ static void test_lossy_bulk(void) {
   teardown();
 }
 
+/* retx_pkts counts packets sent again, retransmits the times the sender
+ * went back: every request packet is a first send or a resend. */
+static void test_retx_counts(void) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  o.mtu = UROCE_MTU_4096;
+  setup(&o, 9);
+  ns.link[0][1].every_nth = 7;
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 40960,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           0);
+  struct uroce_wc wc[1];
+  CHECK_EQ(wait_cq(A.scq, wc, 1), 1);
+  CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
+  const struct uroce_eng_stats *st = uroce_eng_stats(ns.eng[0]);
+  CHECK(st->retransmits > 0);
+  CHECK(st->retx_pkts >= st->retransmits);
+  CHECK_EQ(st->tx_pkts, 10 + st->retx_pkts);
+  teardown();
+}
+
 /* UROCE_ENG_OOO_WRITE: WRITEs over a path that reorders heavily (and, in
  * the last run, loses) land byte-exact; placing early packets instead of
  * NAKing them saves most go-back-N rounds. A READ among them (its request
@@ -537,6 +558,7 @@ int main(void) {
   T_RUN(test_uc_loss);
   T_RUN(test_ud);
   T_RUN(test_lossy_bulk);
+  T_RUN(test_retx_counts);
   T_RUN(test_read_loss);
   T_RUN(test_atomic_once);
   T_RUN(test_sge_inline_inv_zero);
