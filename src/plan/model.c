@@ -35,6 +35,18 @@ static double p_max_le(uint32_t c, uint32_t u, uint32_t t) {
     return 1;
   if ((uint64_t)t * u < c)
     return 0;
+  if (t >= c)
+    return 1;
+  if ((uint64_t)c * u > 40000) {
+    /* Large groups: bins as independent Poisson(c / u) counts, which is
+     * what the multinomial tends to; the exact sum would cost c u t. */
+    double lam = (double)c / u, term = exp(-lam), cdf = term;
+    for (uint32_t i = 1; i <= t; i++) {
+      term *= lam / i;
+      cdf += term;
+    }
+    return pow(fmin(cdf, 1), u);
+  }
   double *f = calloc(c + 1, sizeof *f), *g = calloc(c + 1, sizeof *g);
   if (!f || !g) {
     free(f);
@@ -71,32 +83,47 @@ static double p_max_le(uint32_t c, uint32_t u, uint32_t t) {
   return r > 1 ? 1 : r;
 }
 
+static int cmp_group(const void *a, const void *b) {
+  const uint32_t *x = a, *y = b;
+  return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1)
+                      : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
 double plan_expected_max_load(const uint32_t *balls, const uint32_t *bins,
                               uint32_t ngroups) {
-  uint32_t top = 0;
-  for (uint32_t i = 0; i < ngroups; i++)
+  /* Identical groups are common (every leaf of a ring), so each distinct
+   * (balls, bins) is solved once and raised to its multiplicity. */
+  uint32_t(*g)[3] = calloc(ngroups ? ngroups : 1, sizeof *g);
+  if (!g)
+    return 1;
+  uint32_t n = 0, top = 0;
+  for (uint32_t i = 0; i < ngroups; i++) {
+    g[i][0] = balls[i];
+    g[i][1] = bins[i];
     if (balls[i] > top)
       top = balls[i];
-  /* E[max] = sum over t >= 0 of P(max > t). Identical groups are common
-   * (every leaf of a ring), so each distinct group is solved once. */
+  }
+  qsort(g, ngroups, sizeof *g, cmp_group);
+  for (uint32_t i = 0; i < ngroups; i++) {
+    if (n && g[n - 1][0] == g[i][0] && g[n - 1][1] == g[i][1]) {
+      g[n - 1][2]++;
+      continue;
+    }
+    g[n][0] = g[i][0];
+    g[n][1] = g[i][1];
+    g[n++][2] = 1;
+  }
+  /* E[max] = sum over t >= 0 of P(max > t). */
   double e = 0;
   for (uint32_t t = 0; t < top; t++) {
     double all = 1;
-    for (uint32_t i = 0; i < ngroups && all > 0; i++) {
-      bool seen = false;
-      for (uint32_t j = 0; j < i && !seen; j++)
-        seen = balls[j] == balls[i] && bins[j] == bins[i];
-      if (seen)
-        continue;
-      uint32_t same = 0;
-      for (uint32_t j = i; j < ngroups; j++)
-        same += balls[j] == balls[i] && bins[j] == bins[i];
-      all *= pow(p_max_le(balls[i], bins[i], t), same);
-    }
+    for (uint32_t i = 0; i < n && all > 0; i++)
+      all *= pow(p_max_le(g[i][0], g[i][1], t), g[i][2]);
     e += 1 - all;
-    if (all > 1 - 1e-12)
+    if (all > 1 - 1e-9) /* the DP's rounding keeps it just below 1 */
       break;
   }
+  free(g);
   return e;
 }
 
@@ -123,7 +150,7 @@ struct loads {
 };
 
 static double shift_factor(const struct plan_option *o, uint32_t shift,
-                           double bytes) {
+                           double bytes, bool *saturated) {
   uint32_t L = o->sw[1], P = o->pods ? o->pods : 1;
   struct loads ld = {calloc(L, 4), calloc(L, 4), calloc(L, 4), calloc(P, 4)};
   double f = 1;
@@ -162,6 +189,11 @@ static double shift_factor(const struct plan_option *o, uint32_t shift,
       nbins += ld.pod_out[p] ? pod_bins : 0;
       rho = fmax(rho, (double)ld.pod_out[p] / pod_bins);
     }
+    /* Offered load above a link's rate: queues grow for the whole phase.
+     * A lossless fabric pauses the senders, which the fluid model
+     * describes; a lossy one drops, and loss recovery is not modelled. */
+    if (rho > 1 + 1e-9 && o->fabric == PLAN_UET)
+      *saturated = true;
     if (route == ROUTE_SPRAY && nbins > 1 && per_bin > 0) {
       /* Packets sprayed at random fill the links unevenly: a link's count
        * is binomial, and the fullest of nbins sits about sqrt(2 ln nbins)
@@ -224,12 +256,13 @@ void plan_model_phases(const struct plan_spec *sp, const struct plan_option *o,
   ph->valid = true;
   if (o->servers < 2)
     return;
-  ph->ring_factor = shift_factor(o, 1, sp->probe_bytes);
+  ph->ring_factor = shift_factor(o, 1, sp->probe_bytes, &ph->lossy_saturated);
   uint32_t k =
       sp->a2a_phases < o->servers - 1 ? sp->a2a_phases : o->servers - 1;
   double sum = 0;
   for (uint32_t j = 0; j < k; j++)
-    sum += shift_factor(o, plan_a2a_shift(o->servers, k, j), sp->probe_bytes);
+    sum += shift_factor(o, plan_a2a_shift(o->servers, k, j), sp->probe_bytes,
+                        &ph->lossy_saturated);
   ph->a2a_factor = sum / k;
 }
 

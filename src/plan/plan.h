@@ -189,6 +189,9 @@ struct plan_phase_times {
    * placed them (the analytical factor given that placement); 0 if not
    * ECMP. */
   double ring_hashed, a2a_hashed;
+  /* A lossy fabric offered more than a link's rate in some phase: drops
+   * and their recovery are outside the analytical model. */
+  bool lossy_saturated;
   bool valid;
 };
 
