@@ -17,6 +17,7 @@ static const struct {
     {"run", cmd_run, "run an unmodified verbs program on uroce"},
     {"launch", cmd_launch, "start N local ranks of a program (torchrun-like)"},
     {"coll-bench", cmd_coll_bench, "collective bandwidth (like nccl-tests)"},
+    {"plan", cmd_plan, "size, price and time a GPU cluster network (YAML)"},
 };
 
 static void usage(FILE *out) {

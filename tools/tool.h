@@ -10,5 +10,6 @@ int cmd_sim(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_coll_bench(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 #endif

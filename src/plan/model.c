@@ -1,0 +1,329 @@
+/* The analytical model: framing efficiency per fabric, the load factor of
+ * the workload's network phases (fluid for spraying and adaptive routing,
+ * balls-in-bins for ECMP hashing), and the step time built from them.
+ * docs/plan.md derives each formula. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan.h"
+
+/* Bytes a full data packet costs besides its payload. */
+#define IB_LRH 8
+#define IB_VCRC 2
+#define BTH 12
+#define ICRC 4
+#define ETH_L1 20  /* preamble 7, start delimiter 1, inter-frame gap 12 */
+#define ETH_HDR 18 /* header 14, FCS 4 */
+#define IPV4 20
+#define UDP 8
+
+double plan_wire_efficiency(enum plan_fabric f, uint32_t mtu,
+                            uint32_t *wire_bytes) {
+  uint32_t over = f == PLAN_IB ? IB_LRH + BTH + ICRC + IB_VCRC
+                               : ETH_L1 + ETH_HDR + IPV4 + UDP + BTH + ICRC;
+  if (wire_bytes)
+    *wire_bytes = mtu + over;
+  return (double)mtu / (mtu + over);
+}
+
+/* P(no bin holds more than t) for c balls in u bins: bins are filled one
+ * after the other, bin k taking Binomial(c - j, 1 / (u - k)) of the c - j
+ * balls left. */
+static double p_max_le(uint32_t c, uint32_t u, uint32_t t) {
+  if (!c)
+    return 1;
+  if ((uint64_t)t * u < c)
+    return 0;
+  if (t >= c)
+    return 1;
+  if ((uint64_t)c * u > 40000) {
+    /* Large groups: bins as independent Poisson(c / u) counts, which is
+     * what the multinomial tends to; the exact sum would cost c u t. */
+    double lam = (double)c / u, term = exp(-lam), cdf = term;
+    for (uint32_t i = 1; i <= t; i++) {
+      term *= lam / i;
+      cdf += term;
+    }
+    return pow(fmin(cdf, 1), u);
+  }
+  double *f = calloc(c + 1, sizeof *f), *g = calloc(c + 1, sizeof *g);
+  if (!f || !g) {
+    free(f);
+    free(g);
+    return 1;
+  }
+  f[0] = 1;
+  for (uint32_t k = 0; k < u; k++) {
+    memset(g, 0, (c + 1) * sizeof *g);
+    double p = 1.0 / (u - k);
+    for (uint32_t j = 0; j <= c; j++) {
+      if (f[j] == 0)
+        continue;
+      uint32_t left = c - j;
+      if (k == u - 1) { /* the last bin takes what is left */
+        if (left <= t)
+          g[c] += f[j];
+        continue;
+      }
+      for (uint32_t i = 0; i <= t && i <= left; i++) {
+        double lp = lgamma(left + 1.0) - lgamma(i + 1.0) -
+                    lgamma(left - i + 1.0) + i * log(p) +
+                    (left - i) * log1p(-p);
+        g[j + i] += f[j] * exp(lp);
+      }
+    }
+    double *tmp = f;
+    f = g;
+    g = tmp;
+  }
+  double r = f[c];
+  free(f);
+  free(g);
+  return r > 1 ? 1 : r;
+}
+
+static int cmp_group(const void *a, const void *b) {
+  const uint32_t *x = a, *y = b;
+  return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1)
+                      : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
+double plan_expected_max_load(const uint32_t *balls, const uint32_t *bins,
+                              uint32_t ngroups) {
+  /* Identical groups are common (every leaf of a ring), so each distinct
+   * (balls, bins) is solved once and raised to its multiplicity. */
+  uint32_t(*g)[3] = calloc(ngroups ? ngroups : 1, sizeof *g);
+  if (!g)
+    return 1;
+  uint32_t n = 0, top = 0;
+  for (uint32_t i = 0; i < ngroups; i++) {
+    g[i][0] = balls[i];
+    g[i][1] = bins[i];
+    if (balls[i] > top)
+      top = balls[i];
+  }
+  qsort(g, ngroups, sizeof *g, cmp_group);
+  for (uint32_t i = 0; i < ngroups; i++) {
+    if (n && g[n - 1][0] == g[i][0] && g[n - 1][1] == g[i][1]) {
+      g[n - 1][2]++;
+      continue;
+    }
+    g[n][0] = g[i][0];
+    g[n][1] = g[i][1];
+    g[n++][2] = 1;
+  }
+  /* E[max] = sum over t >= 0 of P(max > t). */
+  double e = 0;
+  for (uint32_t t = 0; t < top; t++) {
+    double all = 1;
+    for (uint32_t i = 0; i < n && all > 0; i++)
+      all *= pow(p_max_le(g[i][0], g[i][1], t), g[i][2]);
+    e += 1 - all;
+    if (all > 1 - 1e-9) /* the DP's rounding keeps it just below 1 */
+      break;
+  }
+  free(g);
+  return e;
+}
+
+/* ---- Load factors of a phase: every NIC (s, i) sends one flow to NIC
+ * (s + shift, i), all at once. ---- */
+
+enum { ROUTE_FLUID, ROUTE_ECMP, ROUTE_SPRAY };
+
+static int route_of(enum plan_fabric f) {
+  /* RoCEv2 hashes flows (ECMP); UET-style sprays packets at random;
+   * InfiniBand's adaptive routing is taken as ideal (fluid). */
+  return f == PLAN_ROCE  ? ROUTE_ECMP
+         : f == PLAN_UET ? ROUTE_SPRAY
+                         : ROUTE_FLUID;
+}
+
+static uint32_t pod_of(const struct plan_option *o, uint32_t leaf) {
+  return o->per_pod ? leaf / o->per_pod : 0;
+}
+
+/* Flows leaving each leaf and each pod, and entering each leaf. */
+struct loads {
+  uint32_t *out, *in, *src_leaf, *pod_out;
+};
+
+static double shift_factor(const struct plan_option *o, uint32_t shift,
+                           double bytes, bool *saturated) {
+  uint32_t L = o->sw[1], P = o->pods ? o->pods : 1;
+  struct loads ld = {calloc(L, 4), calloc(L, 4), calloc(L, 4), calloc(P, 4)};
+  double f = 1;
+  if (!ld.out || !ld.in || !ld.src_leaf || !ld.pod_out || !o->up)
+    goto out;
+  for (uint32_t l = 0; l < L; l++)
+    ld.src_leaf[l] = UINT32_MAX;
+  bool multi_src = false;
+  for (uint32_t s = 0; s < o->servers; s++)
+    for (uint32_t i = 0; i < o->nics_per_server; i++) {
+      uint32_t a = plan_leaf_of(o, s, i);
+      uint32_t b = plan_leaf_of(o, (s + shift) % o->servers, i);
+      if (a == b)
+        continue;
+      ld.out[a]++;
+      ld.in[b]++;
+      if (ld.src_leaf[b] != UINT32_MAX && ld.src_leaf[b] != a)
+        multi_src = true;
+      ld.src_leaf[b] = a;
+      if (o->topo.tiers == 3 && pod_of(o, a) != pod_of(o, b))
+        ld.pod_out[pod_of(o, a)]++;
+    }
+  uint32_t pod_bins = o->up * (o->radix / 2);
+  int route = route_of(o->fabric);
+  if (route != ROUTE_ECMP) {
+    double rho = 0, per_bin = 0;
+    uint32_t nbins = 0; /* links that carry sprayed traffic */
+    for (uint32_t l = 0; l < L; l++) {
+      double lo = (double)ld.out[l] / o->up, li = (double)ld.in[l] / o->up;
+      nbins += (ld.out[l] ? o->up : 0) + (ld.in[l] ? o->up : 0);
+      if (lo > rho || li > rho)
+        per_bin = fmax(ld.out[l], ld.in[l]) / o->up;
+      rho = fmax(rho, fmax(lo, li));
+    }
+    for (uint32_t p = 0; p < P && o->topo.tiers == 3; p++) {
+      nbins += ld.pod_out[p] ? pod_bins : 0;
+      rho = fmax(rho, (double)ld.pod_out[p] / pod_bins);
+    }
+    /* Offered load above a link's rate: queues grow for the whole phase.
+     * A lossless fabric pauses the senders, which the fluid model
+     * describes; a lossy one drops, and loss recovery is not modelled. */
+    if (rho > 1 + 1e-9 && o->fabric == PLAN_UET)
+      *saturated = true;
+    if (route == ROUTE_SPRAY && nbins > 1 && per_bin > 0) {
+      /* Packets sprayed at random fill the links unevenly: a link's count
+       * is binomial, and the fullest of nbins sits about sqrt(2 ln nbins)
+       * standard deviations above the mean. */
+      double pkts = per_bin * ceil(bytes / 4096);
+      double sd = sqrt((1 - 1.0 / o->up) / pkts);
+      rho *= 1 + sqrt(2 * log(nbins)) * sd;
+    }
+    f = fmax(1, rho);
+    goto out;
+  }
+  /* ECMP: the slowest flow shares the most loaded link. Groups of bins
+   * are a leaf's uplinks, a leaf's downlinks when flows come to it from
+   * several leaves (else they mirror the sender's uplinks) and a pod's
+   * uplinks. */
+  uint32_t n = 0, cap = 2 * L + P;
+  uint32_t *balls = calloc(cap, 4), *bins = calloc(cap, 4);
+  if (!balls || !bins) {
+    free(balls);
+    free(bins);
+    goto out;
+  }
+  for (uint32_t l = 0; l < L; l++) {
+    if (ld.out[l]) {
+      balls[n] = ld.out[l];
+      bins[n++] = o->up;
+    }
+    if (multi_src && ld.in[l]) {
+      balls[n] = ld.in[l];
+      bins[n++] = o->up;
+    }
+  }
+  for (uint32_t p = 0; p < P && o->topo.tiers == 3; p++)
+    if (ld.pod_out[p]) {
+      balls[n] = ld.pod_out[p];
+      bins[n++] = pod_bins;
+    }
+  f = fmax(1, plan_expected_max_load(balls, bins, n));
+  free(balls);
+  free(bins);
+out:
+  free(ld.out);
+  free(ld.in);
+  free(ld.src_leaf);
+  free(ld.pod_out);
+  return f;
+}
+
+/* The shifts an all-to-all's sampled phases use: k spread over 1..S-1. */
+uint32_t plan_a2a_shift(uint32_t servers, uint32_t k, uint32_t j) {
+  if (k > servers - 1)
+    k = servers - 1;
+  return 1 + (uint32_t)((uint64_t)j * (servers - 1) / k);
+}
+
+void plan_model_phases(const struct plan_spec *sp, const struct plan_option *o,
+                       struct plan_phase_times *ph) {
+  memset(ph, 0, sizeof *ph);
+  ph->ring_factor = ph->a2a_factor = 1;
+  ph->valid = true;
+  if (o->servers < 2)
+    return;
+  ph->ring_factor = shift_factor(o, 1, sp->probe_bytes, &ph->lossy_saturated);
+  uint32_t k =
+      sp->a2a_phases < o->servers - 1 ? sp->a2a_phases : o->servers - 1;
+  double sum = 0;
+  for (uint32_t j = 0; j < k; j++)
+    sum += shift_factor(o, plan_a2a_shift(o->servers, k, j), sp->probe_bytes,
+                        &ph->lossy_saturated);
+  ph->a2a_factor = sum / k;
+}
+
+double plan_probe_latency_us(const struct plan_option *o) {
+  uint32_t wire;
+  plan_wire_efficiency(o->fabric, 4096, &wire);
+  double links = o->up ? 4 : 2;
+  double prop_ns =
+      5.0 * 2 * (2 * o->cable_len[0] + (o->up ? 2 * o->cable_len[1] : 0)) / 2;
+  double sf_ns = (links - 1) * wire * 8 / o->speed_gbps;
+  return (2 * prop_ns + sf_ns) / 1e3;
+}
+
+/* Per-step latency of an inter-server ring: NIC to NIC through up to three
+ * switches and the cables between them. */
+static double alpha_us(const struct plan_option *o) {
+  double nic = o->nic->latency_ns ? o->nic->latency_ns : 1000;
+  double sw = o->swp->latency_ns ? o->swp->latency_ns : 500;
+  uint32_t hops = o->topo.tiers == 3 ? 5 : 3;
+  double prop = 5.0 * 2 *
+                (o->cable_len[0] + o->cable_len[1] +
+                 (o->topo.tiers == 3 ? o->cable_len[2] : 0));
+  return (2 * nic + hops * sw + prop) / 1e3;
+}
+
+void plan_perf_from(const struct plan_spec *sp, const struct plan_option *o,
+                    const struct plan_phase_times *ph, struct plan_perf *p) {
+  memset(p, 0, sizeof *p);
+  p->phases = *ph;
+  p->eff = plan_wire_efficiency(o->fabric, 4096, NULL);
+  p->rate_gbps = o->speed_gbps * p->eff;
+  p->alpha_us = alpha_us(o);
+  double G = sp->gpus, g = sp->gpus_per_server, S = o->servers;
+  double m = o->nics_per_server, R = p->rate_gbps * 1e9 / 8; /* bytes/s */
+  double nvl = sp->nvlink_gbs * 1e9, a = p->alpha_us * 1e-6;
+  double M = sp->allreduce_bytes, A = sp->alltoall_bytes;
+  if (M > 0) {
+    /* Hierarchical: reduce-scatter and all-gather over NVLink inside the
+     * server, a ring allreduce of M / m per NIC across servers per rail. */
+    p->t_ar_nvlink_s = g > 1 ? 2 * (g - 1) / g * M / nvl : 0;
+    if (S > 1)
+      p->t_ar_net_s =
+          2 * (S - 1) / S * (M / m) / R * ph->ring_factor + 2 * (S - 1) * a;
+    p->t_allreduce_s = p->t_ar_nvlink_s + p->t_ar_net_s;
+    if (p->t_allreduce_s > 0)
+      p->busbw_ar_gbps = 2 * (G - 1) / G * M / p->t_allreduce_s * 8 / 1e9;
+  }
+  if (A > 0) {
+    /* Shift-ordered all-to-all across servers: S - 1 phases of g A / (S m)
+     * bytes per NIC (data reaches the NIC of its rail over NVLink first),
+     * overlapped with the NVLink traffic. */
+    if (S > 1)
+      p->t_a2a_net_s = (S - 1) * (g * A / (S * m) / R * ph->a2a_factor + a);
+    double t_nvl = g > 1 ? A / nvl : 0;
+    p->t_alltoall_s = fmax(p->t_a2a_net_s, t_nvl);
+    if (p->t_alltoall_s > 0)
+      p->busbw_a2a_gbps = (G - 1) / G * A / p->t_alltoall_s * 8 / 1e9;
+  }
+  p->t_comm_s = p->t_allreduce_s + p->t_alltoall_s;
+  p->t_step_s =
+      sp->compute_s + fmax(0, p->t_comm_s - sp->overlap * sp->compute_s);
+  double bw = p->busbw_ar_gbps > 0 ? p->busbw_ar_gbps : p->busbw_a2a_gbps;
+  p->usd_per_gbps = bw > 0 ? o->capex / (G * bw) : 0;
+}
