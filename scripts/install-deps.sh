@@ -9,6 +9,7 @@ build_pkgs=(build-essential cmake pkg-config libpcap-dev libisal-dev libyaml-dev
   libibverbs-dev)
 test_pkgs=(python3 python3-scapy tshark clang libclang-rt-14-dev iproute2
   ibverbs-utils perftest)
+test_pkgs+=(tcpdump) # captures for tests/net/dump_e2e.py
 
 want=("${build_pkgs[@]}")
 case "${1:-build}" in
