@@ -169,12 +169,13 @@ static void coll_json(FILE *f, const struct sim *s) {
             "%s\n    {\"bytes\": %llu, \"count\": %llu, \"algo\": \"%s\", "
             "\"time_us\": %.3f, \"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f, "
             "\"bound_us\": %.3f, \"bound_busbw_GBps\": %.4f, \"ratio\": "
-            "%.4f, \"latency_steps\": %u, \"step_latency_us\": %.4f}",
+            "%.4f, \"latency_steps\": %u, \"step_latency_us\": %.4f, "
+            "\"bw_bound_us\": %.3f, \"chain_bound_us\": %.3f}",
             i ? "," : "", (unsigned long long)r[i].bytes,
             (unsigned long long)r[i].count, coll_algo_name(r[i].algo),
             (double)r[i].time / 1e6, r[i].algbw_gbs, r[i].busbw_gbs,
             r[i].bound_us, r[i].bound_busbw_gbs, r[i].ratio, r[i].steps,
-            r[i].step_latency_us);
+            r[i].step_latency_us, r[i].bw_bound_us, r[i].chain_bound_us);
   fprintf(f, "],\n    \"done\": %s},\n", n == cc->nsizes ? "true" : "false");
 }
 
