@@ -326,6 +326,21 @@ static int ngroups(const struct sim_cfg *c) {
   return c->topo.kind == SIM_TOPO_FAT_TREE ? 6 : 4;
 }
 
+/* A file name as a JSON string: quotes, backslashes and control bytes
+ * escaped. */
+static void json_str(FILE *f, const char *v) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p < 0x20)
+      fprintf(f, "\\u%04x", *p);
+    else
+      fputc(*p, f);
+  }
+  fputc('"', f);
+}
+
 static const char *wl_kind_name(enum sim_workload_kind k) {
   static const char *const n[] = {"none",       "permutation", "incast",
                                   "all_to_all", "csv",         "collective"};
@@ -399,11 +414,14 @@ static void resolved_json(FILE *f, const struct sim *s) {
   const struct sim_workload_cfg *l = &c->wl;
   fprintf(f,
           "    \"workload\": {\"kind\": \"%s\", \"size\": %llu, "
-          "\"size_distribution\": \"%s\", \"senders\": %u, \"receiver\": "
-          "%u, \"start_us\": %g, \"file\": \"%s\"",
-          wl_kind_name(l->kind), (unsigned long long)l->bytes,
-          l->dist.n ? l->dist_path : "", l->incast_senders, l->incast_receiver,
-          (double)l->start / 1e6, l->kind == SIM_WL_CSV ? l->csv_path : "");
+          "\"size_distribution\": ",
+          wl_kind_name(l->kind), (unsigned long long)l->bytes);
+  json_str(f, l->dist.n ? l->dist_path : "");
+  fprintf(f,
+          ", \"senders\": %u, \"receiver\": %u, \"start_us\": %g, "
+          "\"file\": ",
+          l->incast_senders, l->incast_receiver, (double)l->start / 1e6);
+  json_str(f, l->kind == SIM_WL_CSV ? l->csv_path : "");
   if (l->kind == SIM_WL_COLLECTIVE) {
     const struct sim_coll_cfg *k = &l->coll;
     fprintf(f,
