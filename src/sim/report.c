@@ -1014,7 +1014,7 @@ static int write_plots(const struct sim *s, const char *dir,
   throughput_plot(s, f, sf);
   fprintf(f, "set output 'utilisation.png'\nset title 'Link utilisation by "
              "tier and direction (wire bytes / capacity)'\nset xlabel "
-             "'time (us)'\nset ylabel 'percent'\nset yrange [0:105]\nplot ");
+             "'time (us)'\nset ylabel 'percent'\nset yrange [0:*<105]\nplot ");
   for (int g = 0; g < ngroups(c); g++)
     fprintf(f, "%s'utilisation.csv' every ::1 using 1:%d lw 2 title '%s'",
             g ? ", " : "", g + 2, group_names[g]);
