@@ -169,12 +169,13 @@ static void coll_json(FILE *f, const struct sim *s) {
             "%s\n    {\"bytes\": %llu, \"count\": %llu, \"algo\": \"%s\", "
             "\"time_us\": %.3f, \"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f, "
             "\"bound_us\": %.3f, \"bound_busbw_GBps\": %.4f, \"ratio\": "
-            "%.4f, \"latency_steps\": %u, \"step_latency_us\": %.4f}",
+            "%.4f, \"latency_steps\": %u, \"step_latency_us\": %.4f, "
+            "\"bw_bound_us\": %.3f, \"chain_bound_us\": %.3f}",
             i ? "," : "", (unsigned long long)r[i].bytes,
             (unsigned long long)r[i].count, coll_algo_name(r[i].algo),
             (double)r[i].time / 1e6, r[i].algbw_gbs, r[i].busbw_gbs,
             r[i].bound_us, r[i].bound_busbw_gbs, r[i].ratio, r[i].steps,
-            r[i].step_latency_us);
+            r[i].step_latency_us, r[i].bw_bound_us, r[i].chain_bound_us);
   fprintf(f, "],\n    \"done\": %s},\n", n == cc->nsizes ? "true" : "false");
 }
 
@@ -325,6 +326,21 @@ static int ngroups(const struct sim_cfg *c) {
   return c->topo.kind == SIM_TOPO_FAT_TREE ? 6 : 4;
 }
 
+/* A file name as a JSON string: quotes, backslashes and control bytes
+ * escaped. */
+static void json_str(FILE *f, const char *v) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p < 0x20)
+      fprintf(f, "\\u%04x", *p);
+    else
+      fputc(*p, f);
+  }
+  fputc('"', f);
+}
+
 static const char *wl_kind_name(enum sim_workload_kind k) {
   static const char *const n[] = {"none",       "permutation", "incast",
                                   "all_to_all", "csv",         "collective"};
@@ -398,11 +414,14 @@ static void resolved_json(FILE *f, const struct sim *s) {
   const struct sim_workload_cfg *l = &c->wl;
   fprintf(f,
           "    \"workload\": {\"kind\": \"%s\", \"size\": %llu, "
-          "\"size_distribution\": \"%s\", \"senders\": %u, \"receiver\": "
-          "%u, \"start_us\": %g, \"file\": \"%s\"",
-          wl_kind_name(l->kind), (unsigned long long)l->bytes,
-          l->dist.n ? l->dist_path : "", l->incast_senders, l->incast_receiver,
-          (double)l->start / 1e6, l->kind == SIM_WL_CSV ? l->csv_path : "");
+          "\"size_distribution\": ",
+          wl_kind_name(l->kind), (unsigned long long)l->bytes);
+  json_str(f, l->dist.n ? l->dist_path : "");
+  fprintf(f,
+          ", \"senders\": %u, \"receiver\": %u, \"start_us\": %g, "
+          "\"file\": ",
+          l->incast_senders, l->incast_receiver, (double)l->start / 1e6);
+  json_str(f, l->kind == SIM_WL_CSV ? l->csv_path : "");
   if (l->kind == SIM_WL_COLLECTIVE) {
     const struct sim_coll_cfg *k = &l->coll;
     fprintf(f,
@@ -995,7 +1014,7 @@ static int write_plots(const struct sim *s, const char *dir,
   throughput_plot(s, f, sf);
   fprintf(f, "set output 'utilisation.png'\nset title 'Link utilisation by "
              "tier and direction (wire bytes / capacity)'\nset xlabel "
-             "'time (us)'\nset ylabel 'percent'\nset yrange [0:105]\nplot ");
+             "'time (us)'\nset ylabel 'percent'\nset yrange [0:*<105]\nplot ");
   for (int g = 0; g < ngroups(c); g++)
     fprintf(f, "%s'utilisation.csv' every ::1 using 1:%d lw 2 title '%s'",
             g ? ", " : "", g + 2, group_names[g]);

@@ -313,9 +313,11 @@ static int grow_series(struct sim *s) {
        grow(&r->cc_n, sizeof(*r->cc_n), cap)))
     return -1;
   /* Per-port queues only while they stay small; then they stop. */
-  if ((uint64_t)cap * s->nports <= SIM_PORTQ_MAX &&
-      grow(&r->port_q, sizeof(*r->port_q) * (s->nports ? s->nports : 1), cap))
-    return -1;
+  if ((uint64_t)cap * s->nports <= SIM_PORTQ_MAX) {
+    if (grow(&r->port_q, sizeof(*r->port_q) * (s->nports ? s->nports : 1), cap))
+      return -1;
+    s->portq_cap = cap;
+  }
   s->ser_cap = cap;
   return 0;
 }
@@ -590,8 +592,7 @@ static void sample(struct sim *s) {
   memset(r->queue[i], 0, sizeof(r->queue[i]));
   memset(r->paused_ports[i], 0, sizeof(r->paused_ports[i]));
   memset(r->link_bytes[i], 0, sizeof(r->link_bytes[i]));
-  bool perport = r->port_q && (uint64_t)(i + 1) * s->nports <= SIM_PORTQ_MAX &&
-                 r->port_q_n == i;
+  bool perport = r->port_q && i < s->portq_cap && r->port_q_n == i;
   for (uint32_t j = 0; j < s->nports; j++) {
     const struct sim_port *p = &s->ports[j];
     if (p->qbytes > r->queue[i][p->node->tier])

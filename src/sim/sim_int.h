@@ -264,6 +264,7 @@ struct sim {
    * percentiles; the pause trace. */
   uint64_t *rate_hist;
   uint32_t rate_hist_k;
+  uint32_t portq_cap; /* samples ser.port_q has room for */
   double *rate_tmp;
   struct sim_pause_ev *pause_log;
   uint32_t npause_log, pause_log_cap;

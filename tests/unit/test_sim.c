@@ -84,6 +84,7 @@ static double incast_time(bool pfc, uint32_t N, uint64_t S,
   c.wl.kind = SIM_WL_INCAST;
   c.wl.incast_senders = N;
   c.wl.bytes = S;
+  c.sample_interval = 10 * SIM_US;
   struct sim *s = mk(&c);
   if (!s)
     return 0;
@@ -100,6 +101,33 @@ static double incast_time(bool pfc, uint32_t N, uint64_t S,
   *stp = sim_stats(s);
   *out = s;
   return (double)end / 1e12;
+}
+
+/* Receive rates are counted on the wire: no stream and no sample above
+ * the receiver's link goodput; with PFC the receiver's link stays busy,
+ * so every full sample of the steady state reads the goodput itself. */
+static void check_rates(const struct sim *s, double good_gbps, bool busy) {
+  const struct sim_series *r = sim_series(s);
+  double lo = 1e9, hi = 0, top = 0;
+  CHECK(r->n > 100);
+  for (uint32_t i = 1; i < r->n; i++) {
+    double dt = (double)(r->t[i] - r->t[i - 1]) * 1e-12;
+    double agg =
+        (double)(r->rx_payload[i] - r->rx_payload[i - 1]) * 8 / dt / 1e9;
+    CHECK(agg <= good_gbps * (1 + 1e-4)); /* bytes counted whole: +-1 B */
+    if (r->rate_n[i] && r->rate[i][4] > top)
+      top = r->rate[i][4];
+    if (r->t[i] < 1000 * SIM_US || r->t[i] > 5000 * SIM_US)
+      continue;
+    lo = agg < lo ? agg : lo;
+    hi = agg > hi ? agg : hi;
+  }
+  printf("  receive rate 1-5 ms: %.3f..%.3f Gb/s (goodput %.3f), largest "
+         "flow %.3f\n",
+         lo, hi, good_gbps, top);
+  CHECK(top > 0 && top <= good_gbps * (1 + 1e-4));
+  if (busy)
+    CHECK(lo > good_gbps * 0.999);
 }
 
 static void test_incast(void) {
@@ -125,6 +153,7 @@ static void test_incast(void) {
   CHECK_EQ(drops, 0);
   CHECK(st->pause_frames[1] > 0);
   CHECK(fabs(t / ideal - 1) < 0.05);
+  check_rates(s, goodput * 8 / 1e9, true);
   sim_del(s);
 
   double tl = incast_time(false, N, S, &st, &s);
@@ -138,6 +167,7 @@ static void test_incast(void) {
   CHECK(drops > 0);
   CHECK(st->pause_frames[1] == 0);
   CHECK(tl > t * 1.02);
+  check_rates(s, goodput * 8 / 1e9, false);
   sim_del(s);
 }
 
