@@ -68,8 +68,11 @@ install: deps
 	cmake --build build-install -j$(JOBS)
 	DESTDIR=$(DESTDIR) cmake --install build-install
 
+# make uninstall [DESTDIR=...]: the same DESTDIR as make install (CMake's
+# manifest lists the paths without it).
 uninstall:
-	xargs -d '\n' rm -f -- < build-install/install_manifest.txt
+	sed 's|^|$(DESTDIR)|' build-install/install_manifest.txt | \
+	  xargs -d '\n' rm -f --
 
 # make deb: uroce_VERSION_ARCH.deb and liburoce-dev_VERSION_ARCH.deb in
 # build-deb/ (packaging/deb.sh).
