@@ -65,6 +65,8 @@ def bad_values(uroce):
     r(uroce, ["coll-bench", "-e", "1T"], "-e '1T'", env=world)
     r(uroce, ["coll-bench", "-o", "allreduse"], "-o 'allreduse'", env=world)
     r(uroce, ["coll-bench", "--timeout", "-5"], "--timeout '-5'", env=world)
+    r(uroce, ["coll-bench", "--chunk", "10"], "--chunk '10'", env=world)
+    r(uroce, ["coll-bench", "--slots", "65"], "--slots '65'", env=world)
     r(uroce, ["coll-bench", "-b"], "requires an argument", env=world)
     # coll-bench's environment: say what is missing.
     r(uroce, ["coll-bench"], "no launcher environment")
