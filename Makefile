@@ -57,8 +57,8 @@ bench: build
 
 # make install [PREFIX=/usr/local] [DESTDIR=/tmp/stage]: the program, the
 # shared and static library, headers, uroce.pc, the CMake package, man
-# pages, and the libibverbs.so.1 drop-in in $(PREFIX)/lib/uroce (out of
-# the system's library path: `uroce run` finds it there). Its own build
+# pages, and the libibverbs.so.1 drop-in in <libdir>/uroce (out of the
+# system's library path: `uroce run` finds it there). Its own build
 # folder, configured for PREFIX, so that the library paths it bakes in are
 # the installed ones.
 PREFIX ?= /usr/local
@@ -68,10 +68,13 @@ install: deps
 	cmake --build build-install -j$(JOBS)
 	DESTDIR=$(DESTDIR) cmake --install build-install
 
+# make uninstall [DESTDIR=...]: the same DESTDIR as make install (CMake's
+# manifest lists the paths without it).
 uninstall:
-	xargs -d '\n' rm -f -- < build-install/install_manifest.txt
+	sed 's|^|$(DESTDIR)|' build-install/install_manifest.txt | \
+	  xargs -d '\n' rm -f --
 
-# make deb: uroce_VERSION_ARCH.deb and liburoce-dev_VERSION_ARCH.deb in
+# make deb: uroce, liburoce0 and liburoce-dev _VERSION_ARCH.deb in
 # build-deb/ (packaging/deb.sh).
 deb: deps
 	packaging/deb.sh build-deb

@@ -653,6 +653,7 @@ int cmd_coll_bench(int argc, char **argv) {
   o.progress = UROCE_PROGRESS_INLINE;
   int c, bad = 0;
   const char *minb_arg = "8", *maxb_arg = "32M";
+  uint64_t v;
   while ((c = getopt_long(argc, argv, "b:e:f:i:o:d:r:R:a:n:w:cJqh", longs,
                           NULL)) != -1) {
     switch (c) {
@@ -733,8 +734,10 @@ int cmd_coll_bench(int argc, char **argv) {
       o.json = 1;
       break;
     case 'C':
-      if (parse_size("--chunk", optarg, 1, &o.chunk) < 0)
+      /* the communicator takes 64 bytes .. 1 GiB */
+      if (arg_size("coll-bench", "--chunk", optarg, 64, 1u << 30, &v) < 0)
         return 2;
+      o.chunk = (size_t)v;
       break;
     case 'S':
       if (arg_int("coll-bench", "--slots", optarg, 1, 64, &o.slots) < 0)

@@ -65,6 +65,8 @@ def bad_values(uroce):
     r(uroce, ["coll-bench", "-e", "1T"], "-e '1T'", env=world)
     r(uroce, ["coll-bench", "-o", "allreduse"], "-o 'allreduse'", env=world)
     r(uroce, ["coll-bench", "--timeout", "-5"], "--timeout '-5'", env=world)
+    r(uroce, ["coll-bench", "--chunk", "10"], "--chunk '10'", env=world)
+    r(uroce, ["coll-bench", "--slots", "65"], "--slots '65'", env=world)
     r(uroce, ["coll-bench", "-b"], "requires an argument", env=world)
     # coll-bench's environment: say what is missing.
     r(uroce, ["coll-bench"], "no launcher environment")
@@ -120,9 +122,13 @@ def bad_values(uroce):
     r(uroce, ["frobnicate"], "'frobnicate'")
 
 
-def run(cmd, **kw):
+def run(cmd, limit=LIMIT, **kw):
     return subprocess.run(cmd, capture_output=True, text=True,
-                          timeout=LIMIT, **kw)
+                          timeout=limit, **kw)
+
+
+# A whole perf test, not a refusal: more time (sanitizers, a busy host).
+PERF_LIMIT = 120
 
 
 def consistency(uroce):
@@ -151,13 +157,13 @@ def consistency(uroce):
 def perf_pair(uroce, test, extra=()):
     """Server and client of one perf test; returns both CompletedProcess
     results (or None on a hang)."""
-    base = [uroce, "perf", "write", test, "-n", "200"] + list(extra)
+    base = [uroce, "perf", "write", test, "-n", "100"] + list(extra)
     srv = subprocess.Popen(base + ["--addr", "127.0.0.1"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     try:
-        cli = run(base + ["--addr", "127.0.0.2", "127.0.0.1"])
-        out, err = srv.communicate(timeout=LIMIT)
+        cli = run(base + ["--addr", "127.0.0.2", "127.0.0.1"], PERF_LIMIT)
+        out, err = srv.communicate(timeout=PERF_LIMIT)
     except subprocess.TimeoutExpired:
         srv.kill()
         return None, None
