@@ -453,8 +453,7 @@ static void write_json(FILE *f, const struct plan_run *pr) {
               r->probe_model_us[0], r->probe_cal_us[0], r->probe_sim_us[0],
               r->probe_model_us[1], r->probe_cal_us[1], r->probe_sim_us[1],
               r->st.wall_s, (unsigned long long)r->st.events,
-              (unsigned long long)r->st.drops,
-              (unsigned long long)r->st.pauses,
+              (unsigned long long)r->st.drops, (unsigned long long)r->st.pauses,
               r->ph_model.lossy_saturated ? "true" : "false");
     } else {
       fprintf(f, "null, \"why_not_simulated\": ");
@@ -521,7 +520,9 @@ static void write_calibration_csv(FILE *f, const struct plan_run *pr) {
   }
 }
 
-/* Plot data: one row per option, the Pareto front sorted by step time. */
+/* Plot data: one row per option, the Pareto front sorted by step time.
+ * Options that land on the same spot share one label ("3,4"), on the
+ * first of them, so labels do not print over each other. */
 static void write_plot_data(const char *dir, const struct plan_run *pr) {
   char path[1100];
   snprintf(path, sizeof path, "%s/points.dat", dir);
@@ -532,9 +533,22 @@ static void write_plot_data(const char *dir, const struct plan_run *pr) {
     fprintf(f, "# %s\n", plan_fabric_name((enum plan_fabric)fab));
     for (uint32_t i = 0; i < pr->n; i++) {
       const struct result *r = &pr->r[i];
-      if (r->o.feasible && (int)r->o.fabric == fab)
-        fprintf(f, "%.4f %.4f \"%u\" %s\n", best(r)->t_step_s * 1e3,
-                r->o.capex / 1e6, i + 1, basis(r));
+      if (!r->o.feasible || (int)r->o.fabric != fab)
+        continue;
+      double x = best(r)->t_step_s * 1e3, y = r->o.capex / 1e6;
+      char label[128] = "";
+      bool first = true;
+      for (uint32_t j = 0; j < pr->n; j++) {
+        const struct result *q = &pr->r[j];
+        if (!q->o.feasible || fabs(best(q)->t_step_s * 1e3 - x) > 0.002 * x ||
+            fabs(q->o.capex / 1e6 - y) > 0.002 * y)
+          continue;
+        if (j < i)
+          first = false;
+        size_t l = strlen(label);
+        snprintf(label + l, sizeof label - l, "%s%u", l ? "," : "", j + 1);
+      }
+      fprintf(f, "%.4f %.4f \"%s\" %s\n", x, y, first ? label : "", basis(r));
     }
     fprintf(f, "\n\n");
   }
@@ -569,16 +583,18 @@ static void write_plots(const char *dir, const struct plan_run *pr) {
           "rgb '#555555' title 'Pareto front', \\\n",
           pr->sp.name);
   static const char *col[] = {"#1b9e77", "#d95f02", "#7570b3"};
+  static const int pt[] = {7, 5, 9}; /* circle, square, triangle */
   for (int fab = 0; fab < PLAN_NFABRIC; fab++)
     fprintf(f,
             "  'points.dat' index %d using 1:(strcol(4) eq 'sim' ? $2 : "
-            "1/0) with points pt 7 ps 1.8 lc rgb '%s' title '%s', \\\n"
+            "1/0) with points pt %d ps 1.8 lc rgb '%s' title '%s', \\\n"
             "  'points.dat' index %d using 1:(strcol(4) eq 'model' ? $2 : "
-            "1/0) with points pt 6 ps 1.8 lw 2 lc rgb '%s' notitle, \\\n"
+            "1/0) with points pt %d ps 1.8 lw 2 lc rgb '%s' notitle, \\\n"
             "  'points.dat' index %d using 1:2:3 with labels offset 1.2,0.8 "
             "notitle%s\n",
-            fab, col[fab], plan_fabric_name((enum plan_fabric)fab), fab,
-            col[fab], fab, fab < PLAN_NFABRIC - 1 ? ", \\" : "");
+            fab, pt[fab], col[fab], plan_fabric_name((enum plan_fabric)fab),
+            fab, pt[fab] - 1, col[fab], fab,
+            fab < PLAN_NFABRIC - 1 ? ", \\" : "");
   fprintf(f,
           "\nset output 'bom.png'\n"
           "set terminal pngcairo size %u,640 noenhanced font ',10'\n"
@@ -587,8 +603,8 @@ static void write_plots(const char *dir, const struct plan_run *pr) {
           "set style data histograms\nset style histogram rowstacked\n"
           "set style fill solid 0.85 border -1\nset boxwidth 0.7\n"
           "set xtics rotate by -40 left\nset ylabel 'capex (M$)'\n"
-          "set xlabel ''\nset key top left\nset offsets 0, 0, 0, 0\n"
-          "set bmargin 11\nset rmargin 12\n"
+          "set xlabel ''\nset key outside right top Left reverse\n"
+          "set offsets 0, 0, 0, 0\nset bmargin 11\n"
           "plot 'plan.csv' every ::1 using ($17/1e6):xtic(2) title 'NICs', "
           "'' every ::1 using ($18/1e6) title 'switches', "
           "'' every ::1 using ($19/1e6) title 'DAC/AOC', "
