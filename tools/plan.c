@@ -242,6 +242,17 @@ static const char *basis(const struct result *r) {
   return r->simulated ? "sim" : "model";
 }
 
+/* Simulated, but the probes lost packets that the transport recovered by
+ * timeout: scaling such a probe to the step's bytes scales a fixed
+ * timeout cost too, so the step time is a warning, not an estimate. */
+static bool lossy(const struct result *r) {
+  return r->simulated && r->ph_model.lossy_saturated && r->st.drops > 0;
+}
+
+static const char *basis_label(const struct result *r) {
+  return lossy(r) ? "sim*" : basis(r);
+}
+
 static void print_table(FILE *f, const struct plan_run *pr) {
   const struct plan_spec *sp = &pr->sp;
   fprintf(f,
@@ -253,7 +264,7 @@ static void print_table(FILE *f, const struct plan_run *pr) {
           sp->overlap * 100);
   fprintf(f, "basis: sim = network phases measured packet by packet (uroce "
              "sim), model = analytical only\n\n");
-  fprintf(f, "%-3s %-28s %5s %6s %5s %5s %5s %8s %7s %8s %8s %9s %7s %-5s %s\n",
+  fprintf(f, "%-3s %-30s %5s %6s %5s %5s %5s %8s %7s %8s %8s %9s %7s %-5s %s\n",
           "#", "option", "NICs", "leaf", "spine", "core", "os", "capex$M", "kW",
           "step ms", "comm ms", "AR busbw", "$/Gbps", "basis", "");
   for (uint32_t i = 0; i < pr->n; i++) {
@@ -263,21 +274,29 @@ static void print_table(FILE *f, const struct plan_run *pr) {
       continue;
     const struct plan_perf *p = best(r);
     fprintf(f,
-            "%-3u %-28s %5u %6u %5u %5u %5.2f %8.2f %7.1f %8.2f %8.2f "
+            "%-3u %-30s %5u %6u %5u %5u %5.2f %8.2f %7.1f %8.2f %8.2f "
             "%7.1f G %7.1f %-5s %s\n",
             i + 1, o->name, o->nics, o->sw[1], o->sw[2], o->sw[3], o->oversub,
             o->capex / 1e6, o->power_w / 1e3, p->t_step_s * 1e3,
-            p->t_comm_s * 1e3, p->busbw_ar_gbps, p->usd_per_gbps, basis(r),
-            r->pareto ? "pareto" : "");
+            p->t_comm_s * 1e3, p->busbw_ar_gbps, p->usd_per_gbps,
+            basis_label(r), r->pareto ? "pareto" : "");
   }
   for (uint32_t i = 0; i < pr->n; i++)
     if (!pr->r[i].o.feasible)
-      fprintf(f, "    %-28s not buildable: %s\n", pr->r[i].o.name,
+      fprintf(f, "    %-30s not buildable: %s\n", pr->r[i].o.name,
               pr->r[i].o.why);
   fprintf(f, "\nnotes:\n");
   for (uint32_t i = 0; i < pr->n; i++)
     if (pr->r[i].o.feasible && !pr->r[i].simulated)
-      fprintf(f, "  %-28s %s\n", pr->r[i].o.name, pr->r[i].why);
+      fprintf(f, "  %-30s %s\n", pr->r[i].o.name, pr->r[i].why);
+  for (uint32_t i = 0; i < pr->n; i++)
+    if (lossy(&pr->r[i]))
+      fprintf(f,
+              "  %-30s sim*: %llu packets dropped in the probes (lossy "
+              "fabric past a link's rate) and recovered by timeout; the "
+              "step time scales that timeout with the bytes, so read it as "
+              "'this option loses packets', not as an estimate\n",
+              pr->r[i].o.name, (unsigned long long)pr->r[i].st.drops);
   fprintf(f, "  os = leaf down:up bandwidth; AR busbw = allreduce bus "
              "bandwidth per GPU (nccl-tests definition); $/Gbps = network "
              "capex / (GPUs x AR busbw)\n");
@@ -302,7 +321,7 @@ static void print_calibration(FILE *f, const struct plan_run *pr) {
               "(%.0f KiB per flow, every NIC at once; times in us)\n"
               "  model = expected (ECMP: over random hashing); hashed = "
               "the same model given the simulator's ECMP placement\n"
-              "%-28s %8s %8s %8s %6s | %8s %8s %8s %6s | %6s %6s\n",
+              "%-30s %8s %8s %8s %6s | %8s %8s %8s %6s | %6s %6s\n",
               pr->sp.probe_bytes / 1024, "option", "ring mod", "hashed", "sim",
               "ratio", "a2a mod", "hashed", "sim", "ratio", "step", "wall s");
     any = true;
@@ -322,7 +341,7 @@ static void print_calibration(FILE *f, const struct plan_run *pr) {
       snprintf(ha, sizeof ha, "%.2f", r->probe_cal_us[1]);
     }
     fprintf(f,
-            "%-28s %8.2f %8s %8.2f %6.3f | %8.2f %8s %8.2f %6.3f | %6.3f "
+            "%-30s %8.2f %8s %8.2f %6.3f | %8.2f %8s %8.2f %6.3f | %6.3f "
             "%6.1f\n",
             r->o.name, r->probe_model_us[0], hr, r->probe_sim_us[0], a,
             r->probe_model_us[1], ha, r->probe_sim_us[1], b, c, r->st.wall_s);
@@ -489,7 +508,8 @@ static void write_csv(FILE *f, const struct plan_run *pr) {
             lc[PLAN_BOM_CABLE], lc[PLAN_BOM_OPTIC], lc[PLAN_BOM_FIBRE],
             p->t_step_s * 1e3, p->t_comm_s * 1e3, p->t_allreduce_s * 1e3,
             p->t_alltoall_s * 1e3, p->busbw_ar_gbps, p->busbw_a2a_gbps,
-            p->usd_per_gbps, basis(r), r->pareto, r->model.t_step_s * 1e3);
+            p->usd_per_gbps, basis_label(r), r->pareto,
+            r->model.t_step_s * 1e3);
   }
 }
 
