@@ -342,9 +342,10 @@ static void print_calibration(FILE *f, const struct plan_run *pr) {
     }
     fprintf(f,
             "%-30s %8.2f %8s %8.2f %6.3f | %8.2f %8s %8.2f %6.3f | %6.3f "
-            "%6.1f\n",
+            "%6.1f%s\n",
             r->o.name, r->probe_model_us[0], hr, r->probe_sim_us[0], a,
-            r->probe_model_us[1], ha, r->probe_sim_us[1], b, c, r->st.wall_s);
+            r->probe_model_us[1], ha, r->probe_sim_us[1], b, c, r->st.wall_s,
+            out ? "  (*)" : "");
   }
   if (any)
     fprintf(f,
@@ -541,14 +542,22 @@ static void write_calibration_csv(FILE *f, const struct plan_run *pr) {
 }
 
 /* Plot data: one row per option, the Pareto front sorted by step time.
- * Options that land on the same spot share one label ("3,4"), on the
- * first of them, so labels do not print over each other. */
+ * Options that land on (nearly) the same spot share one label ("3,4"),
+ * on the first of them, so labels do not print over each other. */
 static void write_plot_data(const char *dir, const struct plan_run *pr) {
   char path[1100];
   snprintf(path, sizeof path, "%s/points.dat", dir);
   FILE *f = fopen(path, "w");
   if (!f)
     return;
+  /* Spots closer than 2.5% of the axes' spans share a label. */
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (uint32_t i = 0; i < pr->n; i++)
+    if (pr->r[i].o.feasible) {
+      double x = best(&pr->r[i])->t_step_s, y = pr->r[i].o.capex;
+      x0 = fmin(x0, x), x1 = fmax(x1, x), y0 = fmin(y0, y), y1 = fmax(y1, y);
+    }
+  double dx = 0.025 * (x1 - x0) * 1e3, dy = 0.025 * (y1 - y0) / 1e6;
   for (int fab = 0; fab < PLAN_NFABRIC; fab++) {
     fprintf(f, "# %s\n", plan_fabric_name((enum plan_fabric)fab));
     for (uint32_t i = 0; i < pr->n; i++) {
@@ -560,8 +569,8 @@ static void write_plot_data(const char *dir, const struct plan_run *pr) {
       bool first = true;
       for (uint32_t j = 0; j < pr->n; j++) {
         const struct result *q = &pr->r[j];
-        if (!q->o.feasible || fabs(best(q)->t_step_s * 1e3 - x) > 0.002 * x ||
-            fabs(q->o.capex / 1e6 - y) > 0.002 * y)
+        if (!q->o.feasible || fabs(best(q)->t_step_s * 1e3 - x) > dx ||
+            fabs(q->o.capex / 1e6 - y) > dy)
           continue;
         if (j < i)
           first = false;
