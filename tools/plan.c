@@ -290,6 +290,14 @@ static void print_table(FILE *f, const struct plan_run *pr) {
     if (pr->r[i].o.feasible && !pr->r[i].simulated)
       fprintf(f, "  %-30s %s\n", pr->r[i].o.name, pr->r[i].why);
   for (uint32_t i = 0; i < pr->n; i++)
+    if (pr->r[i].o.feasible && !pr->r[i].simulated &&
+        pr->r[i].ph_model.lossy_saturated)
+      fprintf(f,
+              "  %-30s model: a lossy fabric offered more than a link's "
+              "rate; the model assumes no loss (the simulator's UET-style "
+              "drops packets there), so this step time is optimistic\n",
+              pr->r[i].o.name);
+  for (uint32_t i = 0; i < pr->n; i++)
     if (lossy(&pr->r[i]))
       fprintf(f,
               "  %-30s sim*: %llu packets dropped in the probes (lossy "
