@@ -242,6 +242,17 @@ static const char *basis(const struct result *r) {
   return r->simulated ? "sim" : "model";
 }
 
+/* Simulated, but the probes lost packets that the transport recovered by
+ * timeout: scaling such a probe to the step's bytes scales a fixed
+ * timeout cost too, so the step time is a warning, not an estimate. */
+static bool lossy(const struct result *r) {
+  return r->simulated && r->ph_model.lossy_saturated && r->st.drops > 0;
+}
+
+static const char *basis_label(const struct result *r) {
+  return lossy(r) ? "sim*" : basis(r);
+}
+
 static void print_table(FILE *f, const struct plan_run *pr) {
   const struct plan_spec *sp = &pr->sp;
   fprintf(f,
@@ -253,7 +264,7 @@ static void print_table(FILE *f, const struct plan_run *pr) {
           sp->overlap * 100);
   fprintf(f, "basis: sim = network phases measured packet by packet (uroce "
              "sim), model = analytical only\n\n");
-  fprintf(f, "%-3s %-28s %5s %6s %5s %5s %5s %8s %7s %8s %8s %9s %7s %-5s %s\n",
+  fprintf(f, "%-3s %-30s %5s %6s %5s %5s %5s %8s %7s %8s %8s %9s %7s %-5s %s\n",
           "#", "option", "NICs", "leaf", "spine", "core", "os", "capex$M", "kW",
           "step ms", "comm ms", "AR busbw", "$/Gbps", "basis", "");
   for (uint32_t i = 0; i < pr->n; i++) {
@@ -263,21 +274,37 @@ static void print_table(FILE *f, const struct plan_run *pr) {
       continue;
     const struct plan_perf *p = best(r);
     fprintf(f,
-            "%-3u %-28s %5u %6u %5u %5u %5.2f %8.2f %7.1f %8.2f %8.2f "
+            "%-3u %-30s %5u %6u %5u %5u %5.2f %8.2f %7.1f %8.2f %8.2f "
             "%7.1f G %7.1f %-5s %s\n",
             i + 1, o->name, o->nics, o->sw[1], o->sw[2], o->sw[3], o->oversub,
             o->capex / 1e6, o->power_w / 1e3, p->t_step_s * 1e3,
-            p->t_comm_s * 1e3, p->busbw_ar_gbps, p->usd_per_gbps, basis(r),
-            r->pareto ? "pareto" : "");
+            p->t_comm_s * 1e3, p->busbw_ar_gbps, p->usd_per_gbps,
+            basis_label(r), r->pareto ? "pareto" : "");
   }
   for (uint32_t i = 0; i < pr->n; i++)
     if (!pr->r[i].o.feasible)
-      fprintf(f, "    %-28s not buildable: %s\n", pr->r[i].o.name,
+      fprintf(f, "    %-30s not buildable: %s\n", pr->r[i].o.name,
               pr->r[i].o.why);
   fprintf(f, "\nnotes:\n");
   for (uint32_t i = 0; i < pr->n; i++)
     if (pr->r[i].o.feasible && !pr->r[i].simulated)
-      fprintf(f, "  %-28s %s\n", pr->r[i].o.name, pr->r[i].why);
+      fprintf(f, "  %-30s %s\n", pr->r[i].o.name, pr->r[i].why);
+  for (uint32_t i = 0; i < pr->n; i++)
+    if (pr->r[i].o.feasible && !pr->r[i].simulated &&
+        pr->r[i].ph_model.lossy_saturated)
+      fprintf(f,
+              "  %-30s model: a lossy fabric offered more than a link's "
+              "rate; the model assumes no loss (the simulator's UET-style "
+              "drops packets there), so this step time is optimistic\n",
+              pr->r[i].o.name);
+  for (uint32_t i = 0; i < pr->n; i++)
+    if (lossy(&pr->r[i]))
+      fprintf(f,
+              "  %-30s sim*: %llu packets dropped in the probes (lossy "
+              "fabric past a link's rate) and recovered by timeout; the "
+              "step time scales that timeout with the bytes, so read it as "
+              "'this option loses packets', not as an estimate\n",
+              pr->r[i].o.name, (unsigned long long)pr->r[i].st.drops);
   fprintf(f, "  os = leaf down:up bandwidth; AR busbw = allreduce bus "
              "bandwidth per GPU (nccl-tests definition); $/Gbps = network "
              "capex / (GPUs x AR busbw)\n");
@@ -302,7 +329,7 @@ static void print_calibration(FILE *f, const struct plan_run *pr) {
               "(%.0f KiB per flow, every NIC at once; times in us)\n"
               "  model = expected (ECMP: over random hashing); hashed = "
               "the same model given the simulator's ECMP placement\n"
-              "%-28s %8s %8s %8s %6s | %8s %8s %8s %6s | %6s %6s\n",
+              "%-30s %8s %8s %8s %6s | %8s %8s %8s %6s | %6s %6s\n",
               pr->sp.probe_bytes / 1024, "option", "ring mod", "hashed", "sim",
               "ratio", "a2a mod", "hashed", "sim", "ratio", "step", "wall s");
     any = true;
@@ -322,10 +349,11 @@ static void print_calibration(FILE *f, const struct plan_run *pr) {
       snprintf(ha, sizeof ha, "%.2f", r->probe_cal_us[1]);
     }
     fprintf(f,
-            "%-28s %8.2f %8s %8.2f %6.3f | %8.2f %8s %8.2f %6.3f | %6.3f "
-            "%6.1f\n",
+            "%-30s %8.2f %8s %8.2f %6.3f | %8.2f %8s %8.2f %6.3f | %6.3f "
+            "%6.1f%s\n",
             r->o.name, r->probe_model_us[0], hr, r->probe_sim_us[0], a,
-            r->probe_model_us[1], ha, r->probe_sim_us[1], b, c, r->st.wall_s);
+            r->probe_model_us[1], ha, r->probe_sim_us[1], b, c, r->st.wall_s,
+            out ? "  (*)" : "");
   }
   if (any)
     fprintf(f,
@@ -453,8 +481,7 @@ static void write_json(FILE *f, const struct plan_run *pr) {
               r->probe_model_us[0], r->probe_cal_us[0], r->probe_sim_us[0],
               r->probe_model_us[1], r->probe_cal_us[1], r->probe_sim_us[1],
               r->st.wall_s, (unsigned long long)r->st.events,
-              (unsigned long long)r->st.drops,
-              (unsigned long long)r->st.pauses,
+              (unsigned long long)r->st.drops, (unsigned long long)r->st.pauses,
               r->ph_model.lossy_saturated ? "true" : "false");
     } else {
       fprintf(f, "null, \"why_not_simulated\": ");
@@ -490,7 +517,8 @@ static void write_csv(FILE *f, const struct plan_run *pr) {
             lc[PLAN_BOM_CABLE], lc[PLAN_BOM_OPTIC], lc[PLAN_BOM_FIBRE],
             p->t_step_s * 1e3, p->t_comm_s * 1e3, p->t_allreduce_s * 1e3,
             p->t_alltoall_s * 1e3, p->busbw_ar_gbps, p->busbw_a2a_gbps,
-            p->usd_per_gbps, basis(r), r->pareto, r->model.t_step_s * 1e3);
+            p->usd_per_gbps, basis_label(r), r->pareto,
+            r->model.t_step_s * 1e3);
   }
 }
 
@@ -521,20 +549,43 @@ static void write_calibration_csv(FILE *f, const struct plan_run *pr) {
   }
 }
 
-/* Plot data: one row per option, the Pareto front sorted by step time. */
+/* Plot data: one row per option, the Pareto front sorted by step time.
+ * Options that land on (nearly) the same spot share one label ("3,4"),
+ * on the first of them, so labels do not print over each other. */
 static void write_plot_data(const char *dir, const struct plan_run *pr) {
   char path[1100];
   snprintf(path, sizeof path, "%s/points.dat", dir);
   FILE *f = fopen(path, "w");
   if (!f)
     return;
+  /* Spots closer than 2.5% of the axes' spans share a label. */
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (uint32_t i = 0; i < pr->n; i++)
+    if (pr->r[i].o.feasible) {
+      double x = best(&pr->r[i])->t_step_s, y = pr->r[i].o.capex;
+      x0 = fmin(x0, x), x1 = fmax(x1, x), y0 = fmin(y0, y), y1 = fmax(y1, y);
+    }
+  double dx = 0.025 * (x1 - x0) * 1e3, dy = 0.025 * (y1 - y0) / 1e6;
   for (int fab = 0; fab < PLAN_NFABRIC; fab++) {
     fprintf(f, "# %s\n", plan_fabric_name((enum plan_fabric)fab));
     for (uint32_t i = 0; i < pr->n; i++) {
       const struct result *r = &pr->r[i];
-      if (r->o.feasible && (int)r->o.fabric == fab)
-        fprintf(f, "%.4f %.4f \"%u\" %s\n", best(r)->t_step_s * 1e3,
-                r->o.capex / 1e6, i + 1, basis(r));
+      if (!r->o.feasible || (int)r->o.fabric != fab)
+        continue;
+      double x = best(r)->t_step_s * 1e3, y = r->o.capex / 1e6;
+      char label[128] = "";
+      bool first = true;
+      for (uint32_t j = 0; j < pr->n; j++) {
+        const struct result *q = &pr->r[j];
+        if (!q->o.feasible || fabs(best(q)->t_step_s * 1e3 - x) > dx ||
+            fabs(q->o.capex / 1e6 - y) > dy)
+          continue;
+        if (j < i)
+          first = false;
+        size_t l = strlen(label);
+        snprintf(label + l, sizeof label - l, "%s%u", l ? "," : "", j + 1);
+      }
+      fprintf(f, "%.4f %.4f \"%s\" %s\n", x, y, first ? label : "", basis(r));
     }
     fprintf(f, "\n\n");
   }
@@ -569,16 +620,18 @@ static void write_plots(const char *dir, const struct plan_run *pr) {
           "rgb '#555555' title 'Pareto front', \\\n",
           pr->sp.name);
   static const char *col[] = {"#1b9e77", "#d95f02", "#7570b3"};
+  static const int pt[] = {7, 5, 9}; /* circle, square, triangle */
   for (int fab = 0; fab < PLAN_NFABRIC; fab++)
     fprintf(f,
             "  'points.dat' index %d using 1:(strcol(4) eq 'sim' ? $2 : "
-            "1/0) with points pt 7 ps 1.8 lc rgb '%s' title '%s', \\\n"
+            "1/0) with points pt %d ps 1.8 lc rgb '%s' title '%s', \\\n"
             "  'points.dat' index %d using 1:(strcol(4) eq 'model' ? $2 : "
-            "1/0) with points pt 6 ps 1.8 lw 2 lc rgb '%s' notitle, \\\n"
+            "1/0) with points pt %d ps 1.8 lw 2 lc rgb '%s' notitle, \\\n"
             "  'points.dat' index %d using 1:2:3 with labels offset 1.2,0.8 "
             "notitle%s\n",
-            fab, col[fab], plan_fabric_name((enum plan_fabric)fab), fab,
-            col[fab], fab, fab < PLAN_NFABRIC - 1 ? ", \\" : "");
+            fab, pt[fab], col[fab], plan_fabric_name((enum plan_fabric)fab),
+            fab, pt[fab] - 1, col[fab], fab,
+            fab < PLAN_NFABRIC - 1 ? ", \\" : "");
   fprintf(f,
           "\nset output 'bom.png'\n"
           "set terminal pngcairo size %u,640 noenhanced font ',10'\n"
@@ -587,8 +640,8 @@ static void write_plots(const char *dir, const struct plan_run *pr) {
           "set style data histograms\nset style histogram rowstacked\n"
           "set style fill solid 0.85 border -1\nset boxwidth 0.7\n"
           "set xtics rotate by -40 left\nset ylabel 'capex (M$)'\n"
-          "set xlabel ''\nset key top left\nset offsets 0, 0, 0, 0\n"
-          "set bmargin 11\nset rmargin 12\n"
+          "set xlabel ''\nset key outside right top Left reverse\n"
+          "set offsets 0, 0, 0, 0\nset bmargin 11\n"
           "plot 'plan.csv' every ::1 using ($17/1e6):xtic(2) title 'NICs', "
           "'' every ::1 using ($18/1e6) title 'switches', "
           "'' every ::1 using ($19/1e6) title 'DAC/AOC', "
