@@ -13,15 +13,20 @@ static struct uroce_eng *eng;
 static struct tp_end E;
 static const uint8_t gid[16] = {[10] = 0xFF, [11] = 0xFF, [12] = 10, [15] = 1};
 
-static void setup(uint32_t type) {
+static void setup_mtu(uint32_t type, uint8_t port_mtu) {
   struct uroce_eng_cfg cfg;
   memset(&cfg, 0, sizeof(cfg));
+  cfg.port_mtu = port_mtu;
   CHECK_EQ(uroce_eng_new(&eng, &cfg), 0);
   struct tp_opts o;
   tp_opts_default(&o);
   o.type = type;
   o.memlen = 4096;
   CHECK_EQ(tp_end_init(&E, eng, gid, &o), 0);
+}
+
+static void setup(uint32_t type) {
+  setup_mtu(type, 0);
 }
 
 static void teardown(void) {
@@ -255,9 +260,40 @@ static void test_alloc_failures(void) {
   CHECK(failures > 5);
 }
 
+/* rxe's rule: with the port's active MTU 1024 (a 1500-byte link), a path
+ * MTU up to the max MTU 4096 is accepted, and nothing above it. */
+static void test_path_mtu_above_active(void) {
+  setup_mtu(UROCE_QPT_RC, UROCE_MTU_1024);
+  struct uroce_qp_attr a;
+  memset(&a, 0, sizeof(a));
+  a.qp_state = UROCE_QPS_INIT;
+  a.port_num = 1;
+  CHECK_EQ(uroce_qp_modify(E.qp, &a,
+                           UROCE_QP_STATE | UROCE_QP_PORT |
+                               UROCE_QP_PKEY_INDEX | UROCE_QP_ACCESS_FLAGS),
+           0);
+  int rtr = UROCE_QP_STATE | UROCE_QP_AV | UROCE_QP_PATH_MTU |
+            UROCE_QP_DEST_QPN | UROCE_QP_RQ_PSN | UROCE_QP_MAX_DEST_RD_ATOMIC |
+            UROCE_QP_MIN_RNR_TIMER;
+  memset(&a, 0, sizeof(a));
+  a.qp_state = UROCE_QPS_RTR;
+  a.ah_attr.is_global = 1;
+  a.dest_qp_num = 0x123;
+  a.path_mtu = 6;
+  CHECK_EQ(uroce_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
+  a.path_mtu = UROCE_MTU_4096;
+  CHECK_EQ(uroce_qp_modify(E.qp, &a, rtr), 0);
+  struct uroce_qp_attr q;
+  struct uroce_qp_init_attr qi;
+  CHECK_EQ(uroce_qp_query(E.qp, &q, &qi), 0);
+  CHECK_EQ(q.path_mtu, UROCE_MTU_4096);
+  teardown();
+}
+
 int main(void) {
   T_RUN(test_rc_transitions);
   T_RUN(test_ud_and_posting);
   T_RUN(test_alloc_failures);
+  T_RUN(test_path_mtu_above_active);
   return T_DONE();
 }
