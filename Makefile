@@ -7,6 +7,9 @@
 
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
+# Each target's share of FUZZ_SECONDS, in twelfths: the engine's stateful
+# packet path gets the most, the small parsers saturate quickly.
+FUZZ_SHARES = inspect:3 engine:5 scenario:2 bootstrap:2
 BUILD_TYPE ?= RelWithDebInfo
 
 .PHONY: all build demo test test-asan fuzz bench format clean deps deps-test \
@@ -44,11 +47,14 @@ test-asan: deps-test
 fuzz: deps-test
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
 	  -DUROCE_SANITIZE=ON -DUROCE_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
-	cmake --build build-fuzz -j$(JOBS) --target fuzz_inspect
-	mkdir -p build-fuzz/corpus
-	build-fuzz/fuzz/fuzz_inspect -max_total_time=$(FUZZ_SECONDS) \
-	  -print_final_stats=1 -artifact_prefix=build-fuzz/ \
-	  build-fuzz/corpus fuzz/corpus/inspect
+	cmake --build build-fuzz -j$(JOBS) --target \
+	  $(foreach t,$(FUZZ_SHARES),fuzz_$(firstword $(subst :, ,$(t))))
+	set -e; for ts in $(FUZZ_SHARES); do \
+	  t=$${ts%%:*}; s=$$(( $(FUZZ_SECONDS) * $${ts#*:} / 12 )); \
+	  mkdir -p build-fuzz/corpus/$$t; \
+	  build-fuzz/fuzz/fuzz_$$t -max_total_time=$$s -print_final_stats=1 \
+	    -artifact_prefix=build-fuzz/$$t- build-fuzz/corpus/$$t fuzz/corpus/$$t; \
+	done
 
 bench: build
 	build/bench/bench_icrc
