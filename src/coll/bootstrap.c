@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "coll/coll_int.h"
+#include "util/clock.h"
 
 #define RDV_MAGIC 0x55524456u /* "URDV" */
 
@@ -105,12 +106,6 @@ int coll_rdv_hdr_check(const void *buf, int size, size_t len, const int *fds) {
       fds[h.rank] >= 0)
     return UROCE_COLL_ERR_BOOTSTRAP;
   return h.rank;
-}
-
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static int wait_fd(int fd, short ev, uint64_t deadline) {
