@@ -65,6 +65,7 @@ test-tsan: deps-test
 
 fuzz: deps-test
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_C_FLAGS=-O1 \
 	  -DUROCE_SANITIZE=ON -DUROCE_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
 	cmake --build build-fuzz -j$(JOBS) --target \
 	  $(foreach t,$(FUZZ_SHARES),fuzz_$(firstword $(subst :, ,$(t))))
