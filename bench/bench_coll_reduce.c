@@ -10,11 +10,10 @@
 #include <time.h>
 
 #include "uroce/coll.h"
+#include "util/clock.h"
 
 static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+  return (double)mono_ns() * 1e-9;
 }
 
 static volatile char sink;

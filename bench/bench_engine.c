@@ -12,15 +12,14 @@
 #include <time.h>
 
 #include "transport/engine.h"
+#include "util/clock.h"
 
 #define MSG (64 * 1024)
 #define DEPTH 64
 #define GOAL_PPS 3e6
 
 static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+  return (double)mono_ns() * 1e-9;
 }
 
 struct end {

@@ -21,14 +21,13 @@
 
 #include "wire/frame.h"
 #include "wire/hdr.h"
+#include "util/clock.h"
 
 #define PKT_PAYLOAD 4096
 #define REPS 9
 
 static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
+  return (double)mono_ns() * 1e-9;
 }
 
 static int cmp_d(const void *a, const void *b) {

@@ -19,25 +19,14 @@
 
 #include "uroce/uroce.h"
 #include "util/bytes.h"
+#include "util/clock.h"
+#include "util/rng.h"
 #include "wire/frame.h"
 #include "transport/cc_dcqcn.h"
 #include "wire/hdr.h"
 
 #define RX_MAX UROCE_DEV_RX_MAX
 #define TX_MAX UROCE_DEV_TX_MAX
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t rnd(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 /* rxe's rule: the largest IB MTU that fits in the netdev MTU minus the
  * RoCEv2 headers (about 80 bytes). */
@@ -162,7 +151,7 @@ static int do_rx(struct uroce_device *dev, uint64_t now) {
   for (int i = 0; i < n; i++) {
     struct uroce_udp_rx *r = &dev->rx[i];
     if (dev->rx_drop > 0 &&
-        (double)(rnd(&dev->rng) >> 11) * 0x1p-53 < dev->rx_drop) {
+        (double)(splitmix64(&dev->rng) >> 11) * 0x1p-53 < dev->rx_drop) {
       dev->rx_dropped_impair++;
       continue;
     }
@@ -245,7 +234,7 @@ static int do_tx(struct uroce_device *dev, uint64_t now) {
 }
 
 static int progress_locked(struct uroce_device *dev) {
-  uint64_t now = now_ns();
+  uint64_t now = mono_ns();
   int work = do_rx(dev, now);
   if (uroce_eng_next_expiry(dev->eng) <= now) {
     uroce_eng_handle_expiry(dev->eng, now);
@@ -308,7 +297,7 @@ static bool app_polling(struct uroce_device *dev, uint64_t now) {
 static void back_off(struct uroce_device *dev) {
   uint64_t wait = BACKOFF_MIN_NS;
   atomic_store(&dev->backoff, true);
-  while (!atomic_load(&dev->stop) && app_polling(dev, now_ns())) {
+  while (!atomic_load(&dev->stop) && app_polling(dev, mono_ns())) {
     struct timespec ts = {0, (long)wait};
     struct pollfd pfd = {.fd = dev->doorbell, .events = POLLIN};
     if (ppoll(&pfd, 1, &ts, 0) > 0)
@@ -320,7 +309,7 @@ static void back_off(struct uroce_device *dev) {
 }
 
 void uroce_device_app_poll(struct uroce_device *dev) {
-  uint64_t now = now_ns();
+  uint64_t now = mono_ns();
   atomic_store_explicit(&dev->app_poll_ns, now, memory_order_relaxed);
   if (pthread_mutex_trylock(&dev->lock) == 0) {
     progress_locked(dev);
@@ -350,7 +339,7 @@ void uroce_device_app_leaves(struct uroce_device *dev, bool blocks) {
  * a waiter. */
 static int thread_turn(struct uroce_device *dev, uint64_t *next_expiry) {
   for (;;) {
-    if (app_polling(dev, now_ns()))
+    if (app_polling(dev, mono_ns()))
       return -1;
     if (pthread_mutex_trylock(&dev->lock) == 0)
       break;
@@ -367,16 +356,16 @@ static int thread_turn(struct uroce_device *dev, uint64_t *next_expiry) {
 
 static void *progress_thread(void *arg) {
   struct uroce_device *dev = arg;
-  uint64_t last_work = now_ns();
+  uint64_t last_work = mono_ns();
   struct epoll_event evs[4];
   while (!atomic_load(&dev->stop)) {
     int work = thread_turn(dev, NULL);
     if (work < 0) {
       back_off(dev);
-      last_work = now_ns();
+      last_work = mono_ns();
       continue;
     }
-    uint64_t now = now_ns();
+    uint64_t now = mono_ns();
     if (work) {
       last_work = now;
       continue;
@@ -393,10 +382,10 @@ static void *progress_thread(void *arg) {
     uint64_t exp;
     if (thread_turn(dev, NULL) != 0 || thread_turn(dev, &exp) < 0) {
       atomic_store(&dev->sleeping, false);
-      last_work = now_ns();
+      last_work = mono_ns();
       continue;
     }
-    now = now_ns();
+    now = mono_ns();
     struct timespec ts, *tsp = 0;
     if (exp != UINT64_MAX) {
       uint64_t d = exp > now ? exp - now : 0;
@@ -408,7 +397,7 @@ static void *progress_thread(void *arg) {
     atomic_store(&dev->sleeping, false);
     atomic_fetch_add_explicit(&dev->wakeups, 1, memory_order_relaxed);
     clear_doorbell(dev);
-    last_work = now_ns();
+    last_work = mono_ns();
   }
   return 0;
 }
@@ -420,7 +409,7 @@ static void *progress_thread(void *arg) {
 void uroce_device_kick(struct uroce_device *dev) {
   if (dev->progress == UROCE_PROGRESS_INLINE) {
     pthread_mutex_lock(&dev->lock);
-    do_tx(dev, now_ns());
+    do_tx(dev, mono_ns());
     pthread_mutex_unlock(&dev->lock);
     return;
   }
@@ -428,7 +417,7 @@ void uroce_device_kick(struct uroce_device *dev) {
     /* The application polls and so makes progress; send now what it
      * posted unless someone is at the engine already (and will). */
     if (pthread_mutex_trylock(&dev->lock) == 0) {
-      do_tx(dev, now_ns());
+      do_tx(dev, mono_ns());
       pthread_mutex_unlock(&dev->lock);
     }
     return;
@@ -474,7 +463,7 @@ int uroce_device_open(struct uroce_device **out,
   dev->rng = attr->seed;
   if (!dev->rng &&
       getrandom(&dev->rng, sizeof(dev->rng), 0) != sizeof(dev->rng))
-    dev->rng = now_ns();
+    dev->rng = mono_ns();
 
   int n_entropy = attr->n_entropy < 0 ? 0
                   : attr->n_entropy   ? attr->n_entropy
@@ -488,7 +477,7 @@ int uroce_device_open(struct uroce_device **out,
                                               : !uroce_crc32_copy_one_pass();
 
   struct uroce_eng_cfg cfg = {0};
-  cfg.seed = rnd(&dev->rng);
+  cfg.seed = splitmix64(&dev->rng);
   cfg.user = dev;
   memcpy(cfg.gid, dev->gid, 16);
   cfg.port_mtu = (uint8_t)dev->mtu;

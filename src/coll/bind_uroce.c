@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "coll/coll_int.h"
+#include "util/clock.h"
 
 /* Receive WQEs carry this in the top byte of wr_id, the peer below. The
  * engine's own wr_ids use kinds 1..3 there. */
@@ -48,12 +49,6 @@ typedef struct ep_hdr {
   uint32_t pad;
   uint8_t gid[16];
 } ep_hdr;
-
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void set_err(uroce_coll_native *n, const char *fmt, ...) {
   if (n->errmsg[0])

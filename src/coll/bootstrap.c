@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "coll/coll_int.h"
+#include "util/clock.h"
 
 #define RDV_MAGIC 0x55524456u /* "URDV" */
 
@@ -94,10 +95,17 @@ typedef struct rdv_hdr {
   uint32_t len;
 } rdv_hdr;
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+_Static_assert(sizeof(rdv_hdr) == COLL_RDV_HDR_LEN, "rdv_hdr's wire size");
+
+int coll_rdv_hdr_check(const void *buf, int size, size_t len, const int *fds) {
+  rdv_hdr h;
+  memcpy(&h, buf, sizeof h);
+  if (h.magic != RDV_MAGIC)
+    return 0;
+  if (h.size != size || h.len != len || h.rank <= 0 || h.rank >= size ||
+      fds[h.rank] >= 0)
+    return UROCE_COLL_ERR_BOOTSTRAP;
+  return h.rank;
 }
 
 static int wait_fd(int fd, short ev, uint64_t deadline) {
@@ -182,19 +190,21 @@ static int root_side(const char *addr, uint16_t port, int size,
     if (fd < 0)
       continue;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    rdv_hdr h;
-    if (io_all(fd, &h, sizeof h, 0, deadline) < 0 || h.magic != RDV_MAGIC) {
+    uint8_t hb[COLL_RDV_HDR_LEN];
+    int rank = 0;
+    if (io_all(fd, hb, sizeof hb, 0, deadline) == 0)
+      rank = coll_rdv_hdr_check(hb, size, len, fds);
+    if (rank == 0) {
       close(fd); /* a stray connection: ignore it */
       continue;
     }
-    if (h.size != size || h.len != len || h.rank <= 0 || h.rank >= size ||
-        fds[h.rank] >= 0) {
+    if (rank < 0) {
       close(fd);
-      rc = UROCE_COLL_ERR_BOOTSTRAP;
+      rc = rank;
       break;
     }
-    rc = io_all(fd, all + (size_t)h.rank * len, len, 0, deadline);
-    fds[h.rank] = fd;
+    rc = io_all(fd, all + (size_t)rank * len, len, 0, deadline);
+    fds[rank] = fd;
     got++;
   }
   for (int i = 1; i < size && rc == 0; i++)

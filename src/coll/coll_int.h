@@ -174,4 +174,14 @@ int coll_sched_build(uroce_coll_req *req, size_t count, int root);
 /* Can algo run kind? */
 int coll_algo_supports(uroce_coll_algo algo, uroce_coll_kind kind);
 
+/* The rendezvous (bootstrap.c): the header a peer sends rank 0 first, in
+ * host order, then its blob. */
+#define COLL_RDV_HDR_LEN 16
+/* Rank 0's reading of a peer's header buf (COLL_RDV_HDR_LEN bytes), for a
+ * rendezvous of size ranks and len-byte blobs; fds[r] >= 0 for the ranks
+ * already in. Returns the peer's rank (1 .. size - 1), 0 for a stray
+ * connection (not ours: ignore it), or UROCE_COLL_ERR_BOOTSTRAP (ours, but
+ * its size, blob length or rank is wrong, or the rank came twice). */
+int coll_rdv_hdr_check(const void *buf, int size, size_t len, const int *fds);
+
 #endif

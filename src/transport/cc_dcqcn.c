@@ -30,23 +30,15 @@ static const struct uroce_dcqcn_params mlx100 = {
     .cnp_interval_ns = 50000,
 };
 
+/* The Mellanox preset's rate steps scale with the line rate (5 and 50
+ * Mb/s per 25 Gb/s); everything else is mlx100's. */
 void uroce_dcqcn_params_mlx(struct uroce_dcqcn_params *p,
                             uint64_t line_rate_bps) {
   double scale = (double)line_rate_bps / 25e9;
-  *p = (struct uroce_dcqcn_params){
-      .line_rate_bps = line_rate_bps,
-      .min_rate_bps = 100000000,
-      .g = 1.0 / 256,
-      .initial_alpha = 1.0,
-      .alpha_timer_ns = 1000,
-      .rate_decrease_ns = 4000,
-      .rate_increase_ns = 300000,
-      .byte_counter = 0,
-      .rai_bps = (uint64_t)(5e6 * scale),
-      .rhai_bps = (uint64_t)(50e6 * scale),
-      .fast_recovery_steps = 5,
-      .cnp_interval_ns = 50000,
-  };
+  *p = mlx100;
+  p->line_rate_bps = line_rate_bps;
+  p->rai_bps = (uint64_t)(5e6 * scale);
+  p->rhai_bps = (uint64_t)(50e6 * scale);
 }
 
 void uroce_dcqcn_params_ns3(struct uroce_dcqcn_params *p,

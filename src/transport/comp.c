@@ -29,11 +29,6 @@ void comp_reset(struct uroce_qp *qp) {
   qp->comp.gap_events = 0;
 }
 
-static bool is_rd_atomic(uint32_t op) {
-  return op == UROCE_WR_RDMA_READ || op == UROCE_WR_ATOMIC_CMP_AND_SWP ||
-         op == UROCE_WR_ATOMIC_FETCH_AND_ADD;
-}
-
 static bool outstanding(const struct uroce_qp *qp) {
   return qp->sq_tail != qp->req.idx || qp->req.off != 0 ||
          qp->comp.psn != qp->req.psn;
@@ -65,7 +60,7 @@ static bool ack_through(struct uroce_qp *qp, uint32_t psn, uint64_t now) {
       break;
     if (uroce_psn_cmp(psn, w->first_psn) < 0)
       break;
-    if (is_rd_atomic(w->opcode)) {
+    if (wr_is_rd_atomic(w->opcode)) {
       ok = false; /* executed, but the data never came */
       break;
     }
@@ -247,7 +242,7 @@ static enum comp_state nak(struct comp_pkt *c) {
 static enum comp_state check_resp(struct comp_pkt *c) {
   struct uroce_qp *qp = c->qp;
   struct swqe *w = oldest(qp);
-  if (!(w && is_rd_atomic(w->opcode) &&
+  if (!(w && wr_is_rd_atomic(w->opcode) &&
         uroce_psn_cmp(c->psn, w->last_psn) <= 0) &&
       !ack_before(c)) {
     if (gap_retry(qp))
@@ -257,7 +252,7 @@ static enum comp_state check_resp(struct comp_pkt *c) {
   }
   w = oldest(qp);
   bool read = (c->mask & UROCE_OPM_READ) != 0;
-  if (!w || !is_rd_atomic(w->opcode) ||
+  if (!w || !wr_is_rd_atomic(w->opcode) ||
       uroce_psn_cmp(c->psn, w->first_psn) < 0 ||
       uroce_psn_cmp(c->psn, w->last_psn) > 0 ||
       read != (w->opcode == UROCE_WR_RDMA_READ))

@@ -6,6 +6,7 @@
 
 #include "transport/qp.h"
 #include "uroce/uroce.h"
+#include "util/rng.h"
 
 /* ---- allocation and randomness ---- */
 
@@ -31,10 +32,7 @@ void eng_free(struct uroce_eng *eng, void *p) {
 uint64_t eng_rand(struct uroce_eng *eng) {
   if (eng->cfg.rng)
     return eng->cfg.rng(eng->cfg.rng_ctx);
-  uint64_t z = (eng->rng_state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return splitmix64(&eng->rng_state);
 }
 
 void eng_async(struct uroce_eng *eng, int type, void *obj) {

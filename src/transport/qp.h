@@ -368,6 +368,11 @@ void qp_drain_sq(struct uroce_qp *qp);
 static inline struct swqe *sq_at(struct uroce_qp *qp, uint32_t i) {
   return &qp->sq[i & qp->sq_mask];
 }
+/* READ and atomics: answered by responses, limited by max_rd_atomic. */
+static inline bool wr_is_rd_atomic(uint32_t op) {
+  return op == UROCE_WR_RDMA_READ || op == UROCE_WR_ATOMIC_CMP_AND_SWP ||
+         op == UROCE_WR_ATOMIC_FETCH_AND_ADD;
+}
 static inline bool qp_can_send(const struct uroce_qp *qp) {
   return qp->state == UROCE_QPS_RTS || qp->state == UROCE_QPS_SQD;
 }

@@ -35,11 +35,6 @@ void req_reset(struct uroce_qp *qp) {
   r->probe = false;
 }
 
-static bool is_rd_atomic(uint32_t op) {
-  return op == UROCE_WR_RDMA_READ || op == UROCE_WR_ATOMIC_CMP_AND_SWP ||
-         op == UROCE_WR_ATOMIC_FETCH_AND_ADD;
-}
-
 /* Places the gather cursor at byte off of w. */
 static void seek(struct req *r, const struct swqe *w, uint32_t off) {
   uint32_t i = 0;
@@ -80,7 +75,7 @@ static uint32_t rd_atomic_outstanding(struct uroce_qp *qp) {
   uint32_t n = 0;
   for (uint32_t i = qp->sq_tail; i != qp->req.idx; i++) {
     struct swqe *w = sq_at(qp, i);
-    if (is_rd_atomic(w->opcode) && w->state != WQE_DONE)
+    if (wr_is_rd_atomic(w->opcode) && w->state != WQE_DONE)
       n++;
   }
   return n;
@@ -89,7 +84,7 @@ static uint32_t rd_atomic_outstanding(struct uroce_qp *qp) {
 /* Checks the local keys of a WQE the first time it starts. READ and atomic
  * results are written into its SGEs, which then need local write. */
 static bool check_lkeys(struct uroce_qp *qp, struct swqe *w) {
-  uint32_t need = is_rd_atomic(w->opcode) ? UROCE_ACCESS_LOCAL_WRITE : 0;
+  uint32_t need = wr_is_rd_atomic(w->opcode) ? UROCE_ACCESS_LOCAL_WRITE : 0;
   for (uint32_t i = 0; i < w->nsge; i++) {
     struct uroce_mr *mr;
     if (uroce_mr_check(&qp->eng->mrs, false, w->sge[i].lkey, qp->pd,
@@ -170,7 +165,7 @@ static enum req_state req_check(struct uroce_qp *qp, uint64_t now) {
       return REQST_DRAIN;
     if (rc && (w->flags & UROCE_SEND_FENCE) && rd_atomic_outstanding(qp))
       return REQST_WAIT_FENCE;
-    if (rc && is_rd_atomic(w->opcode) &&
+    if (rc && wr_is_rd_atomic(w->opcode) &&
         rd_atomic_outstanding(qp) >= qp->max_rd_atomic)
       return REQST_WAIT_RD_ATOMIC;
   }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/rng.h"
+
 #define MAX_MR 8
 
 typedef struct ev {
@@ -43,13 +45,6 @@ struct coll_mem {
   rank_st *r;
 };
 
-static uint64_t rnd(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 static uint64_t hash(const char *p, size_t n) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
   size_t i = 0;
@@ -74,7 +69,7 @@ static ev *push(coll_mem *m, int rank, const uroce_coll_cqe *c) {
   }
   uint64_t d = 0;
   if (m->max_delay)
-    d = rnd(&m->seed) % (m->max_delay / 1000 + 1) * 1000;
+    d = splitmix64(&m->seed) % (m->max_delay / 1000 + 1) * 1000;
   if (c->kind == UROCE_COLL_CQE_WRITE_DONE)
     d += m->done_delay;
   r->q[r->nq] = (ev){m->now + d, m->seq++, *c, NULL, 0, 0};

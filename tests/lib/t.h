@@ -8,6 +8,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "util/rng.h"
+
 extern int t_checks, t_failures, t_tests, t_tests_failed;
 
 #define CHECK(cond)                                                            \
@@ -48,12 +50,9 @@ static inline int t_done(const char *name) {
 }
 #define T_DONE() t_done(__FILE__)
 
-/* Deterministic PRNG for tests (splitmix64). */
+/* Deterministic PRNG for tests. */
 static inline uint64_t t_rand(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return splitmix64(s);
 }
 
 #endif

@@ -98,7 +98,7 @@ int tp_bring_up(struct tp_end *e, const struct tp_end *peer,
   rc = uroce_qp_modify(e->qp, &a,
                        UROCE_QP_STATE | UROCE_QP_PKEY_INDEX | UROCE_QP_PORT |
                            (ud ? UROCE_QP_QKEY : UROCE_QP_ACCESS_FLAGS));
-  if (rc)
+  if (rc || o->stop_state == UROCE_QPS_INIT)
     return rc;
   memset(&a, 0, sizeof(a));
   a.qp_state = UROCE_QPS_RTR;
@@ -120,7 +120,7 @@ int tp_bring_up(struct tp_end *e, const struct tp_end *peer,
                  ? UROCE_QP_MAX_DEST_RD_ATOMIC | UROCE_QP_MIN_RNR_TIMER
                  : 0));
   }
-  if (rc)
+  if (rc || o->stop_state == UROCE_QPS_RTR)
     return rc;
   memset(&a, 0, sizeof(a));
   a.qp_state = UROCE_QPS_RTS;

@@ -26,6 +26,7 @@ struct tp_opts {
   uint32_t cqe;       /* default 4096 */
   uint32_t qkey;      /* UD; default 0x11111111 */
   bool phantom_mem;   /* register memlen bytes at a fake address */
+  int stop_state;     /* tp_bring_up stops in INIT or RTR; 0: RTS */
 };
 
 struct tp_end {

@@ -14,6 +14,7 @@
 
 #include "api/internal.h"
 #include "t.h"
+#include "util/clock.h"
 #include "uroce/uroce.h"
 
 struct side {
@@ -28,9 +29,7 @@ struct side {
 };
 
 static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+  return mono_ns() / 1000000;
 }
 
 static int open_side(struct side *s, const char *addr, int progress,
