@@ -74,39 +74,6 @@ static void usage(FILE *f) {
           "in examples/plan/.\n");
 }
 
-static int mkdirs(const char *path) {
-  char buf[1024];
-  snprintf(buf, sizeof buf, "%s", path);
-  for (char *p = buf + 1; *p; p++)
-    if (*p == '/') {
-      *p = 0;
-      if (mkdir(buf, 0777) && errno != EEXIST)
-        return -1;
-      *p = '/';
-    }
-  return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
-}
-
-static int gnuplot(const char *dir, const char *script) {
-  pid_t pid = fork();
-  if (pid < 0)
-    return -1;
-  if (!pid) {
-    if (chdir(dir))
-      _exit(127);
-    execlp("gnuplot", "gnuplot", script, (char *)0);
-    _exit(127);
-  }
-  int st;
-  if (waitpid(pid, &st, 0) < 0)
-    return -1;
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
-    fprintf(stderr, "uroce plan: gnuplot not found; plots.gp is in %s\n", dir);
-    return -1;
-  }
-  return WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : -1;
-}
-
 static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -653,7 +620,7 @@ static void write_plots(const char *dir, const struct plan_run *pr) {
 
 static int write_all(const char *dir, const struct plan_run *pr,
                      const struct opts *op) {
-  if (mkdirs(dir)) {
+  if (tool_mkdirs(dir)) {
     fprintf(stderr, "uroce plan: %s: %s\n", dir, strerror(errno));
     return 1;
   }
@@ -683,7 +650,7 @@ static int write_all(const char *dir, const struct plan_run *pr,
   }
   write_plots(dir, pr);
   if (op->plots)
-    gnuplot(dir, "plots.gp");
+    tool_gnuplot("plan", dir, "plots.gp");
   return 0;
 }
 

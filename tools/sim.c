@@ -47,59 +47,6 @@ static void usage(FILE *f) {
           "examples/sim/.\n");
 }
 
-static int mkdirs(const char *path) {
-  char buf[1024];
-  snprintf(buf, sizeof buf, "%s", path);
-  for (char *p = buf + 1; *p; p++)
-    if (*p == '/') {
-      *p = 0;
-      if (mkdir(buf, 0777) && errno != EEXIST)
-        return -1;
-      *p = '/';
-    }
-  return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
-}
-
-/* Runs gnuplot on script in dir, its messages into plots.log there (so
- * that they do not mix with ours); returns 0 if it ran, succeeded and said
- * nothing. */
-static int gnuplot(const char *dir, const char *script) {
-  pid_t pid = fork();
-  if (pid < 0)
-    return -1;
-  if (!pid) {
-    if (chdir(dir))
-      _exit(126);
-    int fd = open("plots.log", O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-    }
-    execlp("gnuplot", "gnuplot", script, (char *)0);
-    _exit(127);
-  }
-  int st;
-  if (waitpid(pid, &st, 0) < 0)
-    return -1;
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
-    fprintf(stderr, "uroce sim: gnuplot not found; plots.gp is in %s\n", dir);
-    return -1;
-  }
-  char log[1100];
-  snprintf(log, sizeof log, "%s/plots.log", dir);
-  struct stat sb;
-  bool quiet = !stat(log, &sb) && sb.st_size == 0;
-  if (quiet)
-    unlink(log);
-  if (!WIFEXITED(st) || WEXITSTATUS(st) || !quiet) {
-    fprintf(stderr, "uroce sim: gnuplot %s; its messages are in %s\n",
-            WIFEXITED(st) && !WEXITSTATUS(st) ? "complained" : "failed", log);
-    return -1;
-  }
-  return 0;
-}
-
 static void print_summary(const char *name, const struct sim_summary *m,
                           const char *dir) {
   if (m->coll_sizes) {
@@ -159,7 +106,7 @@ static int run_one(const char *path, const struct opts *o, const char *dir,
     fprintf(stderr, "uroce sim: %s: %u hosts, %u NICs, %u flows\n", name,
             sim_nhosts(s), sim_nnics(s), sim_nflows(s));
   sim_run(s, SIM_NEVER);
-  if (mkdirs(outdir)) {
+  if (tool_mkdirs(outdir)) {
     fprintf(stderr, "uroce sim: %s: %s\n", outdir, strerror(errno));
     sim_del(s);
     return 1;
@@ -173,7 +120,7 @@ static int run_one(const char *path, const struct opts *o, const char *dir,
   sim_report_coll_table(stdout, s);
   sim_del(s);
   if (!rc && o->plots)
-    gnuplot(outdir, "plots.gp");
+    tool_gnuplot("sim", outdir, "plots.gp");
   print_summary(name, sum, outdir);
   return rc;
 }
@@ -229,7 +176,7 @@ static int compare(const char *a, const char *b, const struct opts *o) {
               na, nb, na, nb);
     fclose(f);
     if (o->plots)
-      gnuplot(base, "compare.gp");
+      tool_gnuplot("sim", base, "compare.gp");
   }
   return 0;
 }

@@ -12,4 +12,11 @@ int cmd_launch(int argc, char **argv);
 int cmd_coll_bench(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 
+/* tools/outdir.c. tool_mkdirs makes path and its parents (0, or -1 with
+ * errno). tool_gnuplot runs gnuplot on script in dir, its messages kept
+ * in dir/plots.log; returns 0 if it ran, succeeded and said nothing,
+ * else -1 after a line on stderr that names tool. */
+int tool_mkdirs(const char *path);
+int tool_gnuplot(const char *tool, const char *dir, const char *script);
+
 #endif
