@@ -142,16 +142,17 @@ static void print_stats(struct uroce_device *d) {
   fprintf(stderr,
           "uroce %s stats: tx_pkts=%llu rx_pkts=%llu rx_bad_icrc=%llu "
           "rx_malformed=%llu rx_dropped_impair=%llu rx_dropped_engine=%llu "
-          "retransmits=%llu timeouts=%llu naks_tx=%llu rnr_naks_tx=%llu "
+          "retransmits=%llu go_backs=%llu timeouts=%llu naks_tx=%llu "
+          "rnr_naks_tx=%llu "
           "acks_tx=%llu\n",
           env_or("UROCE_ADDR", "127.0.0.1"), (unsigned long long)st.tx_pkts,
           (unsigned long long)st.rx_pkts, (unsigned long long)st.rx_bad_icrc,
           (unsigned long long)st.rx_malformed,
           (unsigned long long)st.rx_dropped_impair,
           (unsigned long long)st.rx_dropped_engine,
-          (unsigned long long)st.retransmits, (unsigned long long)st.timeouts,
-          (unsigned long long)st.naks_tx, (unsigned long long)st.rnr_naks_tx,
-          (unsigned long long)st.acks_tx);
+          (unsigned long long)st.retransmits, (unsigned long long)st.go_backs,
+          (unsigned long long)st.timeouts, (unsigned long long)st.naks_tx,
+          (unsigned long long)st.rnr_naks_tx, (unsigned long long)st.acks_tx);
 }
 
 static int udev_get(struct uroce_device **out) {

@@ -599,7 +599,7 @@ void uroce_device_get_stats(struct uroce_device *dev,
   for (int i = 0; i < UROCE_DROP_COUNT; i++)
     st->rx_dropped_engine += e->drops[i];
   st->retransmits = e->retx_pkts; /* packets, as NICs count them */
-  st->go_backs = e->retransmits;
+  st->go_backs = e->go_backs;
   st->timeouts = e->timeouts;
   st->naks_tx = e->naks_tx;
   st->rnr_naks_tx = e->rnr_naks_tx;

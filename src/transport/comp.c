@@ -98,7 +98,7 @@ static void fail_wqe(struct uroce_qp *qp, struct swqe *w, uint8_t status) {
 }
 
 static void go_back(struct uroce_qp *qp, uint32_t psn, uint64_t now) {
-  qp->eng->stats.retransmits++;
+  qp->eng->stats.go_backs++;
   req_rewind(qp, psn);
   qp->req.rto_deadline =
       rto_ns(qp) != UINT64_MAX ? now + rto_ns(qp) : UINT64_MAX;
@@ -334,7 +334,7 @@ static enum comp_state rnr_retry(struct comp_pkt *c) {
     qp->req.rnr_left--;
   }
   qp_drain_sq(qp);
-  qp->eng->stats.retransmits++;
+  qp->eng->stats.go_backs++;
   req_rewind(qp, c->psn);
   qp->req.rnr_deadline = c->now + uroce_rnr_timer_ns(uroce_aeth_value(c->syn));
   qp->req.rto_deadline = UINT64_MAX;

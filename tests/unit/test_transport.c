@@ -227,11 +227,11 @@ static void test_lossy_bulk(void) {
   for (int i = 0; i < 8; i++)
     CHECK_EQ(wc[i].status, UROCE_WC_SUCCESS);
   CHECK(memcmp(B.mem, A.mem, 800000) == 0);
-  CHECK(uroce_eng_stats(ns.eng[0])->retransmits > 0);
+  CHECK(uroce_eng_stats(ns.eng[0])->go_backs > 0);
   teardown();
 }
 
-/* retx_pkts counts packets sent again, retransmits the times the sender
+/* retx_pkts counts packets sent again, go_backs the times the sender
  * went back: every request packet is a first send or a resend. */
 static void test_retx_counts(void) {
   struct tp_opts o;
@@ -246,8 +246,8 @@ static void test_retx_counts(void) {
   CHECK_EQ(wait_cq(A.scq, wc, 1), 1);
   CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
   const struct uroce_eng_stats *st = uroce_eng_stats(ns.eng[0]);
-  CHECK(st->retransmits > 0);
-  CHECK(st->retx_pkts >= st->retransmits);
+  CHECK(st->go_backs > 0);
+  CHECK(st->retx_pkts >= st->go_backs);
   CHECK_EQ(st->tx_pkts, 10 + st->retx_pkts);
   teardown();
 }
@@ -300,7 +300,7 @@ static void ooo_run(uint32_t flags, double loss, uint64_t *retx,
       CHECK(0);
       break;
     }
-  *retx = uroce_eng_stats(ns.eng[0])->retransmits;
+  *retx = uroce_eng_stats(ns.eng[0])->go_backs;
   *naks = uroce_eng_stats(ns.eng[1])->naks_tx;
   teardown();
 }
@@ -348,7 +348,7 @@ static void test_read_loss(void) {
   ns_run_idle(&ns, ns.now + 100000000);
   CHECK_EQ(tp_poll(A.scq, wc, 1), 0);
   uint64_t lost = ns.stats.lost;
-  uint64_t retx = uroce_eng_stats(ns.eng[0])->retransmits;
+  uint64_t retx = uroce_eng_stats(ns.eng[0])->go_backs;
   printf("READ with 2%% response loss: %llu lost, %llu restarts, %llu "
          "packets sent\n",
          (unsigned long long)lost, (unsigned long long)retx,
@@ -391,7 +391,7 @@ static void test_atomic_once(void) {
     memcpy(&v, A.mem + 8 * i, 8);
     CHECK_EQ(v, i); /* fetch results in order */
   }
-  CHECK(uroce_eng_stats(ns.eng[0])->retransmits > 0);
+  CHECK(uroce_eng_stats(ns.eng[0])->go_backs > 0);
   teardown();
 }
 
