@@ -438,9 +438,12 @@ UV_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
   return -1;
 }
 
-UV_EXPORT int ibv_get_sysfs_path(char *buf, size_t size) {
-  int n = snprintf(buf, size, "/sys");
-  return n < (int)size ? 0 : -1;
+/* rdma-core's signature (libibverbs/sysfs.c): the sysfs root, honouring
+ * SYSFS_PATH as rdma-core does. librdmacm, UCX and libfabric call it while
+ * they look for devices; the older (char *, size_t) form crashed them. */
+UV_EXPORT const char *ibv_get_sysfs_path(void) {
+  const char *env = getenv("SYSFS_PATH");
+  return (env && *env) ? env : "/sys";
 }
 
 /* ---- strings ---- */
