@@ -5,7 +5,9 @@
  * uroce_eng_read_pkt on the other. Prints packets per second for both
  * ends together, ns per packet, and the ratio to the goal of 3 Mpps.
  *
- *   bench_engine [seconds]   (default 2) */
+ *   bench_engine [seconds]   (default 2)
+ *   BENCH_STD=1              the standard transport (default: the two
+ *                            engines negotiate multipath) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +41,7 @@ static void die(const char *what, int rc) {
 static void make_end(struct end *e, uint8_t last_octet) {
   struct uroce_eng_cfg cfg;
   memset(&cfg, 0, sizeof(cfg));
-  cfg.flags = UROCE_ENG_PHANTOM;
+  cfg.flags = UROCE_ENG_PHANTOM | (getenv("BENCH_STD") ? UROCE_ENG_STANDARD : 0);
   cfg.seed = last_octet;
   cfg.max_unacked_psn = 1024;
   cfg.gid[10] = cfg.gid[11] = 0xFF;

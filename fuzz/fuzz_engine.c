@@ -377,7 +377,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1)
     return 0;
   struct in in = {data, size};
-  uint32_t flags = (u8(&in) & 1) ? UROCE_ENG_OOO_WRITE : 0;
+  /* The standard transport, negotiated multipath, or multipath from the
+   * first packet. */
+  static const uint32_t modes[3] = {UROCE_ENG_STANDARD, 0,
+                                    UROCE_ENG_MULTIPATH};
+  uint32_t flags = modes[u8(&in) % 3];
   if (setup(flags) == 0) {
     for (int i = 0; i < 2000 && in.n; i++)
       step(&in);

@@ -426,6 +426,20 @@ void uroce_device_kick(struct uroce_device *dev) {
     ring_doorbell(dev);
 }
 
+/* The transport's choices an operator may make for every program on the
+ * host (docs/transport.md): UROCE_TRANSPORT=standard (no multipath, not
+ * even its announcement) or multipath (every peer is uroce: use it from
+ * the first packet), UROCE_PATHS=n (spray over n source ports). */
+static void eng_env(struct uroce_eng_cfg *cfg) {
+  const char *t = getenv("UROCE_TRANSPORT"), *n = getenv("UROCE_PATHS");
+  if (t && !strcmp(t, "standard"))
+    cfg->flags |= UROCE_ENG_STANDARD;
+  else if (t && !strcmp(t, "multipath"))
+    cfg->flags |= UROCE_ENG_MULTIPATH;
+  if (n && atoi(n) > 0 && atoi(n) <= 256)
+    cfg->paths = (uint32_t)atoi(n);
+}
+
 int uroce_device_open(struct uroce_device **out,
                       const struct uroce_device_attr *attr) {
   int rv;
@@ -491,6 +505,7 @@ int uroce_device_open(struct uroce_device **out,
   }
   cfg.max_qp = 4096;
   cfg.max_mr = 4096;
+  eng_env(&cfg);
   rv = uroce_eng_new(&dev->eng, &cfg);
   if (rv < 0)
     goto fail;

@@ -87,12 +87,7 @@ struct he_nic {
 struct he_conn {
   struct he_flow hf;
   struct sim_flow f;
-  /* Reorder buffer per receiving end ([0] at snd, [1] at rcv): requests
-   * that arrived ahead of the PSN the responder expects, in PSN order. */
-  struct sim_pkt *rob[2];
-  uint32_t nrob[2];
 };
-#define ROB_MAX 512
 
 static void gid_of(const struct sim *s, uint32_t nic, uint8_t g[16]) {
   memset(g, 0, 16);
@@ -184,7 +179,8 @@ static void *nic_new(struct sim *s, struct sim_nic *nic) {
   bool dcqcn = tp->cc == SIM_CC_DCQCN;
   struct uroce_eng_cfg ec = {
       .seed = sim_seed(s->cfg.seed, 6, nic->n.id),
-      .flags = UROCE_ENG_PHANTOM | (s->ooo ? UROCE_ENG_OOO_WRITE : 0),
+      .flags = UROCE_ENG_PHANTOM |
+               (s->ooo ? UROCE_ENG_MULTIPATH : UROCE_ENG_STANDARD),
       .cc = dcqcn ? &uroce_cc_dcqcn : 0,
       .cc_params = dcqcn ? &s->cfg.tp.dcqcn : 0,
       .max_qp = m->max_qp,
@@ -214,14 +210,6 @@ static void nic_del(void *mp) {
   for (uint32_t i = 0; m->map && i <= m->map_mask; i++)
     if (m->map[i].qpn && m->map[i].snd) {
       struct he_flow *hf = m->map[i].hf;
-      if (hf->f->id & SIM_COLL_FLOW) {
-        struct he_conn *c = (struct he_conn *)hf;
-        for (int side = 0; side < 2; side++)
-          for (struct sim_pkt *p = c->rob[side], *n; p; p = n) {
-            n = p->next;
-            sim_pkt_free(m->s, p);
-          }
-      }
       hf->f->st = 0;
       free(hf);
     }
@@ -618,46 +606,6 @@ static void eng_rx(struct he_nic *m, struct he_flow *hf, bool coll,
   sim_pkt_free(s, p);
 }
 
-/* Collective connections carry WRITE WITH IMMEDIATE, which the engine
- * does not place out of order (only plain WRITE packets of the message in
- * progress): with out_of_order on, the NIC holds requests that arrive
- * ahead of the expected PSN and hands them over in order. A gap that a
- * loss left is filled by the requester's go-back-N; ROB_MAX bounds it. */
-static void rob_rx(struct he_nic *m, struct he_flow *hf, struct sim_pkt *p,
-                   sim_time_t now) {
-  struct he_conn *c = (struct he_conn *)hf;
-  int side = m == hf->rcv;
-  struct uroce_qp *qp = side ? hf->rqp : hf->sqp;
-  uint32_t epsn, psn = uroce_bth_psn(p->hdr);
-  uroce_qp_progress(qp, 0, &epsn);
-  if (uroce_psn_diff(psn, epsn) > 0 && c->nrob[side] < ROB_MAX) {
-    struct sim_pkt **pp = &c->rob[side];
-    while (*pp && uroce_psn_diff(uroce_bth_psn((*pp)->hdr), psn) < 0)
-      pp = &(*pp)->next;
-    if (*pp && uroce_bth_psn((*pp)->hdr) == psn) {
-      sim_pkt_free(m->s, p); /* a duplicate of one held */
-      return;
-    }
-    p->next = *pp;
-    *pp = p;
-    c->nrob[side]++;
-    return;
-  }
-  eng_rx(m, hf, true, p, now);
-  for (;;) {
-    struct sim_pkt *h = c->rob[side];
-    if (!h)
-      break;
-    uroce_qp_progress(qp, 0, &epsn);
-    if (uroce_psn_diff(uroce_bth_psn(h->hdr), epsn) > 0 &&
-        c->nrob[side] < ROB_MAX)
-      break;
-    c->rob[side] = h->next;
-    c->nrob[side]--;
-    eng_rx(m, hf, true, h, now);
-  }
-}
-
 static void deliver(void *mp, struct sim_pkt *p, sim_time_t now) {
   struct he_nic *m = mp;
   struct sim *s = m->s;
@@ -675,10 +623,26 @@ static void deliver(void *mp, struct sim_pkt *p, sim_time_t now) {
     sim_pkt_free(s, p);
     return;
   }
-  if (coll && s->ooo && p->kind == SIM_PKT_DATA)
-    rob_rx(m, hf, p, now);
-  else
-    eng_rx(m, hf, coll, p, now);
+  eng_rx(m, hf, coll, p, now);
+}
+
+/* A selective ACK's bitmap is payload the engine reads; the descriptor
+ * keeps it after the headers, as many 64-bit words as fit (the rest of
+ * the bitmap is only left unsaid: the next one says it). */
+static void keep_sack(struct sim_pkt *p, const struct uroce_tx_pkt *tx) {
+  uint32_t words = (SIM_HDR_MAX - tx->hdr_len) / 8, off = 0;
+  if (words > tx->payload_len / 8)
+    words = tx->payload_len / 8;
+  uint8_t *h = p->hdr + uroce_opcode(UROCE_OP_MP_SACK)->offset[UROCE_HDR_SACKETH];
+  h[0] = (uint8_t)words;
+  for (int i = 0; i < tx->nseg && off < words * 8; i++) {
+    uint32_t n = tx->seg[i].len < words * 8 - off ? tx->seg[i].len
+                                                 : words * 8 - off;
+    memcpy(p->hdr + tx->hdr_len + off, tx->seg[i].addr, n);
+    off += n;
+  }
+  p->hlen = (uint8_t)(tx->hdr_len + words * 8);
+  p->plen = 0;
 }
 
 /* Turns the engine's packet in m->tx into a descriptor. */
@@ -698,7 +662,7 @@ static struct sim_pkt *make_pkt(struct he_nic *m) {
   uint8_t kind = SIM_PKT_DATA;
   if (op == UROCE_OP_CNP)
     kind = SIM_PKT_CNP;
-  else if (op == UROCE_OP_ACK)
+  else if (op == UROCE_OP_ACK || op == UROCE_OP_MP_SACK)
     kind = uroce_aeth_kind(tx->hdr[UROCE_BTH_LEN]) == UROCE_AETH_ACK
                ? SIM_PKT_ACK
                : SIM_PKT_NAK;
@@ -718,6 +682,8 @@ static struct sim_pkt *make_pkt(struct he_nic *m) {
   p->pad = tx->pad;
   p->hlen = (uint8_t)tx->hdr_len;
   memcpy(p->hdr, tx->hdr, tx->hdr_len);
+  if (op == UROCE_OP_MP_SACK)
+    keep_sack(p, tx);
   if (kind == SIM_PKT_DATA) {
     struct sim_flow *f = hf->f;
     uint32_t psn = uroce_bth_psn(tx->hdr), n = 1;

@@ -20,6 +20,11 @@ const char *const uroce_comp_state_names[COMPST_COUNT] = {
     [COMPST_ERROR_RETRY] = "ERROR_RETRY",
     [COMPST_RNR_RETRY] = "RNR_RETRY",
     [COMPST_ERROR] = "ERROR",
+    [COMPST_MP_ACK] = "MP_ACK",
+    [COMPST_MP_READ] = "MP_READ",
+    [COMPST_MP_ATOMIC] = "MP_ATOMIC",
+    [COMPST_MP_NAK] = "MP_NAK",
+    [COMPST_MP_UPDATE] = "MP_UPDATE",
     [COMPST_DROP] = "DROP",
     [COMPST_DONE] = "DONE",
 };
@@ -192,18 +197,24 @@ static enum comp_state get_wqe(struct comp_pkt *c) {
   return COMPST_CHECK_PSN;
 }
 
-/* Only PSNs from comp.psn up to the last one sent mean anything. */
+/* Only PSNs from comp.psn up to the last one sent mean anything (a
+ * selective ACK's bitmap may, whatever its acknowledged PSN). */
 static enum comp_state check_psn(struct comp_pkt *c) {
   if (uroce_psn_cmp(c->psn, c->qp->req.max_psn) >= 0)
     return drop(c, UROCE_DROP_RESPONSE);
-  if (uroce_psn_cmp(c->psn, c->qp->comp.psn) < 0)
+  if (uroce_psn_cmp(c->psn, c->qp->comp.psn) < 0 &&
+      !(qp_mp(c->qp) && c->pi->opcode == UROCE_OP_MP_SACK))
     return drop(c, UROCE_DROP_DUPLICATE);
   return COMPST_CHECK_ACK;
 }
 
+static enum comp_state mp_check_ack(struct comp_pkt *c);
+
 /* Sorts the packet: an ACK, RNR NAK or NAK, or a READ response or atomic
  * ack (whose AETH, when it has one, must be a plain ACK). */
 static enum comp_state check_ack(struct comp_pkt *c) {
+  if (qp_mp(c->qp))
+    return mp_check_ack(c);
   if (!(c->mask & UROCE_OPM_ACK)) {
     if (c->aeth && uroce_aeth_kind(c->syn) != UROCE_AETH_ACK)
       return drop(c, UROCE_DROP_RESPONSE);
@@ -385,6 +396,213 @@ static enum comp_state drop_pkt(struct comp_pkt *c) {
   return COMPST_DONE;
 }
 
+/* ---- multipath: responses in any order ---- */
+
+/* What arrived tells the gaps before it; the newest delivery (by send
+ * time) among those of one packet is the evidence. */
+struct mp_ev {
+  bool any;
+  uint32_t psn;
+  uint64_t ts;
+};
+
+static void mp_deliver(struct comp_pkt *c, uint32_t psn, struct mp_ev *ev) {
+  struct uroce_qp *qp = c->qp;
+  uint64_t ts = qp->mp.ts[psn & qp->mp.mask];
+  if (!mp_done(qp, psn, c->now))
+    return;
+  if (!ev->any || ts > ev->ts ||
+      (ts == ev->ts && uroce_psn_cmp(psn, ev->psn) > 0)) {
+    ev->any = true;
+    ev->psn = psn;
+    ev->ts = ts;
+  }
+}
+
+static void mp_evidence(struct comp_pkt *c, const struct mp_ev *ev) {
+  if (ev->any)
+    mp_gaps_before(c->qp, ev->psn, ev->ts, c->now);
+}
+
+/* ACKs and requests through psn delivered (what a response never says). */
+static void mp_ack_through(struct comp_pkt *c, uint32_t psn,
+                           struct mp_ev *ev) {
+  struct uroce_qp *qp = c->qp;
+  for (uint32_t p = qp->comp.psn; uroce_psn_cmp(p, psn) <= 0;
+       p = uroce_psn_add(p, 1)) {
+    int32_t d = uroce_psn_diff(p, qp->comp.psn);
+    if ((uint32_t)d > qp->mp.mask)
+      break;
+    if (!(*mp_tx_st(qp, p) & TX_RESP))
+      mp_deliver(c, p, ev);
+  }
+}
+
+static enum comp_state mp_check_ack(struct comp_pkt *c) {
+  if (c->mask & UROCE_OPM_ACK) {
+    enum uroce_aeth_kind k = uroce_aeth_kind(c->syn);
+    if (k == UROCE_AETH_ACK)
+      return COMPST_MP_ACK;
+    return k == UROCE_AETH_RESERVED ? drop(c, UROCE_DROP_RESPONSE)
+                                    : COMPST_MP_NAK;
+  }
+  if (c->aeth && uroce_aeth_kind(c->syn) != UROCE_AETH_ACK)
+    return drop(c, UROCE_DROP_RESPONSE);
+  struct swqe *w = sq_wqe_at(c->qp, c->psn);
+  bool read = (c->mask & UROCE_OPM_READ) != 0;
+  if (!w || !wr_is_rd_atomic(w->opcode) ||
+      read != (w->opcode == UROCE_WR_RDMA_READ))
+    return drop(c, UROCE_DROP_RESPONSE);
+  c->w = w;
+  return read ? COMPST_MP_READ : COMPST_MP_ATOMIC;
+}
+
+/* An ACK acknowledges every request through its PSN; a selective ACK's
+ * bitmap, the requests after that which arrived. */
+static enum comp_state mp_ack(struct comp_pkt *c) {
+  struct mp_ev ev = {0};
+  mp_ack_through(c, c->psn, &ev);
+  const uint8_t *se = uroce_pkt_hdr(c->pi, UROCE_HDR_SACKETH);
+  if (se) {
+    uint32_t words = uroce_sacketh_words(se), base = uroce_sacketh_base(se);
+    const uint8_t *bm = uroce_pkt_payload(c->pi);
+    if (words > UROCE_SACK_MAX_WORDS || c->pi->payload_len != words * 8u)
+      return drop(c, UROCE_DROP_LENGTH);
+    if (uroce_sacketh_flags(se) & UROCE_SACK_DUP)
+      mp_dsack(c->qp, uroce_sacketh_dup(se));
+    for (uint32_t i = 0; i < words; i++) {
+      uint64_t v = get_be64(bm + 8 * i);
+      for (; v; v &= v - 1) {
+        uint32_t p = uroce_psn_add(base, 64 * i + (uint32_t)__builtin_ctzll(v));
+        int32_t d = uroce_psn_diff(p, c->qp->comp.psn);
+        if (d >= 0 && (uint32_t)d <= c->qp->mp.mask &&
+            !(*mp_tx_st(c->qp, p) & TX_RESP))
+          mp_deliver(c, p, &ev);
+      }
+    }
+  }
+  mp_evidence(c, &ev);
+  return COMPST_MP_UPDATE;
+}
+
+/* A READ response goes where its PSN says, whatever came before it. */
+static enum comp_state mp_read(struct comp_pkt *c) {
+  struct uroce_qp *qp = c->qp;
+  struct swqe *w = c->w;
+  uint32_t off = (uint32_t)uroce_psn_diff(c->psn, w->first_psn) * qp->mtu;
+  bool last = c->psn == w->last_psn;
+  if (off > w->length || c->pi->payload_len != (last ? w->length - off
+                                                      : qp->mtu))
+    return drop(c, UROCE_DROP_LENGTH);
+  int32_t d = uroce_psn_diff(c->psn, qp->comp.psn);
+  if (d < 0 || (uint32_t)d > qp->mp.mask ||
+      (*mp_tx_st(qp, c->psn) & TX_DONE))
+    return drop(c, UROCE_DROP_DUPLICATE);
+  sge_scatter(qp->eng, w->sge, w->nsge, off, uroce_pkt_payload(c->pi),
+              c->pi->payload_len);
+  struct mp_ev ev = {0};
+  mp_deliver(c, c->psn, &ev);
+  mp_evidence(c, &ev);
+  return COMPST_MP_UPDATE;
+}
+
+static enum comp_state mp_atomic(struct comp_pkt *c) {
+  struct uroce_qp *qp = c->qp;
+  if (*mp_tx_st(qp, c->psn) & TX_DONE)
+    return drop(c, UROCE_DROP_DUPLICATE);
+  uint64_t orig = uroce_atmack_orig(uroce_pkt_hdr(c->pi, UROCE_HDR_ATMACK));
+  c->w->atomic_orig = orig;
+  if (!qp->eng->phantom)
+    memcpy((void *)(uintptr_t)c->w->sge[0].addr, &orig, 8);
+  struct mp_ev ev = {0};
+  mp_deliver(c, c->psn, &ev);
+  mp_evidence(c, &ev);
+  return COMPST_MP_UPDATE;
+}
+
+/* A NAK acknowledges what precedes it. RNR: the rest goes again after the
+ * timer it names. A fatal code fails its WQE once everything before it is
+ * complete (responses for earlier READs may still be on their way). */
+static enum comp_state mp_nak(struct comp_pkt *c) {
+  struct uroce_qp *qp = c->qp;
+  struct mp_ev ev = {0};
+  mp_ack_through(c, uroce_psn_add(c->psn, UROCE_PSN_MASK), &ev);
+  mp_evidence(c, &ev);
+  uint8_t code = uroce_aeth_value(c->syn);
+  if (uroce_aeth_kind(c->syn) == UROCE_AETH_RNR_NAK) {
+    if (qp->rnr_retry != 7) {
+      if (!qp->req.rnr_left) {
+        c->status = UROCE_WC_RNR_RETRY_EXC_ERR;
+        return COMPST_ERROR;
+      }
+      qp->req.rnr_left--;
+    }
+    qp->eng->stats.go_backs++;
+    for (uint32_t p = c->psn; uroce_psn_cmp(p, qp->req.max_psn) < 0;
+         p = uroce_psn_add(p, 1)) {
+      int32_t d = uroce_psn_diff(p, qp->comp.psn);
+      if (d < 0 || (uint32_t)d > qp->mp.mask)
+        break;
+      uint8_t *st = mp_tx_st(qp, p);
+      if ((*st & (TX_SENT | TX_DONE | TX_LOST)) == TX_SENT) {
+        *st = (uint8_t)((*st & ~TX_GAP) | TX_LOST);
+        qp->mp.lost++;
+      }
+    }
+    qp->req.rnr_deadline = c->now + uroce_rnr_timer_ns(code);
+    qp->req.rto_deadline = UINT64_MAX;
+    return COMPST_MP_UPDATE;
+  }
+  if (code != UROCE_NAK_PSN_SEQ_ERR && !qp->mp.fatal) {
+    qp->mp.fatal = true;
+    qp->mp.fatal_psn = c->psn;
+    qp->mp.fatal_status = nak_wc_status(code);
+  }
+  return COMPST_MP_UPDATE;
+}
+
+/* comp.psn over what arrived; the WQEs it passed complete, in order. */
+static enum comp_state mp_update(struct comp_pkt *c) {
+  struct uroce_qp *qp = c->qp;
+  if (mp_advance(qp)) {
+    uint64_t bytes = 0;
+    for (uint32_t i = qp->sq_tail; i != qp->sq_head; i++) {
+      struct swqe *w = sq_at(qp, i);
+      if (w->state == WQE_DONE)
+        continue;
+      if (w->state == WQE_POSTED ||
+          uroce_psn_cmp(w->last_psn, qp->comp.psn) >= 0)
+        break;
+      w->state = WQE_DONE;
+      w->status = UROCE_WC_SUCCESS;
+      bytes += w->length;
+    }
+    /* Behind comp.psn only if it was going back (standard) when the peer
+     * turned out to speak multipath. */
+    if (uroce_psn_cmp(qp->comp.psn, qp->req.psn) > 0)
+      req_rewind(qp, qp->comp.psn);
+    qp->req.retry_left = qp->retry_cnt;
+    qp->req.rnr_left = qp->rnr_retry;
+    qp->mp.last_prog = c->now;
+    qp->mp.probes = 0;
+    qp->eng->cc->on_ack(qp->cc_state, c->now, bytes);
+  }
+  if (qp->mp.fatal && qp->mp.fatal_psn == qp->comp.psn) {
+    qp_drain_sq(qp);
+    struct swqe *w = oldest(qp);
+    if (w)
+      fail_wqe(qp, w, qp->mp.fatal_status);
+    return COMPST_DONE;
+  }
+  qp->req.rto_deadline = outstanding(qp) && rto_ns(qp) != UINT64_MAX
+                             ? c->now + mp_pto(qp)
+                             : UINT64_MAX;
+  if (qp->req.rnr_deadline != UINT64_MAX)
+    qp->req.rto_deadline = UINT64_MAX;
+  qp_drain_sq(qp);
+  return COMPST_DONE;
+}
+
 static enum comp_state comp_step(struct comp_pkt *c, enum comp_state st) {
   switch (st) {
   case COMPST_GET_WQE:
@@ -417,6 +635,16 @@ static enum comp_state comp_step(struct comp_pkt *c, enum comp_state st) {
     return do_error(c);
   case COMPST_DROP:
     return drop_pkt(c);
+  case COMPST_MP_ACK:
+    return mp_ack(c);
+  case COMPST_MP_READ:
+    return mp_read(c);
+  case COMPST_MP_ATOMIC:
+    return mp_atomic(c);
+  case COMPST_MP_NAK:
+    return mp_nak(c);
+  case COMPST_MP_UPDATE:
+    return mp_update(c);
   case COMPST_DONE:
   case COMPST_COUNT:
     break;
@@ -441,10 +669,27 @@ void comp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
     st = comp_step(&c, st);
 }
 
+/* Multipath: a probe timeout. The QP fails once retry_cnt + 1 of its
+ * timeouts passed without progress (7: never). */
+static void mp_comp_timeout(struct uroce_qp *qp, uint64_t now) {
+  qp->eng->stats.timeouts++;
+  if (qp->retry_cnt != 7 &&
+      now - qp->mp.last_prog > (qp->retry_cnt + 1u) * rto_ns(qp)) {
+    fail_wqe(qp, oldest(qp), UROCE_WC_RETRY_EXC_ERR);
+    return;
+  }
+  mp_timeout(qp, now);
+  qp->req.rto_deadline = now + mp_pto(qp);
+}
+
 void comp_timeout(struct uroce_qp *qp, uint64_t now) {
   qp->req.rto_deadline = UINT64_MAX;
   if (qp->type != UROCE_QPT_RC || !outstanding(qp) || !oldest(qp))
     return;
+  if (qp_mp(qp)) {
+    mp_comp_timeout(qp, now);
+    return;
+  }
   qp->eng->stats.timeouts++;
   if (!use_retry(qp)) {
     fail_wqe(qp, oldest(qp), UROCE_WC_RETRY_EXC_ERR);

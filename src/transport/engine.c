@@ -90,10 +90,12 @@ int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg) {
     c.cnp_interval_ns = 50000;
   if (!c.port_mtu)
     c.port_mtu = 5;
-  if (!c.ooo_nak_gap)
-    c.ooo_nak_gap = c.max_unacked_psn - c.max_unacked_psn / 4;
+  if (!c.paths)
+    c.paths = 1;
+  if (!c.reorder_ns)
+    c.reorder_ns = 2000;
   if (c.port_mtu > 5 || c.max_qp > (1u << 20) || c.max_mr > (1u << 20) ||
-      c.max_unacked_psn > (1u << 22))
+      c.max_unacked_psn > (1u << 22) || c.paths > 256)
     return UROCE_ERR_INVALID_ARGUMENT;
 
   void *p = c.alloc(c.alloc_ctx, sizeof(struct uroce_eng));
@@ -403,6 +405,8 @@ int rq_post(struct rq *q, struct uroce_recv_wr *wr,
     struct rwqe *w = &q->wqe[q->head & q->mask];
     w->wr_id = wr->wr_id;
     w->nsge = (uint32_t)wr->num_sge;
+    w->keys = RWQE_KEYS_UNCHECKED;
+    w->whole = false;
     if (w->nsge)
       memcpy(w->sge, wr->sg_list, w->nsge * sizeof(*w->sge));
     q->head++;
@@ -494,8 +498,7 @@ bool rq_take(struct uroce_qp *qp) {
     return false;
   struct rwqe *w = &q->wqe[q->tail & q->mask];
   struct resp *r = &qp->resp;
-  r->rwqe.wr_id = w->wr_id;
-  r->rwqe.nsge = w->nsge;
+  r->rwqe = *w;
   r->rwqe.sge = r->rwqe_sge;
   memcpy(r->rwqe_sge, w->sge, w->nsge * sizeof(*w->sge));
   q->tail++;
@@ -576,6 +579,8 @@ int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
       qp->cnp_dqpn = deth ? uroce_deth_sqp(deth) : qp->dest_qpn;
     }
   }
+  if (qp->type == UROCE_QPT_RC && qp->state != UROCE_QPS_RESET)
+    mp_peer(qp, rx);
   if (pi->op->mask & UROCE_OPM_REQ) {
     if (!qp_can_recv(qp)) {
       drop(eng, UROCE_DROP_QP_STATE);
@@ -678,6 +683,8 @@ static uint64_t qp_next_expiry(const struct uroce_eng *eng,
     t = qp->req.pace_deadline;
   if (qp->resp.ack_deadline < t)
     t = qp->resp.ack_deadline;
+  if (qp->mp.gap_timer < t)
+    t = qp->mp.gap_timer;
   uint64_t c = eng->cc->next_expiry(qp->cc_state);
   return c < t ? c : t;
 }
@@ -710,6 +717,8 @@ int uroce_eng_handle_expiry(struct uroce_eng *eng, uint64_t now) {
       qp->req.pace_deadline = UINT64_MAX;
     if (qp->req.rnr_deadline <= now)
       comp_rnr_expired(qp, now);
+    if (qp->mp.gap_timer <= now)
+      mp_gap_expiry(qp, now);
     if (qp->req.rto_deadline <= now)
       comp_timeout(qp, now);
     eng_sched(eng, qp);

@@ -40,15 +40,19 @@ enum uroce_eng_flags {
    * nothing is copied on receive, atomics read and write nothing. For the
    * simulator and the benchmark. */
   UROCE_ENG_PHANTOM = 1,
-  /* RC responders place RDMA WRITE packets that arrive ahead of the
-   * expected PSN (within the window, of the WRITE in progress) and
-   * remember them in a per-QP bitmap instead of dropping them. A gap is
-   * NAKed once a packet ooo_nak_gap PSNs beyond it arrives, and a packet
-   * ahead that could not be placed (not a WRITE, or before its message's
-   * first packet) is NAKed when the expected PSN reaches it: for fabrics
-   * that spray packets over many paths (IRN-style receive; the requester
-   * still recovers losses by go-back-N). */
-  UROCE_ENG_OOO_WRITE = 2,
+  /* Standard RoCEv2 only. Without it an RC QP announces multipath
+   * (a reserved BTH bit, which standard peers ignore) until it hears from
+   * its peer, and if the peer announced it too, both use the multipath
+   * transport: selective repeat, out-of-order placement, path spraying
+   * (docs/transport.md). With it the engine sends exactly the standard
+   * packets and never answers an announcement. */
+  UROCE_ENG_STANDARD = 2,
+  /* Every peer is a uroce endpoint that uses multipath (the simulator; a
+   * cluster of uroce hosts): RC QPs use it from their first packet instead
+   * of after the peer's first answer, so that a short message sprayed
+   * over many paths is placed as it arrives. Against a standard peer this
+   * fails: never set it there. */
+  UROCE_ENG_MULTIPATH = 4,
 };
 
 struct uroce_eng_cfg {
@@ -75,9 +79,12 @@ struct uroce_eng_cfg {
   uint64_t cnp_interval_ns;      /* at most one CNP per QP per, 50 us */
   uint8_t port_mtu;              /* enum uroce_mtu: largest path MTU
                                     and the UD MTU; default 4096 */
-  uint32_t ooo_nak_gap;          /* UROCE_ENG_OOO_WRITE: reordering
-                                    tolerated before a NAK, in PSNs;
-                                    default 3/4 of max_unacked_psn */
+  uint32_t paths;                /* multipath: UDP source ports a QP
+                                    sprays over (1..256, default 1) */
+  uint64_t reorder_ns;           /* multipath: reordering tolerated
+                                    before a gap is retransmitted, the
+                                    least (default 2000); grows with the
+                                    RTT and on spurious retransmits */
 };
 
 /* Why the engine dropped a received packet. */
@@ -110,6 +117,12 @@ struct uroce_eng_stats {
   uint64_t timeouts;
   uint64_t cnps_tx, cnps_rx, ce_rx;
   uint64_t async_lost; /* async events lost to a full event ring */
+  /* multipath */
+  uint64_t mp_qps;       /* RC QPs whose peer announced multipath */
+  uint64_t sacks_tx;     /* selective ACKs sent */
+  uint64_t mp_retx_pkts; /* request packets sent again to fill a gap */
+  uint64_t mp_probes;    /* probes after a timeout */
+  uint64_t mp_spurious;  /* gaps filled by the first copy after all */
 };
 
 /* Creates an engine. Returns 0, UROCE_ERR_INVALID_ARGUMENT, -ENOMEM. */
@@ -248,6 +261,8 @@ uint32_t uroce_qp_num(const struct uroce_qp *qp);
  * expects next. Either pointer may be NULL. */
 void uroce_qp_progress(const struct uroce_qp *qp, uint32_t *sq_una,
                        uint32_t *rq_epsn);
+/* Whether the QP's peer announced multipath and both ends use it. */
+bool uroce_qp_multipath(const struct uroce_qp *qp);
 /* The congestion-control module's state of this QP, for owners that
  * report it (the simulator's rate series): read it only through the
  * module's own accessors (uroce_cc_dcqcn_rate). */

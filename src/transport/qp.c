@@ -29,7 +29,7 @@ static void qp_free_mem(struct uroce_eng *eng, struct uroce_qp *qp) {
   rq_release(eng, &qp->rq);
   eng_free(eng, qp->resp.rwqe_sge);
   eng_free(eng, qp->resp.res);
-  eng_free(eng, qp->resp.ooo_map);
+  mp_free(qp);
   eng_free(eng, qp->cc_state);
   eng_free(eng, qp);
 }
@@ -39,6 +39,9 @@ static void qp_reset(struct uroce_qp *qp) {
   for (uint32_t i = 0; i <= qp->sq_mask; i++)
     qp->sq[i].state = WQE_POSTED;
   qp->rq.head = qp->rq.tail = 0;
+  qp->peer = qp->mp_cap && (qp->eng->cfg.flags & UROCE_ENG_MULTIPATH)
+                 ? PEER_MP
+                 : PEER_UNKNOWN;
   req_reset(qp);
   comp_reset(qp);
   resp_reset(qp);
@@ -74,17 +77,12 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
   qp->resp.res = eng_alloc(eng, UROCE_MAX_RD_ATOMIC * sizeof(struct resp_res));
   if (eng->cc->state_size)
     qp->cc_state = eng_alloc(eng, eng->cc->state_size);
-  bool ooo =
-      (eng->cfg.flags & UROCE_ENG_OOO_WRITE) && attr->qp_type == UROCE_QPT_RC;
-  if (ooo) {
-    uint32_t bits = pow2_at_least(eng->cfg.max_unacked_psn);
-    bits = bits < 64 ? 64 : bits;
-    qp->resp.ooo_map = eng_alloc(eng, bits / 8);
-    qp->resp.ooo_mask = bits - 1;
-  }
-  int rc = 0;
+  qp->eng = eng;
+  qp->mp_cap = !(eng->cfg.flags & UROCE_ENG_STANDARD) &&
+               attr->qp_type == UROCE_QPT_RC;
+  int rc = mp_alloc(qp);
   if (!qp->sq || !qp->sq_sge || (cap->max_inline_data && !qp->sq_inl) ||
-      !qp->resp.rwqe_sge || !qp->resp.res || (ooo && !qp->resp.ooo_map) ||
+      !qp->resp.rwqe_sge || !qp->resp.res ||
       (eng->cc->state_size && !qp->cc_state))
     rc = -ENOMEM;
   if (!rc && !attr->srq)
@@ -119,6 +117,7 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
   qp->max_rd_atomic = 1;
   qp->req.rto_deadline = qp->req.rnr_deadline = UINT64_MAX;
   qp->req.pace_deadline = qp->resp.ack_deadline = UINT64_MAX;
+  qp->mp.gap_timer = UINT64_MAX;
   qp_reset(qp);
   eng->cc->init(qp->cc_state, eng->now);
   if (eng->cc->set_params && eng->cfg.cc_params)
@@ -161,6 +160,10 @@ void uroce_qp_progress(const struct uroce_qp *qp, uint32_t *sq_una,
     *sq_una = qp->comp.psn;
   if (rq_epsn)
     *rq_epsn = qp->resp.epsn;
+}
+
+bool uroce_qp_multipath(const struct uroce_qp *qp) {
+  return qp_mp(qp);
 }
 
 const void *uroce_qp_cc_state(const struct uroce_qp *qp) {
@@ -508,6 +511,18 @@ void qp_complete_swqe(struct uroce_qp *qp, struct swqe *w) {
   cq_push(qp->scq, &wc);
 }
 
+struct swqe *sq_wqe_at(struct uroce_qp *qp, uint32_t psn) {
+  for (uint32_t i = qp->sq_tail; i != qp->sq_head; i++) {
+    struct swqe *w = sq_at(qp, i);
+    if (w->state == WQE_POSTED)
+      break;
+    if (w->state != WQE_DONE && uroce_psn_cmp(psn, w->first_psn) >= 0 &&
+        uroce_psn_cmp(psn, w->last_psn) <= 0)
+      return w;
+  }
+  return 0;
+}
+
 void qp_drain_sq(struct uroce_qp *qp) {
   while (qp->sq_tail != qp->sq_head) {
     struct swqe *w = sq_at(qp, qp->sq_tail);
@@ -560,6 +575,8 @@ void qp_to_error(struct uroce_qp *qp) {
   qp->resp.ack_pending = qp->resp.ack_now = false;
   for (uint32_t i = 0; i < UROCE_MAX_RD_ATOMIC; i++)
     qp->resp.res[i].pending = false;
+  for (uint32_t i = 0; qp->resp.runs && i < MP_RUNS; i++)
+    qp->resp.runs[i].pending = qp->resp.runs[i].deferred = false;
 }
 
 void qp_to_sqe(struct uroce_qp *qp) {
@@ -572,6 +589,8 @@ void qp_put_bth(struct uroce_qp *qp, uint8_t *b, uint8_t opcode, bool se,
                 uint8_t pad, uint32_t dqpn, bool ackreq, uint32_t psn) {
   uroce_bth_put(b, opcode, se, false, pad, 0xFFFF, false, false, dqpn, ackreq,
                 psn);
+  if (qp_mp_track(qp))
+    uroce_bth_set_mp(b, true);
 }
 
 void qp_tx_addr(struct uroce_qp *qp, struct uroce_tx_pkt *tx) {

@@ -61,12 +61,22 @@ struct uroce_cq {
   void *user; /* the owner's per-CQ state (the device's CQ wrapper) */
 };
 
-/* A receive WQE: sges point into the owning queue's SGE array. */
+/* A receive WQE: sges point into the owning queue's SGE array. The rest
+ * is the multipath responder's, for a message placed into it before the
+ * messages ahead of it completed (resp.c). */
 struct rwqe {
   uint64_t wr_id;
   uint32_t nsge;
   struct uroce_sge *sge;
+  uint8_t keys;  /* RWQE_KEYS_*: its SGEs checked, and how */
+  bool whole;    /* its message's last packet is placed: */
+  uint8_t wc_op; /* UROCE_WC_RECV or _RECV_RDMA_WITH_IMM */
+  uint8_t wc_flags;
+  uint32_t cap;      /* bytes its SGEs hold (keys checked) */
+  uint32_t byte_len; /* of the message */
+  uint32_t imm;      /* immediate (raw), or the rkey to invalidate */
 };
+enum { RWQE_KEYS_UNCHECKED, RWQE_KEYS_OK, RWQE_KEYS_BAD };
 
 /* A receive queue: the QP's own or an SRQ's. */
 struct rq {
@@ -97,6 +107,8 @@ enum swqe_state {
 
 struct swqe {
   uint64_t wr_id;
+  bool mp;      /* started in multipath mode: multipath opcodes */
+  uint32_t ssn; /* receive sequence number (SEND, WRITE with immediate) */
   uint32_t opcode; /* enum uroce_wr_opcode */
   uint32_t flags;  /* enum uroce_send_flags, SIGNALED resolved */
   uint32_t imm;    /* raw network-order bytes */
@@ -115,6 +127,11 @@ struct swqe {
   bool checked;          /* local keys validated */
   uint32_t first_psn, last_psn;
   uint64_t atomic_orig;
+};
+
+/* A position in a send WQE's gather list: SGE i, byte off of it. */
+struct gcur {
+  uint32_t i, off;
 };
 
 /* Requester states (req.c). */
@@ -138,7 +155,7 @@ struct req {
   uint32_t psn;            /* next PSN to send */
   uint32_t max_psn;        /* one past the highest PSN ever sent */
   uint32_t off;            /* bytes of the WQE already sent */
-  uint32_t sge_i, sge_off; /* gather cursor for off */
+  struct gcur cur;         /* gather cursor for off */
   uint32_t pkts_since_ackreq;
   uint64_t rto_deadline; /* retransmit timer, UINT64_MAX = off */
   uint64_t rnr_deadline;
@@ -146,9 +163,45 @@ struct req {
   uint8_t retry_left, rnr_left;
   bool probe; /* after a timeout: one packet out until something is acked */
   /* The next READ request, sent from the middle of its READ at psn, starts
-   * this many PSNs earlier (comp.c back_off: a re-request whose answer
+   * this many PSNs earlier (comp.c error_retry: a re-request whose answer
    * lost its first packet again). */
   uint32_t back;
+};
+
+/* The peer's transport, from the multipath bit of its packets. */
+enum peer_mode {
+  PEER_UNKNOWN, /* nothing heard yet: announce, behave as standard */
+  PEER_STD,     /* a standard RoCEv2 peer (or one forced to be) */
+  PEER_MP,      /* announced multipath: both ends use it */
+};
+
+/* The multipath requester's state of each PSN in flight (mp.c): a ring
+ * indexed by psn & mask over [comp.psn, comp.psn + mask]. */
+enum {
+  TX_SENT = 1,  /* a request carrying it went out */
+  TX_RESP = 2,  /* answered by a response (READ, atomic), not by an ACK */
+  TX_DONE = 4,  /* acknowledged or answered */
+  TX_GAP = 8,   /* something sent after it arrived: lost at gap + reorder */
+  TX_LOST = 16, /* to be sent again */
+  TX_RTX = 32,  /* sent again at least once */
+};
+struct mp_tx {
+  uint8_t *st;  /* TX_* per PSN */
+  uint64_t *ts; /* when last sent, or when its gap was seen (TX_GAP) */
+  uint32_t mask;
+  uint32_t lost;      /* PSNs marked TX_LOST */
+  uint32_t scan;      /* PSNs below it were compared with a delivery */
+  uint64_t gap_timer; /* earliest TX_GAP time + reorder, UINT64_MAX */
+  uint64_t srtt, min_rtt, reo;
+  uint32_t ssn;         /* next receive sequence number to assign */
+  uint64_t last_prog;   /* when comp.psn last moved */
+  uint8_t probes;       /* timeouts since then */
+  bool fatal;           /* a fatal NAK waits for comp.psn to reach it */
+  uint8_t fatal_status;
+  uint32_t fatal_psn;
+  uint32_t path;        /* next spraying path */
+  uint32_t rtx_hist[8]; /* the latest PSNs sent again (for D-SACKs) */
+  uint32_t rtx_n;
 };
 
 /* Completer states (comp.c): the steps of handling one response, each a
@@ -168,6 +221,11 @@ enum comp_state {
   COMPST_ERROR_RETRY, /* go back to comp.psn (or retries exhausted) */
   COMPST_RNR_RETRY,   /* go back after the RNR timer (or exhausted) */
   COMPST_ERROR,       /* fail the oldest WQE with the status found */
+  COMPST_MP_ACK,      /* multipath: what an ACK or SACK acknowledges */
+  COMPST_MP_READ,     /* multipath: place a READ response by its PSN */
+  COMPST_MP_ATOMIC,   /* multipath: an atomic ack, in any order */
+  COMPST_MP_NAK,      /* multipath: RNR or fatal NAK */
+  COMPST_MP_UPDATE,   /* multipath: complete in order, find the gaps */
   COMPST_DROP,        /* counted in stats.drops and forgotten */
   COMPST_DONE,
   COMPST_COUNT
@@ -205,7 +263,10 @@ enum resp_state {
   RESPST_COMPLETE,
   RESPST_ACKNOWLEDGE,
   RESPST_DUPLICATE,
-  RESPST_OOO,         /* ahead of epsn: place it (UROCE_ENG_OOO_WRITE) or not */
+  RESPST_MP_CHK,      /* multipath: a request within the window */
+  RESPST_MP_PLACE,    /* multipath: SEND/WRITE placed by its offset */
+  RESPST_MP_DEFER,    /* multipath: READ/atomic ahead, run when reached */
+  RESPST_MP_ADVANCE,  /* multipath: epsn over what arrived in order */
   RESPST_ERR_PSN_SEQ, /* NAK PSN sequence error; the requester goes back */
   RESPST_ERR_RNR,     /* RNR NAK: no receive WQE */
   RESPST_ERR_INVALID_REQ, /* NAK invalid request (opcode sequence, length) */
@@ -227,6 +288,7 @@ struct resp_res {
   bool pending; /* responses left to send */
   uint32_t first_psn, last_psn;
   uint32_t cur_psn; /* next response PSN */
+  bool deferred; /* multipath: arrived ahead, runs when epsn reaches it */
   /* READ */
   uint32_t rkey;
   uint64_t va;   /* of the next response byte */
@@ -234,7 +296,19 @@ struct resp_res {
   bool first_sent;
   /* atomic */
   uint64_t orig;
+  uint8_t aop; /* deferred: opcode and operands */
+  uint64_t a_va, a_swap_add, a_cmp;
 };
+
+/* The multipath responder's state of each PSN ahead of epsn (resp.c): a
+ * ring indexed by psn & mask over [epsn, epsn + mask]. */
+enum {
+  RX_RCVD = 1,  /* arrived and placed (or, DEFER, recorded) */
+  RX_LAST = 2,  /* ends a message */
+  RX_CQE = 4,   /* ends a message that consumed a receive WQE */
+  RX_DEFER = 8, /* a READ or atomic to run when epsn reaches it */
+};
+#define MP_RUNS 32 /* multipath READ responses in progress or deferred */
 
 struct resp {
   uint32_t epsn; /* expected PSN */
@@ -264,14 +338,15 @@ struct resp {
   struct resp_res *res;
   uint32_t nres, res_next;
   bool any_pending; /* some res may be pending; false: none is */
-  /* UROCE_ENG_OOO_WRITE: the WRITE in progress and the PSNs after epsn
-   * already placed (bit psn & ooo_mask) */
-  uint32_t msg_first, msg_last;
-  uint64_t msg_va;
-  uint64_t *ooo_map; /* NULL when the option is off */
-  uint32_t ooo_mask;
-  bool ooo_drop;         /* a packet ahead was dropped: */
-  uint32_t ooo_drop_psn; /* the first such; NAKed when epsn gets there */
+  /* multipath */
+  uint8_t *mp_st; /* RX_* per PSN */
+  uint32_t mp_mask;
+  uint32_t mp_hi;  /* one past the highest PSN placed ahead of epsn */
+  uint32_t mp_ssn; /* receive sequence number of the next receive WQE */
+  struct resp_res *runs; /* MP_RUNS READ answers */
+  uint8_t sack[8 * UROCE_SACK_MAX_WORDS]; /* the bitmap being sent */
+  bool dup;         /* a request arrived again since the last SACK: */
+  uint32_t dup_psn; /* the latest such */
 };
 
 struct uroce_qp {
@@ -312,6 +387,10 @@ struct uroce_qp {
   struct req req;
   struct comp comp;
   struct resp resp;
+
+  uint8_t peer;  /* enum peer_mode */
+  bool mp_cap;   /* RC and the engine not UROCE_ENG_STANDARD */
+  struct mp_tx mp;
 
   void *cc_state;
   bool cnp_pending;
@@ -373,6 +452,8 @@ void qp_to_error(struct uroce_qp *qp);
 void qp_to_sqe(struct uroce_qp *qp);
 /* Completes one send WQE into the send CQ if signaled or failed. */
 void qp_complete_swqe(struct uroce_qp *qp, struct swqe *w);
+/* The started, unfinished send WQE that PSN psn belongs to, or NULL. */
+struct swqe *sq_wqe_at(struct uroce_qp *qp, uint32_t psn);
 /* Completes finished send WQEs in order; flushes if in ERR. */
 void qp_drain_sq(struct uroce_qp *qp);
 static inline struct swqe *sq_at(struct uroce_qp *qp, uint32_t i) {
@@ -397,6 +478,15 @@ static inline uint32_t qp_npkts(const struct uroce_qp *qp, uint32_t len) {
 static inline uint8_t qp_opcode_base(const struct uroce_qp *qp) {
   return qp->type == UROCE_QPT_UC ? UROCE_OP_UC_BASE : 0;
 }
+/* The peer announced multipath and both ends use it. */
+static inline bool qp_mp(const struct uroce_qp *qp) {
+  return qp->peer == PEER_MP;
+}
+/* Announcing multipath (the BTH bit) and keeping the multipath
+ * requester's per-PSN state: until the peer turns out to be standard. */
+static inline bool qp_mp_track(const struct uroce_qp *qp) {
+  return qp->mp_cap && qp->peer != PEER_STD;
+}
 /* Writes the BTH of a packet from this QP. */
 void qp_put_bth(struct uroce_qp *qp, uint8_t *b, uint8_t opcode, bool se,
                 uint8_t pad, uint32_t dqpn, bool ackreq, uint32_t psn);
@@ -414,6 +504,38 @@ void comp_reset(struct uroce_qp *qp);
 void comp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now);
 void comp_timeout(struct uroce_qp *qp, uint64_t now);
 void comp_rnr_expired(struct uroce_qp *qp, uint64_t now);
+
+/* ---- mp.c ---- */
+int mp_alloc(struct uroce_qp *qp);
+void mp_free(struct uroce_qp *qp);
+/* Learns the peer's transport from a packet it sent (RC). */
+void mp_peer(struct uroce_qp *qp, const struct uroce_rx_pkt *rx);
+static inline uint8_t *mp_tx_st(struct uroce_qp *qp, uint32_t psn) {
+  return &qp->mp.st[psn & qp->mp.mask];
+}
+/* Records request PSNs [psn, psn + n) sent now (resp: READ/atomic). */
+void mp_sent(struct uroce_qp *qp, uint32_t psn, uint32_t n, bool resp,
+             uint64_t now);
+/* PSN psn arrived (acknowledged, or its response came); false if it had. */
+bool mp_done(struct uroce_qp *qp, uint32_t psn, uint64_t now);
+/* After deliveries up to psn, sent at ts: PSNs sent before it and still
+ * missing are gaps; the gap timer is armed. */
+void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
+                    uint64_t now);
+/* The responder got psn twice: if it was sent again, the resend was
+ * needless and the reorder window too short. */
+void mp_dsack(struct uroce_qp *qp, uint32_t psn);
+/* Gaps older than the reorder window are lost; re-arms the gap timer. */
+void mp_gap_expiry(struct uroce_qp *qp, uint64_t now);
+/* comp.psn moves over what arrived; returns how far. */
+uint32_t mp_advance(struct uroce_qp *qp);
+/* The retransmit timer fired: probe with the oldest missing PSN. */
+void mp_timeout(struct uroce_qp *qp, uint64_t now);
+/* The lowest PSN marked lost, unmarked; false if none. */
+bool mp_next_lost(struct uroce_qp *qp, uint32_t *psn);
+uint64_t mp_pto(const struct uroce_qp *qp);
+/* The UDP source port of the next request packet (spraying). */
+uint16_t mp_sport(struct uroce_qp *qp);
 
 /* ---- resp.c ---- */
 void resp_reset(struct uroce_qp *qp);

@@ -1,7 +1,8 @@
 /* The requester: turns send WQEs into request packets, one per call, in
  * PSN order. Its state says why it is not sending (window, fence, RNR
  * wait, pacing...); the completer moves it back (go-back-N) when packets
- * were lost. */
+ * were lost. In multipath mode it sends the PSNs the completer marked lost
+ * first, one gap at a time, and new packets after them. */
 #include "transport/qp.h"
 #include "uroce/uroce.h"
 
@@ -27,24 +28,38 @@ void req_reset(struct uroce_qp *qp) {
   r->state = REQST_IDLE;
   r->idx = qp->sq_tail;
   r->psn = r->max_psn = qp->attr_sq_psn;
-  r->off = r->sge_i = r->sge_off = 0;
+  r->off = 0;
+  r->cur = (struct gcur){0, 0};
   r->pkts_since_ackreq = 0;
   r->rto_deadline = r->rnr_deadline = r->pace_deadline = UINT64_MAX;
   r->retry_left = qp->retry_cnt;
   r->rnr_left = qp->rnr_retry;
   r->probe = false;
   r->back = 0;
+  struct mp_tx *m = &qp->mp;
+  if (m->st) {
+    memset(m->st, 0, (size_t)m->mask + 1);
+    m->lost = 0;
+    m->scan = r->psn;
+    m->gap_timer = UINT64_MAX;
+    m->srtt = m->min_rtt = 0;
+    m->reo = qp->eng->cfg.reorder_ns;
+    m->ssn = 0;
+    m->last_prog = qp->eng->now;
+    m->probes = 0;
+    m->fatal = false;
+    m->path = 0;
+  }
 }
 
-/* Places the gather cursor at byte off of w. */
-static void seek(struct req *r, const struct swqe *w, uint32_t off) {
+/* The gather cursor at byte off of w. */
+static struct gcur seek(const struct swqe *w, uint32_t off) {
   uint32_t i = 0;
   while (i < w->nsge && off >= w->sge[i].length) {
     off -= w->sge[i].length;
     i++;
   }
-  r->sge_i = i;
-  r->sge_off = off;
+  return (struct gcur){i, off};
 }
 
 void req_rewind(struct uroce_qp *qp, uint32_t psn) {
@@ -61,7 +76,7 @@ void req_rewind(struct uroce_qp *qp, uint32_t psn) {
       r->off = (uint32_t)uroce_psn_diff(psn, w->first_psn) * qp->mtu;
       if (r->off > w->length)
         r->off = w->length;
-      seek(r, w, r->off);
+      r->cur = seek(w, r->off);
       r->pkts_since_ackreq = 0;
       r->back = 0;
       return;
@@ -69,7 +84,8 @@ void req_rewind(struct uroce_qp *qp, uint32_t psn) {
   }
   r->idx = i;
   r->psn = psn;
-  r->off = r->sge_i = r->sge_off = 0;
+  r->off = 0;
+  r->cur = (struct gcur){0, 0};
   r->pkts_since_ackreq = 0;
   r->back = 0;
 }
@@ -98,26 +114,25 @@ static bool check_lkeys(struct uroce_qp *qp, struct swqe *w) {
 }
 
 /* Gathers n bytes at the cursor into tx segments. */
-static void gather(struct uroce_qp *qp, struct swqe *w, struct uroce_tx_pkt *tx,
-                   uint32_t n) {
-  struct req *r = &qp->req;
+static void gather(struct uroce_qp *qp, const struct swqe *w,
+                   struct uroce_tx_pkt *tx, struct gcur *c, uint32_t n) {
   bool phantom = qp->eng->phantom;
   tx->nseg = 0;
-  while (n && r->sge_i < w->nsge) {
-    const struct uroce_sge *s = &w->sge[r->sge_i];
-    uint32_t take = s->length - r->sge_off;
+  while (n && c->i < w->nsge) {
+    const struct uroce_sge *s = &w->sge[c->i];
+    uint32_t take = s->length - c->off;
     if (take > n)
       take = n;
     if (take) {
       struct uroce_tx_seg *g = &tx->seg[tx->nseg++];
-      g->addr = phantom ? 0 : (const void *)(uintptr_t)(s->addr + r->sge_off);
+      g->addr = phantom ? 0 : (const void *)(uintptr_t)(s->addr + c->off);
       g->len = take;
     }
     n -= take;
-    r->sge_off += take;
-    if (r->sge_off == s->length) {
-      r->sge_i++;
-      r->sge_off = 0;
+    c->off += take;
+    if (c->off == s->length) {
+      c->i++;
+      c->off = 0;
     }
   }
 }
@@ -149,6 +164,33 @@ static uint8_t write_opcode(const struct swqe *w, bool first, bool last) {
   return UROCE_OP_WRITE_MIDDLE;
 }
 
+/* READ requests in multipath mode ask for at most a quarter of the window
+ * each, so that the responses of one fit the window with room to spare. */
+static uint32_t read_seg(const struct uroce_qp *qp) {
+  uint32_t n = qp->eng->cfg.max_unacked_psn / 4;
+  return n ? n : 1;
+}
+
+/* PSNs the request of w at psn takes: 1, or a READ's responses. */
+static uint32_t req_psns(const struct uroce_qp *qp, const struct swqe *w,
+                         uint32_t psn, bool mp) {
+  if (w->opcode != UROCE_WR_RDMA_READ)
+    return 1;
+  uint32_t n = w->state == WQE_POSTED
+                   ? qp_npkts(qp, w->length)
+                   : (uint32_t)uroce_psn_diff(w->last_psn, psn) + 1;
+  return mp && n > read_seg(qp) ? read_seg(qp) : n;
+}
+
+/* Congestion control lets a packet go now; else the requester waits. */
+static bool paced(struct uroce_qp *qp, uint64_t now) {
+  uint64_t t = qp->eng->cc->next_tx_time(qp->cc_state, now);
+  if (t <= now)
+    return true;
+  qp->req.pace_deadline = t;
+  return false;
+}
+
 /* Decides whether the requester can send now; returns its state. */
 static enum req_state req_check(struct uroce_qp *qp, uint64_t now) {
   struct req *r = &qp->req;
@@ -174,16 +216,17 @@ static enum req_state req_check(struct uroce_qp *qp, uint64_t now) {
   }
   if (rc && r->probe && uroce_psn_diff(r->psn, qp->comp.psn) > 0)
     return REQST_WAIT_WINDOW;
-  if (rc &&
-      (uint32_t)uroce_psn_diff(r->psn, qp->comp.psn) >=
-          qp->eng->cfg.max_unacked_psn &&
-      uroce_psn_diff(r->psn, qp->comp.psn) >= 0)
+  int32_t inflight = uroce_psn_diff(r->psn, qp->comp.psn);
+  uint32_t window = qp->eng->cfg.max_unacked_psn;
+  if (rc && inflight >= 0 &&
+      (qp_mp(qp) ? (uint32_t)inflight +
+                           req_psns(qp, w, r->psn,
+                                    w->state == WQE_POSTED ? true : w->mp) >
+                       window
+                 : (uint32_t)inflight >= window))
     return REQST_WAIT_WINDOW;
-  uint64_t t = qp->eng->cc->next_tx_time(qp->cc_state, now);
-  if (t > now) {
-    r->pace_deadline = t;
+  if (!paced(qp, now))
     return REQST_WAIT_PACE;
-  }
   return REQST_SEND;
 }
 
@@ -198,7 +241,13 @@ static bool start_wqe(struct uroce_qp *qp, struct swqe *w) {
                        : qp_npkts(qp, w->length);
   w->last_psn = uroce_psn_add(r->psn, npkts - 1);
   w->state = WQE_SENDING;
-  r->off = r->sge_i = r->sge_off = 0;
+  w->mp = qp_mp(qp);
+  if (w->opcode == UROCE_WR_SEND || w->opcode == UROCE_WR_SEND_WITH_IMM ||
+      w->opcode == UROCE_WR_SEND_WITH_INV ||
+      w->opcode == UROCE_WR_RDMA_WRITE_WITH_IMM)
+    w->ssn = qp->mp.ssn++;
+  r->off = 0;
+  r->cur = (struct gcur){0, 0};
   if (!w->checked) {
     if (!check_lkeys(qp, w)) {
       w->state = WQE_DONE;
@@ -213,8 +262,155 @@ static bool start_wqe(struct uroce_qp *qp, struct swqe *w) {
   return true;
 }
 
+/* One request packet of a WQE: where it is, what it takes. */
+struct req_pkt {
+  uint32_t psn;  /* its PSN */
+  uint32_t off;  /* its payload's (a READ: its range's) offset in w */
+  uint32_t psns; /* PSNs it takes (a READ: its responses) */
+  uint32_t back; /* a READ re-request: start this many PSNs earlier */
+  bool ackreq;
+  /* set by build() */
+  uint32_t n; /* payload bytes */
+  bool last;  /* the WQE's last packet */
+};
+
+static uint8_t req_opcode(const struct uroce_qp *qp, const struct swqe *w,
+                          bool first, bool last) {
+  switch (w->opcode) {
+  case UROCE_WR_SEND:
+  case UROCE_WR_SEND_WITH_IMM:
+  case UROCE_WR_SEND_WITH_INV:
+    if (qp->type == UROCE_QPT_UD)
+      return w->opcode == UROCE_WR_SEND_WITH_IMM ? UROCE_OP_UD_SEND_ONLY_IMM
+                                                 : UROCE_OP_UD_SEND_ONLY;
+    return (uint8_t)((qp_mp(qp) ? UROCE_OP_MP_BASE : qp_opcode_base(qp)) +
+                     send_opcode(w, first, last));
+  case UROCE_WR_RDMA_WRITE:
+  case UROCE_WR_RDMA_WRITE_WITH_IMM:
+    return (uint8_t)((qp_mp(qp) ? UROCE_OP_MP_BASE : qp_opcode_base(qp)) +
+                     write_opcode(w, first, last));
+  case UROCE_WR_RDMA_READ:
+    return UROCE_OP_READ_REQ;
+  case UROCE_WR_ATOMIC_CMP_AND_SWP:
+    return UROCE_OP_CMP_SWAP;
+  default:
+    return UROCE_OP_FETCH_ADD;
+  }
+}
+
+/* Writes the packet k of w into tx, gathering its payload at cur. Once
+ * the peer is known to speak multipath every SEND and WRITE packet uses
+ * its opcodes, those of a message begun before included (they can be
+ * placed wherever they arrive; standard ones only at epsn). */
+static void build(struct uroce_qp *qp, const struct swqe *w,
+                  struct req_pkt *k, struct gcur *cur,
+                  struct uroce_tx_pkt *tx) {
+  uint32_t left = w->length - k->off, mtu = qp->mtu;
+  bool data = w->opcode != UROCE_WR_RDMA_READ && !wr_is_rd_atomic(w->opcode);
+  k->n = data ? (left < mtu ? left : mtu) : 0;
+  k->last = data ? k->n == left
+                 : uroce_psn_cmp(uroce_psn_add(k->psn, k->psns - 1),
+                                 w->last_psn) >= 0;
+  uint8_t opcode = req_opcode(qp, w, k->off == 0, k->n == left);
+  bool se = data && k->n == left && (w->flags & UROCE_SEND_SOLICITED) &&
+            w->opcode != UROCE_WR_RDMA_WRITE;
+  const struct uroce_opcode_info *op = uroce_opcode(opcode);
+  uint8_t *h = tx->hdr;
+  memset(h, 0, UROCE_TX_HDR_MAX); /* constant: a few vector stores */
+  uint8_t pad = (uint8_t)((4 - (k->n & 3)) & 3);
+  uint32_t dqpn = qp->type == UROCE_QPT_UD ? w->dqpn : qp->dest_qpn;
+  uint32_t back = k->back * mtu;
+  qp_put_bth(qp, h, opcode, se, pad, dqpn, k->ackreq,
+             uroce_psn_add(k->psn, UROCE_PSN_MASK + 1 - k->back));
+  uint32_t m = op->mask;
+  if (m & UROCE_OPM_HDR(UROCE_HDR_DETH))
+    uroce_deth_put(h + op->offset[UROCE_HDR_DETH], w->qkey, qp->qpn);
+  if (m & UROCE_OPM_HDR(UROCE_HDR_RETH)) {
+    if (w->opcode == UROCE_WR_RDMA_READ) {
+      uint64_t span = (uint64_t)k->psns * mtu;
+      uroce_reth_put(h + op->offset[UROCE_HDR_RETH],
+                     w->raddr + k->off - back, w->rkey,
+                     (span < left ? (uint32_t)span : left) + back);
+    } else {
+      uroce_reth_put(h + op->offset[UROCE_HDR_RETH], w->raddr, w->rkey,
+                     w->length);
+    }
+  }
+  if (m & UROCE_OPM_HDR(UROCE_HDR_ATMETH)) {
+    bool cas = w->opcode == UROCE_WR_ATOMIC_CMP_AND_SWP;
+    uroce_atmeth_put(h + op->offset[UROCE_HDR_ATMETH], w->raddr, w->rkey,
+                     cas ? w->swap : w->cmp_add, cas ? w->cmp_add : 0);
+  }
+  if (m & UROCE_OPM_HDR(UROCE_HDR_MPETH))
+    uroce_mpeth_put(h + op->offset[UROCE_HDR_MPETH], w->ssn, k->off);
+  if (m & UROCE_OPM_HDR(UROCE_HDR_IMMDT))
+    memcpy(h + op->offset[UROCE_HDR_IMMDT], &w->imm, 4);
+  if (m & UROCE_OPM_HDR(UROCE_HDR_IETH))
+    put_be32(h + op->offset[UROCE_HDR_IETH], w->inv_rkey);
+  tx->hdr_len = op->length;
+  tx->pad = pad;
+  tx->payload_len = k->n;
+  if (k->n)
+    gather(qp, w, tx, cur, k->n);
+  else
+    tx->nseg = 0;
+  qp_tx_addr(qp, tx);
+  if (qp->type == UROCE_QPT_UD) {
+    memcpy(tx->dgid, w->dgid, 16);
+    tx->sport = w->sport;
+  } else if (qp_mp(qp)) {
+    tx->sport = mp_sport(qp);
+  }
+}
+
+/* Multipath: sends the lowest PSN marked lost again (for a READ, its run
+ * of lost responses, as one request), with AckReq so that the answer says
+ * at once what is still missing. Returns 1, or 0 if there is none. */
+static int retx_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
+                    uint64_t now) {
+  uint32_t p;
+  while (mp_next_lost(qp, &p)) {
+    struct swqe *w = sq_wqe_at(qp, p);
+    if (!w) { /* completed meanwhile (an error): nothing to resend */
+      mp_sent(qp, p, 1, false, now);
+      continue;
+    }
+    uint64_t off = (uint64_t)uroce_psn_diff(p, w->first_psn) * qp->mtu;
+    struct req_pkt k = {.psn = p,
+                        .off = off < w->length ? (uint32_t)off : w->length,
+                        .psns = 1,
+                        .ackreq = true};
+    if (w->opcode == UROCE_WR_RDMA_READ) {
+      uint32_t max = read_seg(qp);
+      while (k.psns < max && uroce_psn_cmp(uroce_psn_add(p, k.psns),
+                                           w->last_psn) <= 0 &&
+             (*mp_tx_st(qp, uroce_psn_add(p, k.psns)) & TX_LOST))
+        k.psns++;
+    }
+    struct gcur cur = seek(w, k.off);
+    build(qp, w, &k, &cur, tx);
+    mp_sent(qp, p, k.psns, wr_is_rd_atomic(w->opcode), now);
+    qp->eng->stats.retx_pkts++;
+    qp->eng->stats.mp_retx_pkts++;
+    if (qp->req.rto_deadline == UINT64_MAX && rto_ns(qp) != UINT64_MAX)
+      qp->req.rto_deadline = now + mp_pto(qp);
+    return 1;
+  }
+  return 0;
+}
+
+/* Resending a gap is allowed when sending is, window or not. */
+static bool can_retx(struct uroce_qp *qp, uint64_t now) {
+  struct req *r = &qp->req;
+  return qp_mp(qp) && qp->mp.lost && qp_can_send(qp) &&
+         r->state != REQST_ERROR && r->rnr_deadline == UINT64_MAX &&
+         paced(qp, now);
+}
+
 int req_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
   struct req *r = &qp->req;
+  if (can_retx(qp, now) && retx_pkt(qp, tx, now))
+    return 1;
   enum req_state st = req_check(qp, now);
   if (r->state != REQST_ERROR)
     r->state = (uint8_t)st;
@@ -227,107 +423,39 @@ int req_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
   }
 
   bool rc = qp->type == UROCE_QPT_RC;
-  uint8_t base = qp_opcode_base(qp);
-  uint32_t left = w->length - r->off;
-  uint32_t n = 0, psns = 1, back = 0;
-  bool first = r->off == 0 && uroce_psn_cmp(r->psn, w->first_psn) == 0;
-  bool last = true, se = false;
-  uint8_t opcode;
-  switch (w->opcode) {
-  case UROCE_WR_SEND:
-  case UROCE_WR_SEND_WITH_IMM:
-  case UROCE_WR_SEND_WITH_INV:
-    n = left < qp->mtu ? left : qp->mtu;
-    last = n == left;
-    if (qp->type == UROCE_QPT_UD)
-      opcode = w->opcode == UROCE_WR_SEND_WITH_IMM ? UROCE_OP_UD_SEND_ONLY_IMM
-                                                   : UROCE_OP_UD_SEND_ONLY;
-    else
-      opcode = (uint8_t)(base + send_opcode(w, first, last));
-    se = last && (w->flags & UROCE_SEND_SOLICITED);
-    break;
-  case UROCE_WR_RDMA_WRITE:
-  case UROCE_WR_RDMA_WRITE_WITH_IMM:
-    n = left < qp->mtu ? left : qp->mtu;
-    last = n == left;
-    opcode = (uint8_t)(base + write_opcode(w, first, last));
-    se = last && w->opcode == UROCE_WR_RDMA_WRITE_WITH_IMM &&
-         (w->flags & UROCE_SEND_SOLICITED);
-    break;
-  case UROCE_WR_RDMA_READ:
-    opcode = UROCE_OP_READ_REQ;
-    psns = (uint32_t)uroce_psn_diff(w->last_psn, r->psn) + 1;
-    back = r->back < r->off / qp->mtu ? r->back : r->off / qp->mtu;
+  struct req_pkt k = {.psn = r->psn,
+                      .off = r->off,
+                      .psns = req_psns(qp, w, r->psn, w->mp)};
+  if (w->opcode == UROCE_WR_RDMA_READ) {
+    k.back = r->back < r->off / qp->mtu ? r->back : r->off / qp->mtu;
     r->back = 0;
-    break;
-  case UROCE_WR_ATOMIC_CMP_AND_SWP:
-    opcode = UROCE_OP_CMP_SWAP;
-    break;
-  default:
-    opcode = UROCE_OP_FETCH_ADD;
-    break;
   }
-
-  const struct uroce_opcode_info *op = uroce_opcode(opcode);
-  uint8_t *h = tx->hdr;
-  memset(h, 0, UROCE_TX_HDR_MAX); /* constant: a few vector stores */
-  uint8_t pad = (uint8_t)((4 - (n & 3)) & 3);
-  bool ackreq = false;
   if (rc) {
     r->pkts_since_ackreq++;
-    uint32_t inflight = (uint32_t)uroce_psn_diff(r->psn, qp->comp.psn) + psns;
-    ackreq = last || r->probe ||
-             r->pkts_since_ackreq >= qp->eng->cfg.ackreq_every ||
-             inflight >= qp->eng->cfg.max_unacked_psn;
-    if (ackreq)
+    uint32_t inflight = (uint32_t)uroce_psn_diff(r->psn, qp->comp.psn) + k.psns;
+    bool last = uroce_psn_cmp(uroce_psn_add(r->psn, k.psns - 1),
+                              w->last_psn) >= 0;
+    k.ackreq = last || r->probe ||
+               r->pkts_since_ackreq >= qp->eng->cfg.ackreq_every ||
+               inflight >= qp->eng->cfg.max_unacked_psn;
+    if (k.ackreq)
       r->pkts_since_ackreq = 0;
   }
-  uint32_t dqpn = qp->type == UROCE_QPT_UD ? w->dqpn : qp->dest_qpn;
-  qp_put_bth(qp, h, opcode, se, pad, dqpn, ackreq,
-             uroce_psn_add(r->psn, UROCE_PSN_MASK + 1 - back));
-  if (op->mask & UROCE_OPM_HDR(UROCE_HDR_DETH))
-    uroce_deth_put(h + op->offset[UROCE_HDR_DETH], w->qkey, qp->qpn);
-  if (op->mask & UROCE_OPM_HDR(UROCE_HDR_RETH)) {
-    if (w->opcode == UROCE_WR_RDMA_READ)
-      uroce_reth_put(h + op->offset[UROCE_HDR_RETH],
-                     w->raddr + r->off - back * qp->mtu, w->rkey,
-                     w->length - r->off + back * qp->mtu);
-    else
-      uroce_reth_put(h + op->offset[UROCE_HDR_RETH], w->raddr, w->rkey,
-                     w->length);
-  }
-  if (op->mask & UROCE_OPM_HDR(UROCE_HDR_ATMETH)) {
-    bool cas = w->opcode == UROCE_WR_ATOMIC_CMP_AND_SWP;
-    uroce_atmeth_put(h + op->offset[UROCE_HDR_ATMETH], w->raddr, w->rkey,
-                     cas ? w->swap : w->cmp_add, cas ? w->cmp_add : 0);
-  }
-  if (op->mask & UROCE_OPM_HDR(UROCE_HDR_IMMDT))
-    memcpy(h + op->offset[UROCE_HDR_IMMDT], &w->imm, 4);
-  if (op->mask & UROCE_OPM_HDR(UROCE_HDR_IETH))
-    put_be32(h + op->offset[UROCE_HDR_IETH], w->inv_rkey);
-  tx->hdr_len = op->length;
-  tx->pad = pad;
-  tx->payload_len = n;
-  if (n)
-    gather(qp, w, tx, n);
-  else
-    tx->nseg = 0;
-  qp_tx_addr(qp, tx);
-  if (qp->type == UROCE_QPT_UD) {
-    memcpy(tx->dgid, w->dgid, 16);
-    tx->sport = w->sport;
-  }
+  build(qp, w, &k, &r->cur, tx);
+  if (rc && qp_mp_track(qp))
+    mp_sent(qp, r->psn, k.psns, wr_is_rd_atomic(w->opcode), now);
 
   /* Below the highest PSN sent: this packet goes out again. */
   if (uroce_psn_cmp(r->psn, r->max_psn) < 0)
     qp->eng->stats.retx_pkts++;
-  r->psn = uroce_psn_add(r->psn, psns);
+  r->psn = uroce_psn_add(r->psn, k.psns);
   if (uroce_psn_cmp(r->psn, r->max_psn) > 0)
     r->max_psn = r->psn;
-  r->off += n;
-  if (last) {
+  r->off += w->opcode == UROCE_WR_RDMA_READ ? k.psns * qp->mtu : k.n;
+  if (k.last) {
     r->idx++;
-    r->off = r->sge_i = r->sge_off = 0;
+    r->off = 0;
+    r->cur = (struct gcur){0, 0};
     if (rc) {
       if (w->state == WQE_SENDING)
         w->state = WQE_PENDING;
@@ -338,6 +466,6 @@ int req_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
     }
   }
   if (rc && r->rto_deadline == UINT64_MAX && rto_ns(qp) != UINT64_MAX)
-    r->rto_deadline = now + rto_ns(qp);
+    r->rto_deadline = now + (qp_mp(qp) ? mp_pto(qp) : rto_ns(qp));
   return 1;
 }

@@ -20,7 +20,10 @@ const char *const uroce_resp_state_names[RESPST_COUNT] = {
     [RESPST_COMPLETE] = "COMPLETE",
     [RESPST_ACKNOWLEDGE] = "ACKNOWLEDGE",
     [RESPST_DUPLICATE] = "DUPLICATE",
-    [RESPST_OOO] = "OOO",
+    [RESPST_MP_CHK] = "MP_CHK",
+    [RESPST_MP_PLACE] = "MP_PLACE",
+    [RESPST_MP_DEFER] = "MP_DEFER",
+    [RESPST_MP_ADVANCE] = "MP_ADVANCE",
     [RESPST_ERR_PSN_SEQ] = "ERR_PSN_SEQ",
     [RESPST_ERR_RNR] = "ERR_RNR",
     [RESPST_ERR_INVALID_REQ] = "ERR_INVALID_REQ",
@@ -50,16 +53,14 @@ void resp_reset(struct uroce_qp *qp) {
   memset(r->res, 0, UROCE_MAX_RD_ATOMIC * sizeof(*r->res));
   r->nres = qp->max_dest_rd_atomic;
   r->res_next = 0;
-  r->msg_first = r->msg_last = 0;
-  r->msg_va = 0;
-  r->ooo_drop = false;
-  if (r->ooo_map)
-    memset(r->ooo_map, 0, ((size_t)r->ooo_mask + 1) / 8);
-}
-
-static bool ooo_test(const struct resp *r, uint32_t psn) {
-  uint32_t b = psn & r->ooo_mask;
-  return r->ooo_map[b / 64] >> (b % 64) & 1;
+  r->any_pending = false;
+  r->mp_hi = r->epsn;
+  r->mp_ssn = 0;
+  r->dup = false;
+  if (r->mp_st) {
+    memset(r->mp_st, 0, (size_t)r->mp_mask + 1);
+    memset(r->runs, 0, MP_RUNS * sizeof(*r->runs));
+  }
 }
 
 /* Asks the requester to go back to epsn: a PSN sequence error NAK, once
@@ -71,35 +72,6 @@ static void nak_psn_seq(struct resp *r) {
   r->nak_syn = uroce_aeth_syn(UROCE_AETH_NAK, UROCE_NAK_PSN_SEQ_ERR);
   r->nak_psn = r->epsn;
   r->seq_nak_sent = true;
-}
-
-/* epsn moved: consumes the packets already placed after it, as if they
- * arrived now in order (they are all of the WRITE in progress). */
-static void ooo_advance(struct uroce_qp *qp) {
-  struct resp *r = &qp->resp;
-  bool moved = false;
-  while (ooo_test(r, r->epsn)) {
-    uint32_t b = r->epsn & r->ooo_mask;
-    r->ooo_map[b / 64] &= ~(1ull << (b % 64));
-    bool last = r->epsn == r->msg_last;
-    uint32_t n = last || r->wr_left < qp->mtu ? r->wr_left : qp->mtu;
-    r->wr_va += n;
-    r->wr_left -= n;
-    if (last) {
-      r->in_msg = 0;
-      r->msn = (r->msn + 1) & UROCE_PSN_MASK;
-    }
-    r->epsn = uroce_psn_add(r->epsn, 1);
-    r->unacked++;
-    moved = true;
-  }
-  if (moved)
-    r->ack_pending = r->ack_now = true;
-  if (r->ooo_drop && uroce_psn_cmp(r->epsn, r->ooo_drop_psn) >= 0) {
-    r->ooo_drop = false;
-    if (r->epsn == r->ooo_drop_psn) /* dropped earlier: ask for it now */
-      nak_psn_seq(r);
-  }
 }
 
 static void recv_complete(struct uroce_qp *qp, uint8_t status,
@@ -134,19 +106,31 @@ void resp_flush(struct uroce_qp *qp) {
   }
 }
 
-/* Checks the receive WQE's keys and sums its capacity. */
+/* Checks a receive WQE's keys and sums its capacity, once; false if the
+ * keys are bad. */
+static bool rwqe_keys(struct uroce_qp *qp, struct rwqe *w) {
+  if (w->keys == RWQE_KEYS_UNCHECKED) {
+    uint64_t cap = 0;
+    w->keys = RWQE_KEYS_OK;
+    for (uint32_t i = 0; i < w->nsge; i++) {
+      struct uroce_mr *mr;
+      const struct uroce_sge *s = &w->sge[i];
+      if (uroce_mr_check(&qp->eng->mrs, false, s->lkey, qp->pd, s->addr,
+                         s->length, UROCE_ACCESS_LOCAL_WRITE, &mr))
+        w->keys = RWQE_KEYS_BAD;
+      cap += s->length;
+    }
+    w->cap = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
+  }
+  return w->keys == RWQE_KEYS_OK;
+}
+
+/* The receive WQE in progress: its keys, and its capacity in rcv_cap. */
 static bool rwqe_check(struct uroce_qp *qp) {
   struct resp *r = &qp->resp;
-  uint64_t cap = 0;
-  for (uint32_t i = 0; i < r->rwqe.nsge; i++) {
-    struct uroce_mr *mr;
-    const struct uroce_sge *s = &r->rwqe.sge[i];
-    if (uroce_mr_check(&qp->eng->mrs, false, s->lkey, qp->pd, s->addr,
-                       s->length, UROCE_ACCESS_LOCAL_WRITE, &mr))
-      return false;
-    cap += s->length;
-  }
-  r->rcv_cap = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
+  if (!rwqe_keys(qp, &r->rwqe))
+    return false;
+  r->rcv_cap = r->rwqe.cap;
   return true;
 }
 
@@ -198,6 +182,48 @@ static struct resp_res *res_alloc(struct uroce_qp *qp) {
   struct resp_res *res = &r->res[r->res_next++ % r->nres];
   memset(res, 0, sizeof(*res));
   return res;
+}
+
+/* Multipath READs answer from runs instead: a READ is repeatable and a
+ * re-request (any part of it) is answered from the MR again, so a run is
+ * free as soon as its responses are out. NULL if all are busy. */
+static struct resp_res *run_alloc(struct uroce_qp *qp) {
+  for (uint32_t i = 0; i < MP_RUNS; i++) {
+    struct resp_res *res = &qp->resp.runs[i];
+    if (!res->pending && !res->deferred) {
+      memset(res, 0, sizeof(*res));
+      return res;
+    }
+  }
+  return 0;
+}
+
+/* All runs busy: a READ at or nearer epsn than some deferred one takes
+ * the farthest deferred one's run (which is forgotten, and asked for
+ * again when its turn comes). NULL if none is farther than psn. */
+static struct resp_res *run_evict(struct uroce_qp *qp, uint32_t psn) {
+  struct resp *r = &qp->resp;
+  struct resp_res *far = 0;
+  for (uint32_t i = 0; i < MP_RUNS; i++) {
+    struct resp_res *res = &r->runs[i];
+    if (res->deferred && uroce_psn_cmp(res->first_psn, psn) > 0 &&
+        (!far || uroce_psn_cmp(res->first_psn, far->first_psn) > 0))
+      far = res;
+  }
+  if (!far)
+    return 0;
+  for (uint32_t p = far->first_psn; uroce_psn_cmp(p, far->last_psn) <= 0;
+       p = uroce_psn_add(p, 1))
+    r->mp_st[p & r->mp_mask] = 0;
+  memset(far, 0, sizeof(*far));
+  return far;
+}
+
+static struct resp_res *read_alloc(struct uroce_qp *qp, uint32_t psn) {
+  if (!qp_mp(qp))
+    return res_alloc(qp);
+  struct resp_res *res = run_alloc(qp);
+  return res ? res : run_evict(qp, psn);
 }
 
 /* An error that ends the QP: completes the receive WQE in progress with
@@ -290,8 +316,12 @@ static enum resp_state chk_psn(struct resp_pkt *p) {
   int32_t d = uroce_psn_diff(p->psn, r->epsn);
   if (p->uc)
     return uc_chk_psn(p, d);
+  if ((p->mask & UROCE_OPM_MP) && !qp_mp(p->qp))
+    return drop(p, UROCE_DROP_TRANSPORT);
+  if (qp_mp(p->qp) && d >= 0)
+    return RESPST_MP_CHK;
   if (d > 0)
-    return r->ooo_map ? RESPST_OOO : RESPST_ERR_PSN_SEQ;
+    return RESPST_ERR_PSN_SEQ;
   return d < 0 ? RESPST_DUPLICATE : RESPST_CHK_OP_SEQ;
 }
 
@@ -303,6 +333,11 @@ static enum resp_state chk_op_seq(struct resp_pkt *p) {
   bool start = is_start(p->mask);
   if (in_msg ? cls == in_msg && !start : start)
     return RESPST_CHK_OP_VALID;
+  /* Multipath: the message began in multipath opcodes (a resent first
+   * packet), which the standard cursor never saw: drop the standard one,
+   * it comes again in a multipath opcode. */
+  if (qp_mp(p->qp) && !in_msg && !start)
+    return drop(p, UROCE_DROP_OPCODE_SEQ);
   if (p->uc && start) {
     uc_abandon(p->qp); /* a new message after a lost LAST */
     return RESPST_CHK_OP_VALID;
@@ -360,12 +395,10 @@ static enum resp_state exec_state(uint32_t mask) {
 
 static enum resp_state get_recv_wqe(struct resp_pkt *p) {
   struct uroce_qp *qp = p->qp;
-  if (!qp->resp.have_rwqe) {
-    if (!rq_take(qp))
-      return reject(p, RESPST_ERR_RNR, UROCE_DROP_NO_RWQE);
-    if (!rwqe_check(qp))
-      return RESPST_ERR_REM_OP;
-  }
+  if (!qp->resp.have_rwqe && !rq_take(qp))
+    return reject(p, RESPST_ERR_RNR, UROCE_DROP_NO_RWQE);
+  if (!rwqe_check(qp)) /* (once: the result is kept) */
+    return RESPST_ERR_REM_OP;
   return (p->mask & UROCE_OPM_SEND) ? RESPST_EXEC_SEND : RESPST_CHK_RKEY;
 }
 
@@ -389,9 +422,6 @@ static enum resp_state chk_reth(struct resp_pkt *p) {
     r->wr_va = va;
     r->wr_rkey = rkey;
     r->wr_left = r->wr_len = len;
-    r->msg_first = p->psn;
-    r->msg_last = uroce_psn_add(p->psn, qp_npkts(qp, len) - 1);
-    r->msg_va = va;
   }
   return exec_state(p->mask);
 }
@@ -468,10 +498,36 @@ static void answered(struct resp *r, uint32_t epsn) {
   r->seq_nak_sent = false;
 }
 
+/* Multipath: epsn jumped over [from, to] (a READ ran that covers them).
+ * What was recorded there is done with: READs deferred inside it are
+ * answered by it, one reaching beyond it keeps only its rest. */
+static void mp_skipped(struct uroce_qp *qp, uint32_t from, uint32_t to) {
+  struct resp *r = &qp->resp;
+  for (uint32_t p = from; uroce_psn_cmp(p, to) <= 0; p = uroce_psn_add(p, 1))
+    r->mp_st[p & r->mp_mask] = 0;
+  for (uint32_t i = 0; i < MP_RUNS; i++) {
+    struct resp_res *res = &r->runs[i];
+    if (!res->deferred || uroce_psn_cmp(res->first_psn, from) < 0 ||
+        uroce_psn_cmp(res->first_psn, to) > 0)
+      continue;
+    if (uroce_psn_cmp(res->last_psn, to) <= 0) {
+      res->deferred = false;
+      continue;
+    }
+    uint32_t skip = (uint32_t)uroce_psn_diff(to, res->first_psn) + 1;
+    res->va += (uint64_t)skip * qp->mtu;
+    res->left -= skip * qp->mtu;
+    res->first_psn = res->cur_psn = uroce_psn_add(to, 1);
+    r->mp_st[res->first_psn & r->mp_mask] |= RX_DEFER;
+  }
+}
+
 /* Queues the READ's responses (resp_make_pkt sends them). */
 static enum resp_state exec_read(struct resp_pkt *p) {
   struct uroce_qp *qp = p->qp;
-  struct resp_res *res = res_alloc(qp);
+  struct resp_res *res = read_alloc(qp, p->psn);
+  if (!res) /* every run busy: as if it were lost */
+    return drop(p, UROCE_DROP_PSN);
   uint32_t len = uroce_reth_len(p->reth);
   res->type = RES_READ;
   res->first_psn = res->cur_psn = p->psn;
@@ -481,30 +537,48 @@ static enum resp_state exec_read(struct resp_pkt *p) {
   res->left = len;
   res->pending = qp->resp.any_pending = true;
   answered(&qp->resp, uroce_psn_add(res->last_psn, 1));
-  return RESPST_DONE;
+  if (!qp_mp(qp))
+    return RESPST_DONE;
+  mp_skipped(qp, uroce_psn_add(p->psn, 1), res->last_psn);
+  return RESPST_MP_ADVANCE;
+}
+
+/* The atomic res describes, on memory: once. */
+static void atomic_run(struct uroce_qp *qp, struct resp_res *res) {
+  uint64_t orig = 0;
+  if (!qp->eng->phantom) {
+    uint64_t *v = (uint64_t *)(uintptr_t)res->a_va;
+    orig = *v;
+    if (res->aop == UROCE_OP_CMP_SWAP) {
+      if (orig == res->a_cmp)
+        *v = res->a_swap_add;
+    } else {
+      *v = orig + res->a_swap_add;
+    }
+  }
+  res->orig = orig;
+  res->deferred = false;
+  res->pending = qp->resp.any_pending = true;
+}
+
+/* An atomic's res, its operands from the request. */
+static struct resp_res *atomic_res(struct resp_pkt *p) {
+  struct resp_res *res = res_alloc(p->qp);
+  res->type = RES_ATOMIC;
+  res->first_psn = res->last_psn = res->cur_psn = p->psn;
+  res->aop = p->pi->opcode;
+  res->a_va = uroce_atmeth_va(p->atm);
+  res->a_swap_add = uroce_atmeth_swap_add(p->atm);
+  res->a_cmp = uroce_atmeth_compare(p->atm);
+  return res;
 }
 
 /* Executes the atomic once and keeps its result for a duplicate. */
 static enum resp_state exec_atomic(struct resp_pkt *p) {
   struct uroce_qp *qp = p->qp;
-  struct resp_res *res = res_alloc(qp);
-  uint64_t orig = 0;
-  if (!qp->eng->phantom) {
-    uint64_t *v = (uint64_t *)(uintptr_t)uroce_atmeth_va(p->atm);
-    orig = *v;
-    if (p->pi->opcode == UROCE_OP_CMP_SWAP) {
-      if (orig == uroce_atmeth_compare(p->atm))
-        *v = uroce_atmeth_swap_add(p->atm);
-    } else {
-      *v = orig + uroce_atmeth_swap_add(p->atm);
-    }
-  }
-  res->type = RES_ATOMIC;
-  res->first_psn = res->last_psn = res->cur_psn = p->psn;
-  res->orig = orig;
-  res->pending = qp->resp.any_pending = true;
+  atomic_run(qp, atomic_res(p));
   answered(&qp->resp, uroce_psn_add(p->psn, 1));
-  return RESPST_DONE;
+  return qp_mp(qp) ? RESPST_MP_ADVANCE : RESPST_DONE;
 }
 
 /* The message that consumed a receive WQE is whole: completes it. */
@@ -535,7 +609,20 @@ static enum resp_state complete(struct resp_pkt *p) {
   recv_complete(qp, UROCE_WC_SUCCESS, &wc);
   r->rcv_len = 0;
   r->msn = (r->msn + 1) & UROCE_PSN_MASK;
+  r->mp_ssn++;
   return RESPST_ACKNOWLEDGE;
+}
+
+/* One more packet to acknowledge: at once on AckReq or every ack_every,
+ * else within ack_delay_ns. */
+static void owe_ack(struct resp_pkt *p) {
+  struct resp *r = &p->qp->resp;
+  r->ack_pending = true;
+  r->unacked++;
+  if (uroce_bth_ackreq(p->pi->bth) || r->unacked >= p->qp->eng->cfg.ack_every)
+    r->ack_now = true;
+  else if (r->ack_deadline == UINT64_MAX)
+    r->ack_deadline = p->now + p->qp->eng->cfg.ack_delay_ns;
 }
 
 /* epsn moves past the packet; RC owes an ACK, now or after coalescing. */
@@ -546,15 +633,8 @@ static enum resp_state acknowledge(struct resp_pkt *p) {
   if (!p->rc)
     return RESPST_DONE;
   r->seq_nak_sent = false;
-  if (r->ooo_map)
-    ooo_advance(qp);
-  r->ack_pending = true;
-  r->unacked++;
-  if (uroce_bth_ackreq(p->pi->bth) || r->unacked >= qp->eng->cfg.ack_every)
-    r->ack_now = true;
-  else if (r->ack_deadline == UINT64_MAX)
-    r->ack_deadline = p->now + qp->eng->cfg.ack_delay_ns;
-  return RESPST_DONE;
+  owe_ack(p);
+  return qp_mp(qp) ? RESPST_MP_ADVANCE : RESPST_DONE;
 }
 
 /* A READ again: answered again from its PSN on, if it matches the one
@@ -578,14 +658,50 @@ static void dup_read(struct resp_pkt *p) {
   res->pending = qp->resp.any_pending = true;
 }
 
+/* Multipath: a READ again, or any part of it, is answered from the MR
+ * again (unless it is still waiting to run). */
+static void mp_dup_read(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct uroce_mr *mr;
+  uint64_t va = uroce_reth_va(p->reth);
+  uint32_t len = uroce_reth_len(p->reth);
+  if (uroce_psn_diff(p->psn, qp->resp.epsn) >= 0 || len > UROCE_MAX_MSG ||
+      !(qp->access & UROCE_ACCESS_REMOTE_READ) ||
+      (len && uroce_mr_check(&qp->eng->mrs, true, uroce_reth_rkey(p->reth),
+                             qp->pd, va, len, UROCE_ACCESS_REMOTE_READ, &mr)))
+    return;
+  /* Only what already ran: a READ beyond epsn must wait for the requests
+   * before it (it would read ahead of their WRITEs). */
+  uint64_t ran = (uint64_t)uroce_psn_diff(qp->resp.epsn, p->psn) * qp->mtu;
+  if (len > ran)
+    len = (uint32_t)ran;
+  struct resp_res *res = run_alloc(qp);
+  if (!res)
+    return;
+  res->type = RES_READ;
+  res->first_psn = res->cur_psn = p->psn;
+  res->last_psn = uroce_psn_add(p->psn, qp_npkts(qp, len) - 1);
+  res->rkey = uroce_reth_rkey(p->reth);
+  res->va = va;
+  res->left = len;
+  res->pending = qp->resp.any_pending = true;
+}
+
 static enum resp_state duplicate(struct resp_pkt *p) {
   struct uroce_qp *qp = p->qp;
   qp->eng->stats.drops[UROCE_DROP_DUPLICATE]++;
+  if (qp_mp(qp)) { /* told in the next SACK (D-SACK) */
+    qp->resp.dup = true;
+    qp->resp.dup_psn = p->psn;
+  }
   if (p->mask & UROCE_OPM_READ) {
-    dup_read(p);
+    if (qp_mp(qp))
+      mp_dup_read(p);
+    else
+      dup_read(p);
   } else if (p->mask & UROCE_OPM_ATOMIC) {
     struct resp_res *res = res_find(qp, RES_ATOMIC, p->psn);
-    if (res) /* resend the saved result, never execute twice */
+    if (res && !res->deferred) /* resend the saved result, never twice */
       res->pending = qp->resp.any_pending = true;
   } else {
     qp->resp.ack_pending = qp->resp.ack_now = true; /* the ACK was lost? */
@@ -593,50 +709,319 @@ static enum resp_state duplicate(struct resp_pkt *p) {
   return RESPST_DONE;
 }
 
-/* Only the WRITE in progress can be placed ahead of epsn: its first packet
- * gave the address. */
-static bool ooo_placeable(const struct resp_pkt *p) {
-  const struct resp *r = &p->qp->resp;
-  return (p->mask & UROCE_OPM_WRITE) && !(p->mask & UROCE_OPM_IMM) &&
-         !is_start(p->mask) && r->in_msg == UROCE_OPM_WRITE &&
-         uroce_psn_cmp(p->psn, r->msg_last) <= 0;
+/* ---- multipath: requests placed in any order, run in order ---- */
+
+/* Inside the window, the responder takes anything: SEND and WRITE packets
+ * in multipath opcodes are placed where they say (MPETH, RETH); READs and
+ * atomics that arrive ahead are recorded and run when epsn reaches them,
+ * so that they see every earlier WRITE. A packet ahead that cannot be
+ * taken now is dropped silently (no NAK): the requester sends it again
+ * when it sees the gap, and at epsn it meets the spec's checks in order. */
+static enum resp_state mp_chk(struct resp_pkt *p) {
+  struct resp *r = &p->qp->resp;
+  uint32_t d = (uint32_t)uroce_psn_diff(p->psn, r->epsn);
+  if (d > r->mp_mask)
+    return drop(p, UROCE_DROP_PSN);
+  if (r->mp_st[p->psn & r->mp_mask] & RX_RCVD)
+    return RESPST_DUPLICATE;
+  if (p->mask & (UROCE_OPM_READ | UROCE_OPM_ATOMIC))
+    return d ? RESPST_MP_DEFER : RESPST_CHK_OP_SEQ;
+  if (p->mask & UROCE_OPM_MP)
+    return RESPST_MP_PLACE;
+  /* A standard SEND or WRITE (sent before the requester knew this end):
+   * without its message's first packet it cannot be placed. */
+  return d ? drop(p, UROCE_DROP_PSN) : RESPST_CHK_OP_SEQ;
 }
 
-/* RC, ahead of epsn with UROCE_ENG_OOO_WRITE: placed if it can be; the
- * rest waits for go-back-N. */
-static enum resp_state ooo(struct resp_pkt *p) {
+/* At epsn an error takes its spec exit; ahead of it the packet is dropped
+ * (it comes again, and fails in order). */
+static enum resp_state mp_err(struct resp_pkt *p, enum resp_state err,
+                              enum uroce_drop why) {
+  return p->psn == p->qp->resp.epsn ? err : drop(p, why);
+}
+
+/* The receive WQE of receive sequence number ssn: the RQ's, in place, or
+ * an SRQ's, taken only for the next one; NULL if not posted yet. */
+static struct rwqe *mp_rwqe(struct uroce_qp *qp, uint32_t ssn) {
+  struct resp *r = &qp->resp;
+  uint32_t k = ssn - r->mp_ssn;
+  if (r->have_rwqe && k == 0)
+    return &r->rwqe;
+  if (qp->srq)
+    return !r->have_rwqe && k == 0 && rq_take(qp) ? &r->rwqe : 0;
+  if (r->have_rwqe) /* the RQ's tail is already the next one's */
+    k--;
+  if (k >= rq_count(&qp->rq))
+    return 0;
+  return &qp->rq.wqe[(qp->rq.tail + k) & qp->rq.mask];
+}
+
+/* At epsn a failing message's receive WQE is the one the error completes
+ * (fatal() completes resp.rwqe). */
+static enum resp_state mp_rwqe_err(struct resp_pkt *p, enum resp_state err,
+                                   enum uroce_drop why) {
+  struct uroce_qp *qp = p->qp;
+  if (p->psn == qp->resp.epsn && !qp->resp.have_rwqe && !qp->srq &&
+      rq_count(&qp->rq))
+    rq_take(qp);
+  return mp_err(p, err, why);
+}
+
+/* The packet's offset and length agree with its opcode and the MTU. */
+static bool mp_shape_ok(const struct resp_pkt *p, uint32_t off) {
+  uint32_t mtu = p->qp->mtu, n = p->n;
+  bool first = is_start(p->mask);
+  if (off % mtu || first != (off == 0) || n > mtu)
+    return false;
+  return p->last ? first || n >= 1 : n == mtu;
+}
+
+/* The packet's message begins at or before epsn: its turn to take an
+ * SRQ's WQE, as the standard responder takes it at the first packet. One
+ * taken for a later message would be lost to the SRQ if an earlier one
+ * failed the QP. */
+static bool srq_turn(const struct resp_pkt *p, uint32_t off) {
+  uint32_t first =
+      uroce_psn_add(p->psn, UROCE_PSN_MASK + 1 - off / p->qp->mtu);
+  return uroce_psn_cmp(first, p->qp->resp.epsn) <= 0;
+}
+
+/* A WRITE packet: its RETH is the whole message's. */
+static enum resp_state mp_place_write(struct resp_pkt *p, uint32_t off,
+                                      struct rwqe **cqe) {
+  struct uroce_qp *qp = p->qp;
+  struct uroce_mr *mr;
+  uint64_t va = uroce_reth_va(p->reth);
+  uint32_t len = uroce_reth_len(p->reth), n = p->n;
+  if (!(qp->access & UROCE_ACCESS_REMOTE_WRITE))
+    return mp_err(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_ACCESS);
+  if (len > UROCE_MAX_MSG || (uint64_t)off + n > len ||
+      (p->last && off + n != len))
+    return mp_err(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_LENGTH);
+  /* The whole message's range, as the standard responder checks it at the
+   * first packet: no byte lands unless all of them may. */
+  if (len && uroce_mr_check(&qp->eng->mrs, true, uroce_reth_rkey(p->reth),
+                            qp->pd, va, len, UROCE_ACCESS_REMOTE_WRITE, &mr))
+    return mp_err(p, RESPST_ERR_REM_ACCESS, UROCE_DROP_ACCESS);
+  if (p->last && (p->mask & UROCE_OPM_IMM)) {
+    if (qp->srq && !qp->resp.have_rwqe && !srq_turn(p, off))
+      return drop(p, UROCE_DROP_NO_RWQE);
+    struct rwqe *w =
+        mp_rwqe(qp, uroce_mpeth_ssn(uroce_pkt_hdr(p->pi, UROCE_HDR_MPETH)));
+    if (!w)
+      return mp_err(p, RESPST_ERR_RNR, UROCE_DROP_NO_RWQE);
+    if (!rwqe_keys(qp, w))
+      return mp_rwqe_err(p, RESPST_ERR_REM_OP, UROCE_DROP_ACCESS);
+    w->wc_op = UROCE_WC_RECV_RDMA_WITH_IMM;
+    w->byte_len = len;
+    *cqe = w;
+  }
+  eng_copy(qp->eng, (void *)(uintptr_t)(va + off), uroce_pkt_payload(p->pi),
+           n);
+  return RESPST_DONE;
+}
+
+/* A SEND packet: into its receive WQE at its offset (an SRQ's only once
+ * it is the message's turn). */
+static enum resp_state mp_place_send(struct resp_pkt *p, uint32_t off,
+                                     struct rwqe **cqe) {
+  struct uroce_qp *qp = p->qp;
+  if (qp->srq && !qp->resp.have_rwqe && !srq_turn(p, off))
+    return drop(p, UROCE_DROP_NO_RWQE);
+  struct rwqe *w =
+      mp_rwqe(qp, uroce_mpeth_ssn(uroce_pkt_hdr(p->pi, UROCE_HDR_MPETH)));
+  if (!w)
+    return mp_err(p, RESPST_ERR_RNR, UROCE_DROP_NO_RWQE);
+  if (!rwqe_keys(qp, w))
+    return mp_rwqe_err(p, RESPST_ERR_REM_OP, UROCE_DROP_ACCESS);
+  if ((uint64_t)off + p->n > w->cap)
+    return mp_rwqe_err(p, RESPST_ERR_LENGTH, UROCE_DROP_TOO_LONG);
+  if (p->mask & UROCE_OPM_INV) {
+    struct uroce_mr *imr = uroce_mr_by_rkey(
+        &qp->eng->mrs, uroce_ieth_rkey(uroce_pkt_hdr(p->pi, UROCE_HDR_IETH)));
+    if (!imr || imr->pd != qp->pd)
+      return mp_rwqe_err(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_ACCESS);
+  }
+  sge_scatter(qp->eng, w->sge, w->nsge, off, uroce_pkt_payload(p->pi), p->n);
+  if (p->last) {
+    w->wc_op = UROCE_WC_RECV;
+    w->byte_len = off + p->n;
+    *cqe = w;
+  }
+  return RESPST_DONE;
+}
+
+static enum resp_state mp_place(struct resp_pkt *p) {
   struct uroce_qp *qp = p->qp;
   struct resp *r = &qp->resp;
-  const struct uroce_eng_cfg *cfg = &qp->eng->cfg;
-  struct uroce_mr *mr;
-  uint32_t d = (uint32_t)uroce_psn_diff(p->psn, r->epsn);
-  if (d >= cfg->max_unacked_psn || !ooo_placeable(p)) {
-    /* It will have to come again: NAK once epsn reaches it. */
-    if (!r->ooo_drop || uroce_psn_cmp(p->psn, r->ooo_drop_psn) < 0)
-      r->ooo_drop_psn = p->psn;
-    r->ooo_drop = true;
-    return d >= cfg->ooo_nak_gap ? RESPST_ERR_PSN_SEQ : drop(p, UROCE_DROP_PSN);
+  uint32_t off = uroce_mpeth_off(uroce_pkt_hdr(p->pi, UROCE_HDR_MPETH));
+  struct rwqe *cqe = 0;
+  if (!mp_shape_ok(p, off))
+    return mp_err(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_LENGTH);
+  enum resp_state st = (p->mask & UROCE_OPM_WRITE)
+                           ? mp_place_write(p, off, &cqe)
+                           : mp_place_send(p, off, &cqe);
+  if (st != RESPST_DONE)
+    return st;
+  uint8_t f = RX_RCVD | (p->last ? RX_LAST : 0);
+  if (cqe) {
+    const struct uroce_pkt_info *pi = p->pi;
+    cqe->whole = true;
+    cqe->wc_flags = 0;
+    if (p->mask & UROCE_OPM_IMM) {
+      memcpy(&cqe->imm, uroce_pkt_hdr(pi, UROCE_HDR_IMMDT), 4);
+      cqe->wc_flags = UROCE_WC_WITH_IMM;
+    } else if (p->mask & UROCE_OPM_INV) {
+      cqe->imm = uroce_ieth_rkey(uroce_pkt_hdr(pi, UROCE_HDR_IETH));
+      cqe->wc_flags = UROCE_WC_WITH_INV;
+    }
+    f |= RX_CQE;
   }
-  if (ooo_test(r, p->psn))
-    return RESPST_DUPLICATE;
-  uint64_t off = (uint64_t)uroce_psn_diff(p->psn, r->msg_first) * qp->mtu;
-  bool is_last = p->psn == r->msg_last;
-  if (off >= r->wr_len || p->n != (is_last ? r->wr_len - off : qp->mtu) ||
-      is_last != p->last)
-    return reject(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_LENGTH);
-  if (uroce_mr_check(&qp->eng->mrs, true, r->wr_rkey, qp->pd, r->msg_va + off,
-                     p->n, UROCE_ACCESS_REMOTE_WRITE, &mr))
-    return reject(p, RESPST_ERR_REM_ACCESS, UROCE_DROP_ACCESS);
-  eng_copy(qp->eng, (void *)(uintptr_t)(r->msg_va + off),
-           uroce_pkt_payload(p->pi), p->n);
-  uint32_t b = p->psn & r->ooo_mask;
-  r->ooo_map[b / 64] |= 1ull << (b % 64);
-  if (uroce_bth_ackreq(p->pi->bth))
-    r->ack_pending = r->ack_now = true;
-  /* epsn is this far behind: more than reordering, it was lost (or
-   * dropped for coming before its message's first packet). */
-  if (d >= cfg->ooo_nak_gap)
-    nak_psn_seq(r);
+  r->mp_st[p->psn & r->mp_mask] = f;
+  if (uroce_psn_cmp(p->psn, r->mp_hi) >= 0)
+    r->mp_hi = uroce_psn_add(p->psn, 1);
+  if (p->psn == r->epsn)
+    return RESPST_MP_ADVANCE;
+  owe_ack(p);
+  return RESPST_DONE;
+}
+
+/* A READ or atomic ahead of epsn: checked now, run when epsn gets there. */
+static enum resp_state mp_defer(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct resp *r = &qp->resp;
+  struct uroce_mr *mr;
+  uint32_t npkts = 1;
+  struct resp_res *res;
+  if (p->n)
+    return drop(p, UROCE_DROP_LENGTH);
+  if (p->mask & UROCE_OPM_READ) {
+    uint64_t va = uroce_reth_va(p->reth);
+    uint32_t len = uroce_reth_len(p->reth);
+    npkts = len > UROCE_MAX_MSG ? 0 : qp_npkts(qp, len);
+    if (!npkts || !(qp->access & UROCE_ACCESS_REMOTE_READ) ||
+        (uint32_t)uroce_psn_diff(p->psn, r->epsn) + npkts > r->mp_mask + 1 ||
+        (len && uroce_mr_check(&qp->eng->mrs, true, uroce_reth_rkey(p->reth),
+                               qp->pd, va, len, UROCE_ACCESS_REMOTE_READ, &mr)))
+      return drop(p, UROCE_DROP_ACCESS);
+    /* Part of it already recorded (a re-request of a part arrived before
+     * the request): the rest is asked for again. */
+    for (uint32_t i = 1; i < npkts; i++)
+      if (r->mp_st[uroce_psn_add(p->psn, i) & r->mp_mask] & RX_RCVD)
+        return drop(p, UROCE_DROP_DUPLICATE);
+    if (!(res = read_alloc(qp, p->psn)))
+      return drop(p, UROCE_DROP_PSN);
+    res->type = RES_READ;
+    res->rkey = uroce_reth_rkey(p->reth);
+    res->va = va;
+    res->left = len;
+  } else {
+    uint64_t va = uroce_atmeth_va(p->atm);
+    if (!(qp->access & UROCE_ACCESS_REMOTE_ATOMIC) || (va & 7) ||
+        uroce_mr_check(&qp->eng->mrs, true, uroce_atmeth_rkey(p->atm), qp->pd,
+                       va, 8, UROCE_ACCESS_REMOTE_ATOMIC, &mr))
+      return drop(p, UROCE_DROP_ACCESS);
+    res = atomic_res(p);
+  }
+  res->first_psn = res->cur_psn = p->psn;
+  res->last_psn = uroce_psn_add(p->psn, npkts - 1);
+  res->deferred = true;
+  for (uint32_t i = 0; i < npkts; i++)
+    r->mp_st[uroce_psn_add(p->psn, i) & r->mp_mask] = RX_RCVD;
+  r->mp_st[p->psn & r->mp_mask] = RX_RCVD | RX_DEFER;
+  if (uroce_psn_cmp(res->last_psn, r->mp_hi) >= 0)
+    r->mp_hi = uroce_psn_add(res->last_psn, 1);
+  owe_ack(p);
+  return RESPST_DONE;
+}
+
+/* The deferred READ or atomic at epsn runs; epsn moves past it. */
+static void mp_run_deferred(struct uroce_qp *qp) {
+  struct resp *r = &qp->resp;
+  struct resp_res *res = 0;
+  for (uint32_t i = 0; i < MP_RUNS && !res; i++)
+    if (r->runs[i].deferred && r->runs[i].first_psn == r->epsn)
+      res = &r->runs[i];
+  for (uint32_t i = 0; i < r->nres && !res; i++)
+    if (r->res[i].deferred && r->res[i].first_psn == r->epsn)
+      res = &r->res[i];
+  uint32_t last = res ? res->last_psn : r->epsn;
+  if (res && res->type == RES_ATOMIC) {
+    atomic_run(qp, res);
+  } else if (res) {
+    res->deferred = false;
+    res->pending = r->any_pending = true;
+  }
+  for (uint32_t p = r->epsn; uroce_psn_cmp(p, last) <= 0;
+       p = uroce_psn_add(p, 1))
+    r->mp_st[p & r->mp_mask] = 0;
+  r->epsn = uroce_psn_add(last, 1);
+  r->msn = (r->msn + 1) & UROCE_PSN_MASK;
+}
+
+/* The receive WQE at the head of the queue is whole: completes it. */
+static void mp_complete_recv(struct uroce_qp *qp) {
+  struct resp *r = &qp->resp;
+  struct rwqe *w = r->have_rwqe ? &r->rwqe : &qp->rq.wqe[qp->rq.tail & qp->rq.mask];
+  struct uroce_wc wc = {.wr_id = w->wr_id,
+                        .status = UROCE_WC_SUCCESS,
+                        .opcode = w->wc_op,
+                        .byte_len = w->byte_len,
+                        .qp_num = qp->qpn,
+                        .src_qp = qp->dest_qpn,
+                        .wc_flags = w->wc_flags,
+                        .imm_data = w->imm};
+  if (w->wc_flags & UROCE_WC_WITH_INV) {
+    struct uroce_mr *imr = uroce_mr_by_rkey(&qp->eng->mrs, w->imm);
+    if (imr)
+      imr->state = MR_INVALID;
+  }
+  cq_push(qp->rcq, &wc);
+  if (w == &r->rwqe)
+    r->have_rwqe = false;
+  else
+    qp->rq.tail++;
+  r->mp_ssn++;
+}
+
+/* epsn moves over everything that arrived in order: messages end, receive
+ * WQEs complete, deferred READs and atomics run. */
+static enum resp_state mp_walk(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct resp *r = &qp->resp;
+  uint32_t moved = 0;
+  for (;;) {
+    uint8_t *st = &r->mp_st[r->epsn & r->mp_mask];
+    if (!(*st & RX_RCVD))
+      break;
+    moved++;
+    if (*st & RX_DEFER) {
+      mp_run_deferred(qp);
+      continue;
+    }
+    uint8_t f = *st;
+    *st = 0;
+    if (f & RX_CQE)
+      mp_complete_recv(qp);
+    if (f & RX_LAST) {
+      r->msn = (r->msn + 1) & UROCE_PSN_MASK;
+      r->in_msg = 0;
+    } else if (r->in_msg) {
+      /* A message begun in standard opcodes goes on in multipath ones:
+       * keep the standard cursor in step for a standard packet later. */
+      r->rcv_len += qp->mtu;
+      r->wr_va += qp->mtu;
+      r->wr_left -= qp->mtu < r->wr_left ? qp->mtu : r->wr_left;
+    }
+    r->epsn = uroce_psn_add(r->epsn, 1);
+  }
+  if (uroce_psn_cmp(r->mp_hi, r->epsn) < 0)
+    r->mp_hi = r->epsn;
+  if (moved) {
+    owe_ack(p);
+    if (moved > 1)
+      r->ack_now = true; /* a gap filled: free the requester's window */
+  }
   return RESPST_DONE;
 }
 
@@ -725,8 +1110,14 @@ static enum resp_state resp_step(struct resp_pkt *p, enum resp_state st) {
     return acknowledge(p);
   case RESPST_DUPLICATE:
     return duplicate(p);
-  case RESPST_OOO:
-    return ooo(p);
+  case RESPST_MP_CHK:
+    return mp_chk(p);
+  case RESPST_MP_PLACE:
+    return mp_place(p);
+  case RESPST_MP_DEFER:
+    return mp_defer(p);
+  case RESPST_MP_ADVANCE:
+    return mp_walk(p);
   case RESPST_ERR_PSN_SEQ:
     return err_psn_seq(p);
   case RESPST_ERR_RNR:
@@ -788,18 +1179,24 @@ static void put_ack_hdr(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
   qp_tx_addr(qp, tx);
 }
 
+static struct resp_res *oldest_in(struct resp_res *res, uint32_t n,
+                                  struct resp_res *best) {
+  for (uint32_t i = 0; i < n; i++)
+    if (res[i].pending &&
+        (!best || uroce_psn_cmp(res[i].cur_psn, best->cur_psn) < 0))
+      best = &res[i];
+  return best;
+}
+
 static struct resp_res *oldest_pending(struct uroce_qp *qp) {
-  struct resp_res *best = 0;
-  if (!qp->resp.any_pending) /* the common case: nothing to answer */
+  struct resp *r = &qp->resp;
+  if (!r->any_pending) /* the common case: nothing to answer */
     return 0;
-  for (uint32_t i = 0; i < qp->resp.nres; i++) {
-    struct resp_res *res = &qp->resp.res[i];
-    if (res->pending &&
-        (!best || uroce_psn_cmp(res->cur_psn, best->cur_psn) < 0))
-      best = res;
-  }
+  struct resp_res *best = oldest_in(r->res, r->nres, 0);
+  if (r->runs)
+    best = oldest_in(r->runs, MP_RUNS, best);
   if (!best)
-    qp->resp.any_pending = false;
+    r->any_pending = false;
   return best;
 }
 
@@ -843,6 +1240,35 @@ static int res_make_pkt(struct uroce_qp *qp, struct resp_res *res,
   return 1;
 }
 
+/* Multipath: an ACK of everything before epsn, and a bitmap of what
+ * arrived after it (up to UROCE_SACK_MAX_WORDS x 64 PSNs), as payload
+ * from the QP's own buffer. */
+static void sack_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx) {
+  struct resp *r = &qp->resp;
+  uint32_t span = (uint32_t)uroce_psn_diff(r->mp_hi, r->epsn);
+  uint32_t words = (span + 63) / 64;
+  if (words > UROCE_SACK_MAX_WORDS)
+    words = UROCE_SACK_MAX_WORDS;
+  put_ack_hdr(qp, tx, UROCE_OP_MP_SACK, uroce_psn_add(r->epsn, UROCE_PSN_MASK),
+              uroce_aeth_syn(UROCE_AETH_ACK, UROCE_AETH_CREDITS_INVALID), 0);
+  const struct uroce_opcode_info *op = uroce_opcode(UROCE_OP_MP_SACK);
+  uroce_sacketh_put(tx->hdr + op->offset[UROCE_HDR_SACKETH], (uint8_t)words,
+                    r->epsn, r->dup ? UROCE_SACK_DUP : 0, r->dup_psn);
+  r->dup = false;
+  for (uint32_t i = 0; i < words; i++) {
+    uint64_t v = 0;
+    for (uint32_t b = 0; b < 64 && 64 * i + b < span; b++)
+      if (r->mp_st[(r->epsn + 64 * i + b) & r->mp_mask] & RX_RCVD)
+        v |= 1ull << b;
+    put_be64(r->sack + 8 * i, v);
+  }
+  tx->nseg = words ? 1 : 0;
+  tx->seg[0].addr = r->sack;
+  tx->seg[0].len = 8 * words;
+  tx->payload_len = 8 * words;
+  qp->eng->stats.sacks_tx++;
+}
+
 /* A due NAK or ACK. */
 static int ack_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx) {
   struct resp *r = &qp->resp;
@@ -859,8 +1285,12 @@ static int ack_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx) {
     return 1;
   }
   if (r->ack_pending && r->ack_now) {
-    put_ack_hdr(qp, tx, UROCE_OP_ACK, uroce_psn_add(r->epsn, UROCE_PSN_MASK),
-                uroce_aeth_syn(UROCE_AETH_ACK, UROCE_AETH_CREDITS_INVALID), 0);
+    if (qp_mp(qp) && (r->dup || uroce_psn_cmp(r->mp_hi, r->epsn) > 0))
+      sack_make_pkt(qp, tx);
+    else
+      put_ack_hdr(qp, tx, UROCE_OP_ACK, uroce_psn_add(r->epsn, UROCE_PSN_MASK),
+                  uroce_aeth_syn(UROCE_AETH_ACK, UROCE_AETH_CREDITS_INVALID),
+                  0);
     r->ack_pending = r->ack_now = false;
     r->unacked = 0;
     r->ack_deadline = UINT64_MAX;

@@ -105,6 +105,11 @@ int uroce_hdr_encode(uint8_t *p, const struct uroce_hdr_fields *f) {
     uroce_aeth_put(p + op->offset[UROCE_HDR_AETH], f->syndrome, f->msn);
   if (m & UROCE_OPM_HDR(UROCE_HDR_ATMACK))
     uroce_atmack_put(p + op->offset[UROCE_HDR_ATMACK], f->orig);
+  if (m & UROCE_OPM_HDR(UROCE_HDR_MPETH))
+    uroce_mpeth_put(p + op->offset[UROCE_HDR_MPETH], f->ssn, f->mp_off);
+  if (m & UROCE_OPM_HDR(UROCE_HDR_SACKETH))
+    uroce_sacketh_put(p + op->offset[UROCE_HDR_SACKETH], f->sack_words,
+                      f->sack_base, f->sack_flags, f->sack_dup);
   if (m & UROCE_OPM_HDR(UROCE_HDR_IMMDT))
     put_be32(p + op->offset[UROCE_HDR_IMMDT], f->imm);
   if (m & UROCE_OPM_HDR(UROCE_HDR_IETH))
@@ -158,6 +163,16 @@ void uroce_hdr_decode(const struct uroce_pkt_info *pi,
   }
   if ((h = uroce_pkt_hdr(pi, UROCE_HDR_ATMACK)))
     f->orig = uroce_atmack_orig(h);
+  if ((h = uroce_pkt_hdr(pi, UROCE_HDR_MPETH))) {
+    f->ssn = uroce_mpeth_ssn(h);
+    f->mp_off = uroce_mpeth_off(h);
+  }
+  if ((h = uroce_pkt_hdr(pi, UROCE_HDR_SACKETH))) {
+    f->sack_words = uroce_sacketh_words(h);
+    f->sack_base = uroce_sacketh_base(h);
+    f->sack_flags = uroce_sacketh_flags(h);
+    f->sack_dup = uroce_sacketh_dup(h);
+  }
   if ((h = uroce_pkt_hdr(pi, UROCE_HDR_IMMDT)))
     f->imm = uroce_immdt(h);
   if ((h = uroce_pkt_hdr(pi, UROCE_HDR_IETH)))

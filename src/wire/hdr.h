@@ -62,6 +62,15 @@ static inline bool uroce_bth_ackreq(const uint8_t *b) {
 static inline uint8_t uroce_bth_resv7(const uint8_t *b) {
   return b[8] & 0x7F;
 }
+/* uroce's multipath capability: the top bit of Resv7 (docs/transport.md).
+ * Standard peers send 0 there and ignore it on receipt. */
+#define UROCE_BTH_MP 0x40
+static inline bool uroce_bth_mp(const uint8_t *b) {
+  return (b[8] & UROCE_BTH_MP) != 0;
+}
+static inline void uroce_bth_set_mp(uint8_t *b, bool v) {
+  b[8] = (uint8_t)((b[8] & ~UROCE_BTH_MP) | (v ? UROCE_BTH_MP : 0));
+}
 static inline uint32_t uroce_bth_psn(const uint8_t *b) {
   return get_be24(b + 9);
 }
@@ -197,6 +206,48 @@ static inline void uroce_atmack_put(uint8_t *h, uint64_t orig) {
   put_be64(h, orig);
 }
 
+/* ---- MPETH (uroce multipath requests): 32-bit receive sequence number of
+ * the message among those that consume a receive WQE, 32-bit byte offset
+ * of the packet's payload in its message ---- */
+static inline uint32_t uroce_mpeth_ssn(const uint8_t *h) {
+  return get_be32(h);
+}
+static inline uint32_t uroce_mpeth_off(const uint8_t *h) {
+  return get_be32(h + 4);
+}
+static inline void uroce_mpeth_put(uint8_t *h, uint32_t ssn, uint32_t off) {
+  put_be32(h, ssn);
+  put_be32(h + 4, off);
+}
+
+/* ---- SACKETH (uroce multipath selective ACK): 8-bit count of 64-bit
+ * bitmap words that follow as the payload, 24-bit PSN of the bitmap's bit
+ * 0 (word w, bit i from the least significant: PSN base + 64w + i
+ * arrived); 8 bits of flags (bit 0: the next 24 bits are valid) and the
+ * latest request PSN that arrived a second time (a D-SACK: if the requester
+ * had sent it again, the resend was needless). ---- */
+#define UROCE_SACK_MAX_WORDS 16
+#define UROCE_SACK_DUP 1
+static inline uint8_t uroce_sacketh_words(const uint8_t *h) {
+  return h[0];
+}
+static inline uint32_t uroce_sacketh_base(const uint8_t *h) {
+  return get_be24(h + 1);
+}
+static inline uint8_t uroce_sacketh_flags(const uint8_t *h) {
+  return h[4];
+}
+static inline uint32_t uroce_sacketh_dup(const uint8_t *h) {
+  return get_be24(h + 5);
+}
+static inline void uroce_sacketh_put(uint8_t *h, uint8_t words, uint32_t base,
+                                     uint8_t flags, uint32_t dup) {
+  h[0] = words;
+  put_be24(h + 1, base);
+  h[4] = flags;
+  put_be24(h + 5, dup);
+}
+
 /* ---- ImmDt and IETH: one 32-bit word each ---- */
 static inline uint32_t uroce_immdt(const uint8_t *h) {
   return get_be32(h);
@@ -249,6 +300,11 @@ struct uroce_hdr_fields {
   uint64_t orig;              /* AtomicAckETH */
   uint32_t imm;               /* ImmDt */
   uint32_t inv_rkey;          /* IETH */
+  uint32_t ssn, mp_off;       /* MPETH */
+  uint8_t sack_words;         /* SACKETH */
+  uint32_t sack_base;
+  uint8_t sack_flags;
+  uint32_t sack_dup;
 };
 
 /* Writes the BTH and the extension headers of f->opcode at p (which must

@@ -84,6 +84,44 @@ static void put_aeth(struct sb *s, const struct uroce_hdr_fields *h,
   sb_printf(s, " msn=%u", h->msn);
 }
 
+/* A selective ACK: base, the runs of PSNs its bitmap says arrived (as
+ * offsets from the base), and the duplicate it reports. */
+static void put_sack(struct sb *s, const struct uroce_pkt_info *pi,
+                     const struct uroce_hdr_fields *h, bool json) {
+  sb_printf(s, json ? ",\"sacketh\":{\"base\":%u,\"words\":%u,\"got\":["
+                    : " | SACKETH base=%u words=%u got=",
+            h->sack_base, h->sack_words);
+  const uint8_t *bm = uroce_pkt_payload(pi);
+  uint32_t bits = h->sack_words * 64u, runs = 0;
+  if (h->sack_words * 8u > pi->payload_len)
+    bits = pi->payload_len / 8 * 64; /* what the capture holds */
+  for (uint32_t b = 0; b < bits;) {
+    if (!(get_be64(bm + b / 64 * 8) >> (b % 64) & 1)) {
+      b++;
+      continue;
+    }
+    uint32_t e = b;
+    while (e + 1 < bits && (get_be64(bm + (e + 1) / 64 * 8) >> ((e + 1) % 64) & 1))
+      e++;
+    if (json)
+      sb_printf(s, "%s[%u,%u]", runs ? "," : "", b, e);
+    else if (b == e)
+      sb_printf(s, "%s+%u", runs ? "," : "", b);
+    else
+      sb_printf(s, "%s+%u..+%u", runs ? "," : "", b, e);
+    runs++;
+    b = e + 1;
+  }
+  if (!json && !runs)
+    sb_printf(s, "-");
+  if (json)
+    sb_printf(s, "]");
+  if (h->sack_flags & UROCE_SACK_DUP)
+    sb_printf(s, json ? ",\"dup\":%u" : " dup=%u", h->sack_dup);
+  if (json)
+    sb_printf(s, "}");
+}
+
 static void put_ext(struct sb *s, const struct uroce_pkt_info *pi,
                     const struct uroce_hdr_fields *h, bool json) {
   uint32_t m = pi->op ? pi->op->mask : 0;
@@ -117,6 +155,13 @@ static void put_ext(struct sb *s, const struct uroce_pkt_info *pi,
               json ? ",\"atomicacketh\":{\"orig\":%" PRIu64 "}"
                    : " | AtomicAckETH orig=0x%" PRIx64,
               h->orig);
+  if (HAS(MPETH))
+    sb_printf(s,
+              json ? ",\"mpeth\":{\"ssn\":%u,\"offset\":%u}"
+                   : " | MPETH ssn=%u offset=%u",
+              h->ssn, h->mp_off);
+  if (HAS(SACKETH))
+    put_sack(s, pi, h, json);
   if (HAS(IMMDT))
     sb_printf(s, json ? ",\"immdt\":%u" : " | ImmDt 0x%08x", h->imm);
   if (HAS(IETH))
@@ -568,6 +613,8 @@ static size_t packet_line(struct uroce_inspect *in, const struct uroce_frame *f,
                 h->opcode, opname, h->se, h->mig, h->pad, h->tver, h->pkey,
                 h->fecn, h->becn, h->resv6, h->dqpn, h->ackreq, h->resv7,
                 h->psn);
+    if (has_bth && (h->resv7 & UROCE_BTH_MP))
+      sb_printf(&s, ",\"mp\":true");
     put_ext(&s, pi, h, true);
     if (pi->hdr_len)
       sb_printf(&s, ",\"payload_len\":%u", pi->payload_len);
@@ -593,10 +640,11 @@ static size_t packet_line(struct uroce_inspect *in, const struct uroce_frame *f,
   if (gso_n > 1)
     sb_printf(&s, " [GSO %u/%u]", gso_i + 1, gso_n);
   if (has_bth) {
-    sb_printf(&s, " %s qp=0x%06x psn=%u%s%s%s pad=%u pkey=0x%04x%s%s", opname,
-              h->dqpn, h->psn, h->ackreq ? " A" : "", h->se ? " SE" : "",
-              h->mig ? " M" : "", h->pad, h->pkey, h->fecn ? " FECN" : "",
-              h->becn ? " BECN" : "");
+    sb_printf(&s, " %s qp=0x%06x psn=%u%s%s%s%s pad=%u pkey=0x%04x%s%s",
+              opname, h->dqpn, h->psn, h->ackreq ? " A" : "",
+              h->se ? " SE" : "", h->mig ? " M" : "",
+              (h->resv7 & UROCE_BTH_MP) ? " MP" : "", h->pad, h->pkey,
+              h->fecn ? " FECN" : "", h->becn ? " BECN" : "");
     if (h->tver)
       sb_printf(&s, " tver=%u", h->tver);
   }

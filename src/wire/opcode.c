@@ -12,7 +12,9 @@
 #define OFF_ATMETH(m) (OFF_RETH(m) + HAS(m, RETH) * UROCE_RETH_LEN)
 #define OFF_AETH(m) (OFF_ATMETH(m) + HAS(m, ATMETH) * UROCE_ATMETH_LEN)
 #define OFF_ATMACK(m) (OFF_AETH(m) + HAS(m, AETH) * UROCE_AETH_LEN)
-#define OFF_IMMDT(m) (OFF_ATMACK(m) + HAS(m, ATMACK) * UROCE_ATMACK_LEN)
+#define OFF_MPETH(m) (OFF_ATMACK(m) + HAS(m, ATMACK) * UROCE_ATMACK_LEN)
+#define OFF_SACKETH(m) (OFF_MPETH(m) + HAS(m, MPETH) * UROCE_MPETH_LEN)
+#define OFF_IMMDT(m) (OFF_SACKETH(m) + HAS(m, SACKETH) * UROCE_SACKETH_LEN)
 #define OFF_IETH(m) (OFF_IMMDT(m) + HAS(m, IMMDT) * UROCE_IMMDT_LEN)
 #define OFF_CNPPAD(m) (OFF_IETH(m) + HAS(m, IETH) * UROCE_IETH_LEN)
 #define LENGTH(m) (OFF_CNPPAD(m) + HAS(m, CNPPAD) * UROCE_CNPPAD_LEN)
@@ -23,8 +25,8 @@
       .mask = (m) | H(BTH),                                                    \
       .length = LENGTH(m),                                                     \
       .offset = {0, OFF_RDETH(m), OFF_DETH(m), OFF_RETH(m), OFF_ATMETH(m),     \
-                 OFF_AETH(m), OFF_ATMACK(m), OFF_IMMDT(m), OFF_IETH(m),        \
-                 OFF_CNPPAD(m)},                                               \
+                 OFF_AETH(m), OFF_ATMACK(m), OFF_MPETH(m), OFF_SACKETH(m),     \
+                 OFF_IMMDT(m), OFF_IETH(m), OFF_CNPPAD(m)},                    \
   }
 
 /* Meanings shared by the rows below. */
@@ -41,6 +43,7 @@
 #define INV (UROCE_OPM_INV | H(IETH))
 #define RWQE UROCE_OPM_RECV_WQE
 #define ACKD UROCE_OPM_NEEDS_ACK
+#define MPR (ACKD | UROCE_OPM_MP | H(MPETH)) /* multipath request */
 
 /* The SEND and RDMA WRITE rows are the same for RC, UC and RD apart from
  * the base opcode, the RD headers and whether the responder acknowledges. */
@@ -100,11 +103,35 @@ const struct uroce_opcode_info uroce_opcode_table[256] = {
     ROW(0x65, "UD_SEND_ONLY_WITH_IMMEDIATE", SND | O | IMM | RWQE | H(DETH)),
 
     ROW(0x81, "CNP", UROCE_OPM_CNP | H(CNPPAD)),
+
+    /* uroce multipath RC (docs/transport.md): every SEND and WRITE packet
+     * says where it goes (MPETH: receive sequence number and byte offset;
+     * every WRITE packet also the message's RETH), so it can be placed
+     * whatever arrived before it; the selective ACK carries a bitmap of what arrived beyond the
+     * acknowledged PSN as its payload. */
+    ROW(0xC0, "MP_SEND_FIRST", SND | F | MPR),
+    ROW(0xC1, "MP_SEND_MIDDLE", SND | M | MPR),
+    ROW(0xC2, "MP_SEND_LAST", SND | L | RWQE | MPR),
+    ROW(0xC3, "MP_SEND_LAST_WITH_IMMEDIATE", SND | L | IMM | RWQE | MPR),
+    ROW(0xC4, "MP_SEND_ONLY", SND | O | RWQE | MPR),
+    ROW(0xC5, "MP_SEND_ONLY_WITH_IMMEDIATE", SND | O | IMM | RWQE | MPR),
+    ROW(0xC6, "MP_RDMA_WRITE_FIRST", WR | F | H(RETH) | MPR),
+    ROW(0xC7, "MP_RDMA_WRITE_MIDDLE", WR | M | H(RETH) | MPR),
+    ROW(0xC8, "MP_RDMA_WRITE_LAST", WR | L | H(RETH) | MPR),
+    ROW(0xC9, "MP_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+        WR | L | H(RETH) | IMM | RWQE | MPR),
+    ROW(0xCA, "MP_RDMA_WRITE_ONLY", WR | O | H(RETH) | MPR),
+    ROW(0xCB, "MP_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+        WR | O | H(RETH) | IMM | RWQE | MPR),
+    ROW(0xD1, "MP_SELECTIVE_ACKNOWLEDGE",
+        UROCE_OPM_ACK | UROCE_OPM_MP | RS | O | P | H(AETH) | H(SACKETH)),
+    ROW(0xD6, "MP_SEND_LAST_WITH_INVALIDATE", SND | L | INV | RWQE | MPR),
+    ROW(0xD7, "MP_SEND_ONLY_WITH_INVALIDATE", SND | O | INV | RWQE | MPR),
 };
 
 const char *uroce_hdr_name(enum uroce_hdr h) {
   static const char *const names[UROCE_HDR_COUNT] = {
-      "BTH",  "RDETH",        "DETH",  "RETH", "AtomicETH",
-      "AETH", "AtomicAckETH", "ImmDt", "IETH", "CNP-reserved"};
+      "BTH",  "RDETH",        "DETH",  "RETH",    "AtomicETH",    "AETH",
+      "AtomicAckETH", "MPETH", "SACKETH", "ImmDt", "IETH", "CNP-reserved"};
   return (unsigned)h < UROCE_HDR_COUNT ? names[h] : "?";
 }

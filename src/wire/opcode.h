@@ -17,6 +17,9 @@
 #define UROCE_ATMACK_LEN 8
 #define UROCE_IMMDT_LEN 4
 #define UROCE_IETH_LEN 4
+#define UROCE_MPETH_LEN 8   /* uroce multipath: SSN, byte offset */
+#define UROCE_SACKETH_LEN 8 /* uroce multipath: bitmap words, base PSN,
+                               duplicate PSN */
 #define UROCE_CNPPAD_LEN 16 /* the 16 reserved bytes of a RoCEv2 CNP */
 #define UROCE_ICRC_LEN 4
 #define UROCE_UDP_PORT 4791
@@ -30,6 +33,8 @@ enum uroce_hdr {
   UROCE_HDR_ATMETH,
   UROCE_HDR_AETH,
   UROCE_HDR_ATMACK,
+  UROCE_HDR_MPETH,
+  UROCE_HDR_SACKETH,
   UROCE_HDR_IMMDT,
   UROCE_HDR_IETH,
   UROCE_HDR_CNPPAD,
@@ -56,6 +61,7 @@ enum uroce_hdr {
 #define UROCE_OPM_NEEDS_ACK (1u << 26) /* reliable request: responder answers  \
                                         */
 #define UROCE_OPM_CNP (1u << 27)
+#define UROCE_OPM_MP (1u << 28) /* uroce multipath opcode (0xC0 block) */
 #define UROCE_OPM_ONLY (UROCE_OPM_FIRST | UROCE_OPM_LAST)
 
 enum uroce_transport {
@@ -96,6 +102,11 @@ enum uroce_opcode {
   UROCE_OP_UD_SEND_ONLY = 0x64,
   UROCE_OP_UD_SEND_ONLY_IMM = 0x65,
   UROCE_OP_CNP = 0x81,
+  /* uroce's multipath RC opcodes, in the manufacturer-specific block
+   * (docs/transport.md): 0xC0 + the RC opcode of the same meaning. Only
+   * sent to a peer that announced it speaks them. */
+  UROCE_OP_MP_BASE = 0xC0,
+  UROCE_OP_MP_SACK = 0xD1, /* ACK + SACKETH + bitmap */
 };
 
 struct uroce_opcode_info {
@@ -114,6 +125,8 @@ static inline const struct uroce_opcode_info *uroce_opcode(uint8_t opcode) {
 }
 
 static inline enum uroce_transport uroce_opcode_transport(uint8_t opcode) {
+  if ((opcode & 0xE0) == UROCE_OP_MP_BASE)
+    return UROCE_TRANSPORT_RC;
   return opcode >= 0x80 ? UROCE_TRANSPORT_CNP
                         : (enum uroce_transport)(opcode >> 5);
 }

@@ -23,22 +23,33 @@ static double rnd01(struct netsim *ns) {
   return (double)(t_rand(&ns->rng) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+static int eng_make(struct netsim *ns, int i, const struct uroce_eng_cfg *cfg) {
+  struct uroce_eng_cfg c = *cfg;
+  memset(c.gid, 0, 16);
+  c.gid[10] = c.gid[11] = 0xFF;
+  c.gid[12] = 10;
+  c.gid[15] = (uint8_t)(i + 1);
+  memcpy(ns->gid[i], c.gid, 16);
+  c.seed = ns->seed * 0x9E3779B97F4A7C15ull + (uint64_t)i * 7919 + 1;
+  return uroce_eng_new(&ns->eng[i], &c);
+}
+
+int ns_eng_remake(struct netsim *ns, int i, const struct uroce_eng_cfg *cfg) {
+  uroce_eng_del(ns->eng[i]);
+  ns->eng[i] = 0;
+  return eng_make(ns, i, cfg);
+}
+
 int ns_init(struct netsim *ns, int n, uint64_t seed,
             const struct uroce_eng_cfg *cfg) {
   memset(ns, 0, sizeof(*ns));
   if (n < 1 || n > NS_MAX_NODES)
     return -1;
   ns->n = n;
+  ns->seed = seed;
   ns->rng = seed ^ 0x6E657473696D0000ull;
   for (int i = 0; i < n; i++) {
-    struct uroce_eng_cfg c = *cfg;
-    memset(c.gid, 0, 16);
-    c.gid[10] = c.gid[11] = 0xFF;
-    c.gid[12] = 10;
-    c.gid[15] = (uint8_t)(i + 1);
-    memcpy(ns->gid[i], c.gid, 16);
-    c.seed = seed * 0x9E3779B97F4A7C15ull + (uint64_t)i * 7919 + 1;
-    int rc = uroce_eng_new(&ns->eng[i], &c);
+    int rc = eng_make(ns, i, cfg);
     if (rc) {
       ns_free(ns);
       return rc;
@@ -145,9 +156,28 @@ static bool lose(struct netsim *ns, struct ns_link *l) {
   return l->loss > 0 && rnd01(ns) < l->loss;
 }
 
+/* The extra delay of the path the source port hashes to. */
+static uint64_t path_delay(const struct ns_link *l, uint16_t sport) {
+  if (l->paths <= 1 || !l->path_skew_ns)
+    return 0;
+  uint64_t x = (uint64_t)sport * 0x9E3779B97F4A7C15ull;
+  uint64_t path = (x >> 32) % l->paths;
+  uint64_t h = splitmix64(&path);
+  return h % (l->path_skew_ns + 1);
+}
+
+static void tap(struct netsim *ns, int src, const struct uroce_tx_pkt *tx) {
+  bool bit = uroce_bth_mp(tx->hdr);
+  ns->tap_mp_bit[src] += bit;
+  ns->tap_mp_op[src] += (tx->hdr[0] & 0xE0) == UROCE_OP_MP_BASE;
+  ns->tap_mp_bit_late[src] += bit && ns->tap_heard_std[src];
+}
+
 static void transmit(struct netsim *ns, int src,
                      const struct uroce_tx_pkt *tx) {
   ns->stats.sent++;
+  if (ns->tap)
+    tap(ns, src, tx);
   uint32_t len = uroce_tx_len(tx);
   int dst = node_by_gid(ns, tx->dgid);
   if (dst < 0 || len > NS_BUF) {
@@ -187,7 +217,7 @@ static void transmit(struct netsim *ns, int src,
     b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
     ns->stats.flipped++;
   }
-  p->t = ns->now + ser + l->delay_ns;
+  p->t = ns->now + ser + l->delay_ns + path_delay(l, tx->sport);
   if (l->reorder > 0 && rnd01(ns) < l->reorder)
     p->t += t_rand(&ns->rng) % (l->reorder_ns + 1);
   p->seq = ns->seq++;
@@ -225,6 +255,8 @@ static void deliver(struct netsim *ns, struct ns_pkt *p) {
     fprintf(stderr, "\n");
   }
   ns->stats.delivered++;
+  if (ns->tap && !uroce_bth_mp(rx.pi.bth) && rx.pi.opcode != UROCE_OP_CNP)
+    ns->tap_heard_std[p->dst] = true;
   uroce_eng_read_pkt(ns->eng[p->dst], &rx, ns->now);
 }
 

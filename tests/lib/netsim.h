@@ -2,8 +2,8 @@
  * and seeded impairments per directed link: random loss, burst loss
  * (Gilbert-Elliott), every-Nth loss, reordering, duplication, corruption
  * (modelled as the bad ICRC the receiver would find: counted, dropped),
- * added delay, CE marking, header bit flips (for robustness tests), and a
- * silent node. Every packet is serialized into real bytes (headers,
+ * added delay, CE marking, header bit flips (for robustness tests), a
+ * silent node, and paths of different delay chosen by the UDP source port. Every packet is serialized into real bytes (headers,
  * gathered payload, pad, ICRC slot) and parsed back with uroce_pkt_parse
  * before the receiving engine reads it. */
 #ifndef UROCE_TESTS_NETSIM_H
@@ -30,6 +30,11 @@ struct ns_link {
   double flip;         /* flip a random header bit and deliver anyway */
   uint64_t delay_ns;   /* propagation delay */
   uint32_t gbps;       /* serialization rate; 0 = 100 */
+  /* Multipath: the UDP source port picks one of paths (hashed, as an ECMP
+   * switch does); path i adds its own fixed delay in [0, path_skew_ns],
+   * so packets sprayed over paths arrive out of order. */
+  uint32_t paths;
+  uint64_t path_skew_ns;
   /* state */
   bool ge_bad;
   uint64_t count;
@@ -50,7 +55,7 @@ struct netsim {
   uint64_t busy_until[NS_MAX_NODES];
   bool more[NS_MAX_NODES];
   struct ns_link link[NS_MAX_NODES][NS_MAX_NODES]; /* [from][to] */
-  uint64_t rng;
+  uint64_t seed, rng;
   struct ns_stats stats;
   /* in-flight packets: a binary heap by (time, seq) */
   struct ns_pkt **heap;
@@ -58,6 +63,13 @@ struct netsim {
   uint64_t seq;
   struct ns_pkt *free_list;
   bool trace;
+  /* With tap on, per sending node: packets that carry the multipath bit,
+   * packets in multipath opcodes, and bits sent after the node first
+   * received a packet without the bit (from a standard peer). */
+  bool tap;
+  uint64_t tap_mp_bit[NS_MAX_NODES], tap_mp_op[NS_MAX_NODES],
+      tap_mp_bit_late[NS_MAX_NODES];
+  bool tap_heard_std[NS_MAX_NODES];
 };
 
 /* Creates n engines from cfg (each gets GID ::ffff:10.0.0.(i+1) and a seed
@@ -65,6 +77,9 @@ struct netsim {
 int ns_init(struct netsim *ns, int n, uint64_t seed,
             const struct uroce_eng_cfg *cfg);
 void ns_free(struct netsim *ns);
+/* Replaces node i's engine by one made from cfg (same GID and seed), for
+ * nodes that differ from the others (a standard peer). */
+int ns_eng_remake(struct netsim *ns, int i, const struct uroce_eng_cfg *cfg);
 
 /* Advances to the next event and runs it. Returns false when nothing is
  * left to happen (no packet in flight, no timer, nothing to send). */

@@ -315,6 +315,74 @@ static void test_vlan_dscp_port(void) {
   uroce_inspect_del(in);
 }
 
+/* uroce's multipath packets decode: the MP bit, a WRITE MIDDLE's RETH and
+ * MPETH, a selective ACK's bitmap as runs of PSNs and its D-SACK, with a
+ * good ICRC. */
+static void test_multipath_decode(void) {
+  static uint8_t buf[UROCE_FRAME_HEADROOM + 256];
+  uint8_t *bth = buf + UROCE_FRAME_HEADROOM;
+  for (int k = 0; k < 2; k++) {
+    struct uroce_hdr_fields h = {.pkey = 0xFFFF, .dqpn = 0x77, .psn = 99};
+    uint32_t payload = 0;
+    if (k == 0) {
+      h.opcode = UROCE_OP_MP_SACK;
+      h.syndrome = 0x1F;
+      h.sack_words = 2;
+      h.sack_base = 100;
+      h.sack_flags = UROCE_SACK_DUP;
+      h.sack_dup = 42;
+    } else {
+      h.opcode = UROCE_OP_MP_BASE + UROCE_OP_WRITE_MIDDLE;
+      h.va = 0x1000;
+      h.rkey = 0x1234;
+      h.dma_len = 3000;
+      h.ssn = 7;
+      h.mp_off = 1024;
+      payload = 16;
+    }
+    h.resv7 = UROCE_BTH_MP;
+    int hl = uroce_hdr_encode(bth, &h);
+    CHECK(hl > 0);
+    if (k == 0) {
+      put_be64(bth + hl, 0xEull);     /* +1..+3 */
+      put_be64(bth + hl + 8, 0x40ull); /* +70 */
+      payload = 16;
+    } else {
+      memset(bth + hl, 0xAB, payload);
+    }
+    size_t len = (size_t)hl + payload + UROCE_ICRC_LEN;
+    struct uroce_frame_params fp = {.ipver = 4, .sport = 0xC001,
+                                    .dport = UROCE_UDP_PORT};
+    uroce_addr_parse("10.0.0.1", fp.src);
+    uroce_addr_parse("10.0.0.2", fp.dst);
+    int start = uroce_frame_encap(buf, UROCE_FRAME_HEADROOM, len, &fp);
+    CHECK(start >= 0);
+    size_t flen = (size_t)(bth - buf) + len - (size_t)start;
+    for (int json = 0; json < 2; json++) {
+      struct uroce_inspect_opts o = {.json = json};
+      struct uroce_inspect *in = uroce_inspect_new(&o);
+      reset_out();
+      uroce_inspect_frame(in, UROCE_LINK_RAW, buf + start, flen, flen, 0, 1,
+                          collect, NULL);
+      CHECK_EQ(lines, 1);
+      CHECK(!strstr(out, json ? "\"icrc_ok\":false" : "BAD"));
+      CHECK(strstr(out, json ? "\"mp\":true" : " MP "));
+      if (k == 0)
+        CHECK(strstr(out, json ? "\"sacketh\":{\"base\":100,\"words\":2,"
+                                 "\"got\":[[1,3],[70,70]],\"dup\":42}"
+                               : "MP_SELECTIVE_ACKNOWLEDGE qp=0x000077 psn=99 MP"
+                                 " pad=0 pkey=0xffff | AETH ACK credits=invalid"
+                                 " msn=0 | SACKETH base=100 words=2 "
+                                 "got=+1..+3,+70 dup=42"));
+      else
+        CHECK(strstr(out, json ? "\"mpeth\":{\"ssn\":7,\"offset\":1024}"
+                               : "| RETH va=0x1000 rkey=0x00001234 len=3000 "
+                                 "| MPETH ssn=7 offset=1024 | payload 16"));
+      uroce_inspect_del(in);
+    }
+  }
+}
+
 static void test_filter_parse(void) {
   struct uroce_filter *flt = NULL;
   char err[256];
@@ -498,6 +566,7 @@ int main(void) {
   T_RUN(test_split_fixed_and_bad);
   T_RUN(test_inspect_gso_lines);
   T_RUN(test_vlan_dscp_port);
+  T_RUN(test_multipath_decode);
   T_RUN(test_filter_parse);
   T_RUN(test_filter_match);
   T_RUN(test_conv);

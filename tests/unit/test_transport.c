@@ -12,10 +12,14 @@
 
 static struct netsim ns;
 static struct tp_end A, B;
+/* The tests of the standard transport's own behaviour run the engines in
+ * standard mode; between two uroce engines multipath is the default. */
+static uint32_t eng_flags = UROCE_ENG_STANDARD;
 
 static void setup(const struct tp_opts *o, uint64_t seed) {
   struct uroce_eng_cfg cfg;
   memset(&cfg, 0, sizeof(cfg));
+  cfg.flags = eng_flags;
   CHECK_EQ(ns_init(&ns, 2, seed, &cfg), 0);
   CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], o), 0);
   CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], o), 0);
@@ -252,11 +256,10 @@ static void test_retx_counts(void) {
   teardown();
 }
 
-/* UROCE_ENG_OOO_WRITE: WRITEs over a path that reorders heavily (and, in
- * the last run, loses) land byte-exact; placing early packets instead of
- * NAKing them saves most go-back-N rounds. A READ among them (its request
- * cannot be placed ahead) is recovered by the NAK sent when the expected
- * PSN reaches it. */
+/* WRITEs over a path that reorders heavily (and, in the last run, loses)
+ * land byte-exact, a READ among them. The standard transport NAKs every
+ * early packet and goes back N; multipath places them and resends only
+ * what was lost. */
 static void ooo_run(uint32_t flags, double loss, uint64_t *retx,
                     uint64_t *naks) {
   struct uroce_eng_cfg cfg;
@@ -300,23 +303,83 @@ static void ooo_run(uint32_t flags, double loss, uint64_t *retx,
       CHECK(0);
       break;
     }
-  *retx = uroce_eng_stats(ns.eng[0])->go_backs;
+  CHECK_EQ(uroce_qp_multipath(A.qp), !(flags & UROCE_ENG_STANDARD));
+  *retx = uroce_eng_stats(ns.eng[0])->retx_pkts;
   *naks = uroce_eng_stats(ns.eng[1])->naks_tx;
   teardown();
 }
 
-static void test_ooo_write(void) {
+/* Negotiation: two engines in the default mode use multipath after their
+ * first exchange; against one forced standard, the other falls back and
+ * the standard one never sees a multipath opcode. The announcement bit
+ * is on the auto side's packets only until it hears from its peer. */
+static void nego_run(uint32_t fa, uint32_t fb, bool want_mp, uint64_t *bits_b,
+                     uint64_t *mp_ops, uint64_t *bits_after) {
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.flags = fa;
+  CHECK_EQ(ns_init(&ns, 2, 31, &cfg), 0);
+  cfg.flags = fb;
+  CHECK_EQ(ns_eng_remake(&ns, 1, &cfg), 0);
+  struct tp_opts o;
+  tp_opts_default(&o);
+  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], &o), 0);
+  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], &o), 0);
+  CHECK_EQ(tp_connect(&A, &B, &o), 0);
+  for (size_t i = 0; i < A.memlen; i++)
+    A.mem[i] = (uint8_t)(i * 7 + 1);
+  ns.link[0][1].loss = 0.02;
+  ns.tap = true;
+  CHECK_EQ(tp_post_recv(&B, 1, 0, 100000), 0);
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_SEND, 2, 0, 100000, UROCE_SEND_SIGNALED,
+                        0, 0),
+           0);
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_READ, 3, 200000, 50000,
+                        UROCE_SEND_SIGNALED, B.mr->iova + 300000, B.mr->rkey),
+           0);
+  struct uroce_wc wc[2];
+  CHECK_EQ(wait_cq(A.scq, wc, 2), 2);
+  CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
+  CHECK_EQ(wc[1].status, UROCE_WC_SUCCESS);
+  CHECK(memcmp(B.mem, A.mem, 100000) == 0);
+  CHECK(memcmp(A.mem + 200000, B.mem + 300000, 50000) == 0);
+  CHECK_EQ(uroce_qp_multipath(A.qp), want_mp);
+  CHECK_EQ(uroce_qp_multipath(B.qp), want_mp);
+  *bits_b = ns.tap_mp_bit[1];
+  *mp_ops = ns.tap_mp_op[0] + ns.tap_mp_op[1];
+  *bits_after = ns.tap_mp_bit_late[0];
+  teardown();
+}
+
+static void test_negotiation(void) {
+  uint64_t bits_b, ops, late;
+  nego_run(0, 0, true, &bits_b, &ops, &late);
+  CHECK(bits_b > 0 && ops > 0);
+  /* A standard peer: no bit and no multipath opcode from it, none to it
+   * either, and the auto end stops announcing once it heard the peer. */
+  nego_run(0, UROCE_ENG_STANDARD, false, &bits_b, &ops, &late);
+  CHECK_EQ(bits_b, 0);
+  CHECK_EQ(ops, 0);
+  CHECK_EQ(late, 0);
+  /* The auto end answers a standard requester: it learnt before sending
+   * anything, so it never announces at all. */
+  nego_run(UROCE_ENG_STANDARD, 0, false, &bits_b, &ops, &late);
+  CHECK_EQ(bits_b, 0);
+  CHECK_EQ(ops, 0);
+}
+
+static void test_reorder(void) {
   uint64_t r0, n0, r1, n1, r2, n2;
-  ooo_run(0, 0, &r0, &n0);
-  ooo_run(UROCE_ENG_OOO_WRITE, 0, &r1, &n1);
-  ooo_run(UROCE_ENG_OOO_WRITE, 0.02, &r2, &n2);
-  printf("reordering: go-back-N %llu restarts (%llu NAKs), out-of-order "
-         "placement %llu (%llu); with 2%% loss %llu (%llu)\n",
+  ooo_run(UROCE_ENG_STANDARD, 0, &r0, &n0);
+  ooo_run(0, 0, &r1, &n1);
+  ooo_run(0, 0.02, &r2, &n2);
+  printf("reordering: standard %llu packets resent (%llu NAKs), multipath "
+         "%llu (%llu); with 2%% loss %llu (%llu)\n",
          (unsigned long long)r0, (unsigned long long)n0, (unsigned long long)r1,
          (unsigned long long)n1, (unsigned long long)r2,
          (unsigned long long)n2);
-  CHECK(n1 < n0);
-  CHECK(r1 < r0);
+  CHECK(n1 == 0 && n2 == 0);
+  CHECK(r1 * 10 < r0);
   CHECK(r2 > 0);
 }
 
@@ -565,6 +628,7 @@ int main(void) {
   T_RUN(test_srq_limit_and_cq_overflow);
   T_RUN(test_ecn_cnp);
   T_RUN(test_one_gib_phantom);
-  T_RUN(test_ooo_write);
+  T_RUN(test_negotiation);
+  T_RUN(test_reorder);
   return T_DONE();
 }

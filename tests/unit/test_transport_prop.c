@@ -8,7 +8,8 @@
  * local and remote memory byte-equal to the model.
  *
  *   test_transport_prop [N]          N scenarios (default 10000; or
- *                                    UROCE_PROP_N)
+ *                                    UROCE_PROP_N), and N / 10 READ-loss
+ *   UROCE_PROP_MODE=multipath        N multipath scenarios instead
  *   UROCE_PROP_SEED=s                run scenario seed s only, verbosely
  *   UROCE_PROP_TRACE=1               also print every packet */
 #include <stdio.h>
@@ -42,13 +43,17 @@ struct op {
   uint64_t orig;
 };
 
-/* Scenario families: the mixed one (every operation and impairment), and
+/* Scenario families: the mixed one (every operation and impairment);
  * READ-loss: long READs whose responses are lost at random with a finite
  * retry count, where each loss must cost one re-request (two if the
  * re-request's response is lost too), never a retry counter spent on
- * responses still in flight behind a single loss. */
-enum mode { MODE_MIXED, MODE_READ_LOSS };
-static const char *const mode_names[] = {"mixed", "read-loss"};
+ * responses still in flight behind a single loss; and multipath: RC
+ * between engines that negotiate multipath (or are told to), each
+ * spraying over up to 128 paths of different delay, reordering, up to 20%
+ * loss, duplication; a tenth of them with one end forced standard, where
+ * both must fall back. */
+enum mode { MODE_MIXED, MODE_READ_LOSS, MODE_MP };
+static const char *const mode_names[] = {"mixed", "read-loss", "multipath"};
 
 struct scen {
   uint64_t seed;
@@ -60,6 +65,8 @@ struct scen {
   size_t arena[2];
   bool srq, late_recv, verbose;
   int nvictim[2];
+  bool failed;     /* an op fails (the model's) */
+  int std_end;     /* multipath: the end forced standard, or -1 */
 };
 
 struct world {
@@ -182,51 +189,10 @@ static void layout(struct scen *s) {
     place(s, &s->ops[i]);
 }
 
-static void gen(struct scen *s, struct netsim *ns) {
-  memset(s->ops, 0, sizeof(s->ops));
-  s->retry_cnt = 7;
-  uint32_t r = rnd(100);
-  s->type = r < 80 ? UROCE_QPT_RC : r < 90 ? UROCE_QPT_UC : UROCE_QPT_UD;
-  s->mtu = 1 + rnd(5);
+/* The ops of a mixed or multipath scenario. */
+static void gen_ops(struct scen *s, bool errors, bool lossy) {
   uint32_t mtub = uroce_mtu_bytes((int)s->mtu);
   bool rc = s->type == UROCE_QPT_RC, ud = s->type == UROCE_QPT_UD;
-  bool errors = rc && rnd(100) < 8;
-  s->nops = 1 + (int)rnd(rnd(3) == 0 ? MAX_OPS : 8);
-  s->srq = rnd(100) < 20;
-  s->late_recv = rc && rnd(100) < 15;
-  s->nvictim[0] = s->nvictim[1] = 0;
-  s->arena[0] = s->arena[1] = 64 + 8 * NWORDS;
-
-  /* Impairments: RC only; UC and UD get a clean network. */
-  for (int a = 0; a < 2; a++) {
-    struct ns_link *l = &ns->link[a][1 - a];
-    l->delay_ns = 200 + rnd(5000);
-    if (!rc || errors) {
-      if (errors && rnd(4) == 0)
-        l->dup = 0.05;
-      continue;
-    }
-    uint32_t k = rnd(100);
-    l->loss = k < 30 ? 0 : k < 70 ? rnd01() * 0.05 : 0.05 + rnd01() * 0.15;
-    if (rnd(100) < 15) {
-      l->ge_good_bad = 0.01;
-      l->ge_bad_good = 0.3;
-      l->ge_bad_loss = 0.8;
-    }
-    if (rnd(100) < 10)
-      l->every_nth = 3 + rnd(50);
-    if (rnd(100) < 20) {
-      l->reorder = 0.1;
-      l->reorder_ns = 1 + rnd(5000);
-    }
-    if (rnd(100) < 20)
-      l->dup = 0.05;
-    if (rnd(100) < 10)
-      l->corrupt = 0.02;
-    if (rnd(100) < 10)
-      l->ce = 0.1;
-  }
-  bool lossy = ns->link[0][1].loss > 0.05 || ns->link[1][0].loss > 0.05;
 
   int err_at = errors ? (int)rnd((uint32_t)s->nops) : -1;
   for (int i = 0; i < s->nops; i++) {
@@ -288,6 +254,100 @@ static void gen(struct scen *s, struct netsim *ns) {
     }
     place(s, o);
   }
+}
+
+static void gen(struct scen *s, struct netsim *ns) {
+  memset(s->ops, 0, sizeof(s->ops));
+  s->retry_cnt = 7;
+  uint32_t r = rnd(100);
+  s->type = r < 80 ? UROCE_QPT_RC : r < 90 ? UROCE_QPT_UC : UROCE_QPT_UD;
+  s->mtu = 1 + rnd(5);
+  bool rc = s->type == UROCE_QPT_RC;
+  bool errors = rc && rnd(100) < 8;
+  s->nops = 1 + (int)rnd(rnd(3) == 0 ? MAX_OPS : 8);
+  s->srq = rnd(100) < 20;
+  s->late_recv = rc && rnd(100) < 15;
+  s->nvictim[0] = s->nvictim[1] = 0;
+  s->arena[0] = s->arena[1] = 64 + 8 * NWORDS;
+
+  /* Impairments: RC only; UC and UD get a clean network. */
+  for (int a = 0; a < 2; a++) {
+    struct ns_link *l = &ns->link[a][1 - a];
+    l->delay_ns = 200 + rnd(5000);
+    if (!rc || errors) {
+      if (errors && rnd(4) == 0)
+        l->dup = 0.05;
+      continue;
+    }
+    uint32_t k = rnd(100);
+    l->loss = k < 30 ? 0 : k < 70 ? rnd01() * 0.05 : 0.05 + rnd01() * 0.15;
+    if (rnd(100) < 15) {
+      l->ge_good_bad = 0.01;
+      l->ge_bad_good = 0.3;
+      l->ge_bad_loss = 0.8;
+    }
+    if (rnd(100) < 10)
+      l->every_nth = 3 + rnd(50);
+    if (rnd(100) < 20) {
+      l->reorder = 0.1;
+      l->reorder_ns = 1 + rnd(5000);
+    }
+    if (rnd(100) < 20)
+      l->dup = 0.05;
+    if (rnd(100) < 10)
+      l->corrupt = 0.02;
+    if (rnd(100) < 10)
+      l->ce = 0.1;
+  }
+  bool lossy = ns->link[0][1].loss > 0.05 || ns->link[1][0].loss > 0.05;
+  gen_ops(s, errors, lossy);
+}
+
+/* Multipath: RC, every operation, paths of different delay each way and
+ * the mixed family's impairments, loss up to 20%. */
+static void gen_mp(struct scen *s, struct netsim *ns, uint32_t paths) {
+  memset(s->ops, 0, sizeof(s->ops));
+  s->retry_cnt = 7;
+  s->type = UROCE_QPT_RC;
+  s->mtu = 1 + rnd(5);
+  bool errors = rnd(100) < 8;
+  s->nops = 1 + (int)rnd(rnd(3) == 0 ? MAX_OPS : 8);
+  s->srq = rnd(100) < 20;
+  s->late_recv = rnd(100) < 15;
+  s->nvictim[0] = s->nvictim[1] = 0;
+  s->arena[0] = s->arena[1] = 64 + 8 * NWORDS;
+  for (int a = 0; a < 2; a++) {
+    struct ns_link *l = &ns->link[a][1 - a];
+    l->delay_ns = 200 + rnd(5000);
+    l->paths = paths;
+    l->path_skew_ns = rnd(3) ? rnd(20000) : 0;
+    if (errors) {
+      if (rnd(4) == 0)
+        l->dup = 0.05;
+      continue;
+    }
+    uint32_t k = rnd(100);
+    l->loss = k < 20 ? 0 : k < 60 ? rnd01() * 0.05 : 0.05 + rnd01() * 0.15;
+    if (rnd(100) < 15) {
+      l->ge_good_bad = 0.01;
+      l->ge_bad_good = 0.3;
+      l->ge_bad_loss = 0.8;
+    }
+    if (rnd(100) < 10)
+      l->every_nth = 3 + rnd(50);
+    if (rnd(100) < 30) {
+      l->reorder = 0.1 + rnd01() * 0.2;
+      l->reorder_ns = 1 + rnd(20000);
+    }
+    if (rnd(100) < 20)
+      l->dup = 0.05;
+    if (rnd(100) < 10)
+      l->corrupt = 0.02;
+    if (rnd(100) < 10)
+      l->ce = 0.1;
+  }
+  bool lossy = ns->link[0][1].loss > 0.05 || ns->link[1][0].loss > 0.05;
+  gen_ops(s, errors, lossy);
 }
 
 /* Splits [off, off+len) of an end's MR into n SGEs (some may be empty). */
@@ -386,6 +446,7 @@ static void model(struct scen *s, struct world *w) {
   }
   for (int d = 0; d < 2; d++)
     memcpy(w->expect[d] + 64, words[d], sizeof(words[d]));
+  s->failed = failed;
   /* Receive WQEs the failure left: flushed from an RQ, kept by an SRQ. */
   if (failed && !s->srq) {
     for (int i = 0; i < s->nops; i++) {
@@ -516,14 +577,35 @@ static bool run_one(enum mode mode, uint64_t seed, bool verbose, bool trace) {
   s.verbose = verbose;
   struct uroce_eng_cfg cfg;
   memset(&cfg, 0, sizeof(cfg));
+  cfg.flags = UROCE_ENG_STANDARD;
   cfg.max_unacked_psn = 64 + rnd(512);
+  s.std_end = -1;
+  if (mode == MODE_MP) {
+    /* Told the peer speaks multipath, or finding out (one in ten of those
+     * against an end forced standard). */
+    cfg.flags = rnd(4) == 0 ? UROCE_ENG_MULTIPATH : 0;
+    cfg.paths = 1 + rnd(128);
+    if (!cfg.flags && rnd(10) == 0)
+      s.std_end = (int)rnd(2);
+  }
   if (ns_init(&w->ns, 2, seed, &cfg)) {
     free(w);
     return false;
   }
+  if (s.std_end >= 0) {
+    struct uroce_eng_cfg c = cfg;
+    c.flags = UROCE_ENG_STANDARD;
+    if (ns_eng_remake(&w->ns, s.std_end, &c)) {
+      ns_free(&w->ns);
+      free(w);
+      return false;
+    }
+  }
   w->ns.trace = trace;
   if (mode == MODE_READ_LOSS)
     gen_read_loss(&s, &w->ns);
+  else if (mode == MODE_MP)
+    gen_mp(&s, &w->ns, cfg.paths);
   else
     gen(&s, &w->ns);
   struct tp_opts o;
@@ -616,6 +698,32 @@ static bool run_one(enum mode mode, uint64_t seed, bool verbose, bool trace) {
               (unsigned long long)seed, i);
     }
     memcpy(w->expect[1 - op->dir] + op->rem_off, g, 40);
+  }
+  /* Multipath places SENDs and WRITEs as they arrive: after a failed op,
+   * what the flushed ones wrote is undefined (as the IB spec leaves it for
+   * flushed work requests); and a READ asks in pieces, so a failed READ's
+   * buffer may hold its first pieces (as the spec leaves a failed WR's
+   * buffers). */
+  for (int i = 0; s.mode == MODE_MP && s.failed && i < s.nops; i++) {
+    struct op *op = &s.ops[i];
+    int S = 1 - op->dir;
+    if (op->err && op->opcode == UROCE_WR_RDMA_READ)
+      memcpy(w->expect[op->dir] + op->loc_off,
+             w->end[op->dir].mem + op->loc_off, op->len);
+    if (op->status != UROCE_WC_WR_FLUSH_ERR || op->opcode == UROCE_WR_RDMA_READ ||
+        is_atomic(op->opcode))
+      continue;
+    uint32_t n = op->recv_cap > op->len ? op->recv_cap : op->len;
+    memcpy(w->expect[S] + op->rem_off, w->end[S].mem + op->rem_off, n);
+  }
+  if (s.mode == MODE_MP && s.nops) {
+    bool want = s.std_end < 0;
+    for (int d = 0; d < 2; d++)
+      if (uroce_qp_multipath(w->end[d].qp) != want) {
+        ok = false;
+        fprintf(stderr, "seed %llu: node %d %s multipath\n",
+                (unsigned long long)seed, d, want ? "not in" : "in");
+      }
   }
   for (int d = 0; d < 2; d++) {
     bool good = w->ngot_s[d] == w->nexp_s[d] && w->ngot_r[d] == w->nexp_r[d];
@@ -737,6 +845,10 @@ static void test_read_loss(void) {
   run_many(MODE_READ_LOSS, (n_scenarios + 9) / 10);
 }
 
+static void test_multipath(void) {
+  run_many(MODE_MP, n_scenarios);
+}
+
 int main(int argc, char **argv) {
   const char *e = getenv("UROCE_PROP_N");
   if (e)
@@ -755,6 +867,11 @@ int main(int argc, char **argv) {
         mode = (enum mode)i;
     bool ok = run_one(mode, strtoull(e, 0, 0), true, tr && *tr == '1');
     CHECK(ok);
+    return T_DONE();
+  }
+  const char *m = getenv("UROCE_PROP_MODE");
+  if (m && !strcmp(m, "multipath")) {
+    T_RUN(test_multipath); /* its own ctest entry */
     return T_DONE();
   }
   T_RUN(test_property);

@@ -80,8 +80,7 @@ static void test_opcode_table(void) {
     CHECK(op->mask & UROCE_OPM_HDR(UROCE_HDR_BTH));
     /* Offsets increase in wire order and end at length. */
     unsigned end = UROCE_BTH_LEN;
-    static const uint8_t lens[UROCE_HDR_COUNT] = {12, 4, 8, 16, 28,
-                                                  4,  8, 4, 4,  16};
+    static const uint8_t lens[UROCE_HDR_COUNT] = {12, 4, 8, 16, 28, 4, 8, 8, 8, 4, 4, 16};
     for (int h = 1; h < UROCE_HDR_COUNT; h++) {
       if (!(op->mask & UROCE_OPM_HDR(h)))
         continue;
@@ -93,8 +92,12 @@ static void test_opcode_table(void) {
     if (op->mask & UROCE_OPM_MIDDLE)
       CHECK(!(op->mask & (UROCE_OPM_FIRST | UROCE_OPM_LAST)));
   }
-  /* RC 0x00-0x14 + 0x16,0x17; UC 0x20-0x2B; RD 0x40-0x55 (22); UD 2; CNP. */
-  CHECK_EQ(count, 23 + 12 + 22 + 2 + 1);
+  /* RC 0x00-0x14 + 0x16,0x17; UC 0x20-0x2B; RD 0x40-0x55 (22); UD 2; CNP;
+   * uroce multipath: SEND, WRITE, the SACK and the invalidates (15). */
+  CHECK_EQ(count, 23 + 12 + 22 + 2 + 1 + 15);
+  CHECK_EQ(uroce_opcode_transport(0xC7), UROCE_TRANSPORT_RC);
+  CHECK(uroce_opcode(0xC7)->mask & UROCE_OPM_HDR(UROCE_HDR_RETH));
+  CHECK_EQ(uroce_opcode(0xD1)->offset[UROCE_HDR_SACKETH], 16);
   /* Spot checks against REFERENCE.md. */
   CHECK(!uroce_opcode(0x15));
   CHECK(!uroce_opcode(0x2C));

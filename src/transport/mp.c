@@ -1,0 +1,293 @@
+/* Multipath mode: learning the peer's transport, and the requester's
+ * per-PSN state that selective repeat runs on (which PSNs arrived, which
+ * are gaps, which are lost and go again, and when).
+ *
+ * A PSN is a gap once something sent after it arrived; a gap is lost once
+ * it has been one for the reorder window (a time: packets sprayed over
+ * paths of different delay arrive out of order, and a gap that fills
+ * within the window was reordering, not loss). That is RACK's rule, with
+ * one timer for all gaps (the earliest). READ responses come in PSN order
+ * from one READ request, so a response marks the earlier PSNs of its
+ * request as gaps too. When nothing arrives at all for a probe timeout,
+ * the oldest missing PSN goes again alone, with AckReq: the answer (a
+ * selective ACK) shows every gap at once. */
+#include <errno.h>
+
+#include "transport/qp.h"
+#include "uroce/uroce.h"
+
+static uint32_t pow2_at_least(uint32_t n) {
+  uint32_t p = 1;
+  while (p < n)
+    p <<= 1;
+  return p;
+}
+
+int mp_alloc(struct uroce_qp *qp) {
+  struct uroce_eng *eng = qp->eng;
+  if (!qp->mp_cap)
+    return 0;
+  uint32_t w = pow2_at_least(eng->cfg.max_unacked_psn);
+  w = w < 64 ? 64 : w;
+  qp->mp.st = eng_alloc(eng, w);
+  qp->mp.ts = eng_alloc(eng, (size_t)w * sizeof(*qp->mp.ts));
+  qp->resp.mp_st = eng_alloc(eng, w);
+  qp->resp.runs = eng_alloc(eng, MP_RUNS * sizeof(*qp->resp.runs));
+  if (!qp->mp.st || !qp->mp.ts || !qp->resp.mp_st || !qp->resp.runs)
+    return -ENOMEM;
+  qp->mp.mask = qp->resp.mp_mask = w - 1;
+  return 0;
+}
+
+void mp_free(struct uroce_qp *qp) {
+  eng_free(qp->eng, qp->mp.st);
+  eng_free(qp->eng, qp->mp.ts);
+  eng_free(qp->eng, qp->resp.mp_st);
+  eng_free(qp->eng, qp->resp.runs);
+}
+
+void mp_peer(struct uroce_qp *qp, const struct uroce_rx_pkt *rx) {
+  if (qp->peer != PEER_UNKNOWN || !qp->mp_cap)
+    return;
+  if (uroce_bth_mp(rx->pi.bth)) {
+    qp->peer = PEER_MP;
+    qp->eng->stats.mp_qps++;
+  } else {
+    qp->peer = PEER_STD;
+  }
+}
+
+/* The ring holds [comp.psn, comp.psn + mask]. */
+static bool in_ring(const struct uroce_qp *qp, uint32_t psn) {
+  int32_t d = uroce_psn_diff(psn, qp->comp.psn);
+  return d >= 0 && (uint32_t)d <= qp->mp.mask;
+}
+
+void mp_sent(struct uroce_qp *qp, uint32_t psn, uint32_t n, bool resp,
+             uint64_t now) {
+  struct mp_tx *m = &qp->mp;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t p = uroce_psn_add(psn, i);
+    if (!in_ring(qp, p))
+      break; /* a standard READ longer than the ring: see mp_advance */
+    uint8_t *st = mp_tx_st(qp, p);
+    if (*st & TX_SENT) {
+      m->rtx_hist[m->rtx_n++ % 8] = p;
+      if (*st & TX_LOST)
+        m->lost--;
+      *st = (uint8_t)((*st & ~(TX_GAP | TX_LOST)) | TX_RTX);
+      if (uroce_psn_cmp(p, m->scan) < 0)
+        m->scan = p; /* compare it with later deliveries again */
+    } else {
+      *st = (uint8_t)(TX_SENT | (resp ? TX_RESP : 0));
+    }
+    m->ts[p & m->mask] = now;
+  }
+}
+
+/* A round-trip sample: srtt as TCP smooths it, the least seen, and the
+ * reorder window a quarter of that (or the configured least). */
+static void rtt_sample(struct mp_tx *m, uint64_t rtt, uint64_t floor) {
+  m->srtt = m->srtt ? m->srtt - (m->srtt >> 3) + (rtt >> 3) : rtt;
+  if (!m->min_rtt || rtt < m->min_rtt)
+    m->min_rtt = rtt;
+  uint64_t r = m->min_rtt / 4;
+  if (r < floor)
+    r = floor;
+  if (m->reo < r)
+    m->reo = r;
+}
+
+bool mp_done(struct uroce_qp *qp, uint32_t psn, uint64_t now) {
+  struct mp_tx *m = &qp->mp;
+  if (!in_ring(qp, psn))
+    return false;
+  uint8_t *st = mp_tx_st(qp, psn);
+  if ((*st & (TX_DONE | TX_SENT)) != TX_SENT)
+    return false;
+  uint64_t ts = m->ts[psn & m->mask];
+  if (*st & TX_LOST)
+    m->lost--;
+  if (!(*st & (TX_RTX | TX_GAP)) && now >= ts)
+    rtt_sample(m, now - ts, qp->eng->cfg.reorder_ns);
+  *st = (uint8_t)((*st | TX_DONE) & ~(TX_GAP | TX_LOST));
+  return true;
+}
+
+void mp_dsack(struct uroce_qp *qp, uint32_t psn) {
+  struct mp_tx *m = &qp->mp;
+  bool resent = false;
+  for (uint32_t i = 0; i < 8 && i < m->rtx_n; i++)
+    resent |= m->rtx_hist[i] == psn;
+  if (!resent)
+    return; /* a duplicate the network made */
+  qp->eng->stats.mp_spurious++;
+  uint64_t cap = 4 * (m->srtt > m->min_rtt ? m->srtt : m->min_rtt);
+  uint64_t r = 2 * m->reo;
+  if (r > cap)
+    r = cap;
+  if (r > m->reo)
+    m->reo = r;
+}
+
+void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
+                    uint64_t now) {
+  struct mp_tx *m = &qp->mp;
+  uint32_t p = m->scan;
+  if (uroce_psn_cmp(p, qp->comp.psn) < 0)
+    p = qp->comp.psn;
+  bool skipped = false;
+  uint32_t first_skip = 0;
+  for (; uroce_psn_cmp(p, psn) < 0 && in_ring(qp, p); p = uroce_psn_add(p, 1)) {
+    uint8_t *st = mp_tx_st(qp, p);
+    if ((*st & (TX_DONE | TX_GAP | TX_LOST)) || !(*st & TX_SENT))
+      continue;
+    if (m->ts[p & m->mask] <= ts) {
+      *st |= TX_GAP;
+      m->ts[p & m->mask] = now;
+      if (now + m->reo < m->gap_timer)
+        m->gap_timer = now + m->reo;
+    } else if (!skipped) { /* sent again after it: not evidence yet */
+      skipped = true;
+      first_skip = p;
+    }
+  }
+  if (skipped)
+    m->scan = first_skip;
+  else if (uroce_psn_cmp(p, m->scan) > 0)
+    m->scan = p;
+  /* A resent PSN arrived: everything sent before it and still missing is
+   * a gap too, later PSNs included (a lost READ request's responses). */
+  if (in_ring(qp, psn) && (*mp_tx_st(qp, psn) & TX_RTX))
+    for (p = uroce_psn_add(psn, 1);
+         uroce_psn_cmp(p, qp->req.max_psn) < 0 && in_ring(qp, p);
+         p = uroce_psn_add(p, 1)) {
+      uint8_t *st = mp_tx_st(qp, p);
+      if ((*st & (TX_DONE | TX_GAP | TX_LOST | TX_SENT)) != TX_SENT ||
+          m->ts[p & m->mask] >= ts)
+        continue;
+      *st |= TX_GAP;
+      m->ts[p & m->mask] = now;
+      if (now + m->reo < m->gap_timer)
+        m->gap_timer = now + m->reo;
+      if (uroce_psn_cmp(p, m->scan) >= 0)
+        m->scan = uroce_psn_add(p, 1);
+    }
+}
+
+void mp_gap_expiry(struct uroce_qp *qp, uint64_t now) {
+  struct mp_tx *m = &qp->mp;
+  m->gap_timer = UINT64_MAX;
+  for (uint32_t p = qp->comp.psn; uroce_psn_cmp(p, m->scan) < 0;
+       p = uroce_psn_add(p, 1)) {
+    uint8_t *st = mp_tx_st(qp, p);
+    if (!(*st & TX_GAP))
+      continue;
+    uint64_t due = m->ts[p & m->mask] + m->reo;
+    if (due <= now) {
+      *st = (uint8_t)((*st & ~TX_GAP) | TX_LOST);
+      m->lost++;
+    } else if (due < m->gap_timer) {
+      m->gap_timer = due;
+    }
+  }
+}
+
+uint32_t mp_advance(struct uroce_qp *qp) {
+  struct mp_tx *m = &qp->mp;
+  uint32_t n = 0;
+  while (uroce_psn_cmp(qp->comp.psn, qp->req.max_psn) < 0) {
+    uint8_t *st = mp_tx_st(qp, qp->comp.psn);
+    if (!(*st & TX_DONE))
+      break;
+    *st = 0;
+    /* The slot now stands for comp.psn + mask + 1. A PSN there already
+     * sent was beyond the ring then (a READ sent in standard mode before
+     * the peer was known): its responses were dropped, ask again. */
+    uint32_t far = uroce_psn_add(qp->comp.psn, m->mask + 1);
+    if (uroce_psn_cmp(far, qp->req.max_psn) < 0) {
+      *st = TX_SENT | TX_RESP | TX_LOST;
+      m->lost++;
+    }
+    qp->comp.psn = uroce_psn_add(qp->comp.psn, 1);
+    n++;
+  }
+  if (uroce_psn_cmp(m->scan, qp->comp.psn) < 0)
+    m->scan = qp->comp.psn;
+  return n;
+}
+
+/* Marks p lost; false if it arrived. */
+static bool mark_lost(struct uroce_qp *qp, uint32_t p) {
+  uint8_t *st = mp_tx_st(qp, p);
+  if (*st & TX_DONE)
+    return false;
+  if (!(*st & TX_LOST)) {
+    *st = (uint8_t)((*st & ~TX_GAP) | TX_LOST);
+    qp->mp.lost++;
+  }
+  return true;
+}
+
+void mp_timeout(struct uroce_qp *qp, uint64_t now) {
+  struct mp_tx *m = &qp->mp;
+  uint32_t p = qp->comp.psn;
+  for (; uroce_psn_cmp(p, qp->req.max_psn) < 0 && in_ring(qp, p);
+       p = uroce_psn_add(p, 1))
+    if (mark_lost(qp, p))
+      break;
+  /* A READ's responses: an ACK of the probe would not say which are
+   * missing, so the probe asks for the READ's whole missing run (one
+   * request). */
+  struct swqe *w = sq_wqe_at(qp, p);
+  if (w && w->opcode == UROCE_WR_RDMA_READ && in_ring(qp, p))
+    for (p = uroce_psn_add(p, 1); uroce_psn_cmp(p, w->last_psn) <= 0 &&
+                                  uroce_psn_cmp(p, qp->req.max_psn) < 0 &&
+                                  in_ring(qp, p) && mark_lost(qp, p);
+         p = uroce_psn_add(p, 1))
+      ;
+  qp->eng->stats.mp_probes++;
+  if (m->probes < 16)
+    m->probes++;
+}
+
+bool mp_next_lost(struct uroce_qp *qp, uint32_t *psn) {
+  struct mp_tx *m = &qp->mp;
+  if (!m->lost)
+    return false;
+  for (uint32_t p = qp->comp.psn; in_ring(qp, p); p = uroce_psn_add(p, 1)) {
+    uint8_t *st = mp_tx_st(qp, p);
+    if (*st & TX_LOST) {
+      *psn = p;
+      return true;
+    }
+    if (uroce_psn_cmp(p, qp->req.max_psn) >= 0)
+      break;
+  }
+  m->lost = 0; /* nothing marked after all */
+  return false;
+}
+
+/* Twice the smoothed RTT plus the reorder window and the responder's ACK
+ * delay, doubled per probe without progress, at most the QP's timeout;
+ * the QP's timeout until an RTT is known. */
+uint64_t mp_pto(const struct uroce_qp *qp) {
+  const struct mp_tx *m = &qp->mp;
+  uint64_t rto = rto_ns(qp);
+  if (rto == UINT64_MAX || !m->srtt)
+    return rto;
+  uint64_t t = 2 * m->srtt + m->reo + qp->eng->cfg.ack_delay_ns;
+  t <<= m->probes < 10 ? m->probes : 10;
+  return t < rto ? t : rto;
+}
+
+uint16_t mp_sport(struct uroce_qp *qp) {
+  uint32_t n = qp->eng->cfg.paths;
+  if (!qp_mp(qp) || n <= 1 || qp->av.sport)
+    return qp->sport;
+  uint32_t k = qp->mp.path++ % n;
+  /* Paths are the QP's own port and n - 1 others that a hash spreads
+   * over the 14 bits RoCEv2 leaves for entropy. */
+  uint32_t h = (qp->sport + k * 0x9E3779B1u) * 0x85EBCA77u;
+  return k ? (uint16_t)(0xC000 | ((h >> 13) & 0x3FFF)) : qp->sport;
+}
