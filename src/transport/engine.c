@@ -90,6 +90,8 @@ int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg) {
     c.cnp_interval_ns = 50000;
   if (!c.port_mtu)
     c.port_mtu = 5;
+  if (!c.max_inflight)
+    c.max_inflight = 2u << 20;
   if (!c.paths)
     c.paths = 1;
   if (!c.reorder_ns)
@@ -113,6 +115,7 @@ int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg) {
   ulist_init(&eng->qps);
   ulist_init(&eng->ahs);
   ulist_init(&eng->sched);
+  ulist_init(&eng->blocked);
   uint32_t hn = pow2_at_least(c.max_qp * 2);
   eng->qp_hash = eng_alloc(eng, hn * sizeof(*eng->qp_hash));
   void *mrmem = eng_alloc(eng, uroce_mr_table_bytes(c.max_mr));
@@ -218,6 +221,38 @@ void eng_sched(struct uroce_eng *eng, struct uroce_qp *qp) {
     ulist_add_tail(&eng->sched, &qp->sched);
     qp->in_sched = true;
   }
+}
+
+void eng_charge(struct uroce_eng *eng, struct uroce_qp *qp) {
+  uint64_t c = 0;
+  if (qp->type == UROCE_QPT_RC && qp_can_send(qp))
+    c = (uint64_t)(uint32_t)uroce_psn_diff(qp->req.max_psn, qp->comp.psn) *
+        qp->mtu;
+  eng->inflight = eng->inflight - qp->charged + c;
+  qp->charged = c;
+  /* Room again: the waiting QPs get their turn, oldest first. */
+  while (!ulist_empty(&eng->blocked) &&
+         eng->inflight < eng->cfg.max_inflight) {
+    struct uroce_qp *w =
+        ULIST_ENTRY(eng->blocked.next, struct uroce_qp, blocked);
+    ulist_del(&w->blocked);
+    w->in_blocked = false;
+    eng_sched(eng, w);
+    if (eng->inflight + w->mtu < eng->cfg.max_inflight)
+      continue;
+    break;
+  }
+}
+
+bool eng_room(struct uroce_eng *eng, struct uroce_qp *qp, uint64_t n) {
+  if (!qp->charged || eng->inflight + n <= eng->cfg.max_inflight)
+    return true;
+  if (!qp->in_blocked) {
+    ulist_add_tail(&eng->blocked, &qp->blocked);
+    qp->in_blocked = true;
+    eng->stats.inflight_waits++;
+  }
+  return false;
 }
 
 /* ---- PD, MR, AH ---- */
@@ -593,6 +628,7 @@ int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
       return 0;
     }
     comp_rx(qp, rx, now);
+    eng_charge(eng, qp);
   }
   eng_sched(eng, qp);
   return 0;
@@ -639,6 +675,7 @@ int uroce_eng_write_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
     ulist_del(&qp->sched);
     qp->in_sched = false;
     if (qp_make_pkt(qp, tx, now)) {
+      eng_charge(eng, qp);
       eng_sched(eng, qp); /* round robin: to the back */
       eng->stats.tx_pkts++;
       eng->cc->on_tx(qp->cc_state, now, uroce_tx_len(tx));
@@ -721,6 +758,7 @@ int uroce_eng_handle_expiry(struct uroce_eng *eng, uint64_t now) {
       mp_gap_expiry(qp, now);
     if (qp->req.rto_deadline <= now)
       comp_timeout(qp, now);
+    eng_charge(eng, qp);
     eng_sched(eng, qp);
   }
   return 0;

@@ -79,6 +79,11 @@ struct uroce_eng_cfg {
   uint64_t cnp_interval_ns;      /* at most one CNP per QP per, 50 us */
   uint8_t port_mtu;              /* enum uroce_mtu: largest path MTU
                                     and the UD MTU; default 4096 */
+  uint32_t max_inflight;         /* bytes all RC QPs together may have
+                                    unacknowledged (requests, and READ
+                                    responses asked for): the NIC's
+                                    buffer; default 2 MiB. A QP with
+                                    nothing in flight may always send */
   uint32_t paths;                /* multipath: UDP source ports a QP
                                     sprays over (1..256, default 1) */
   uint64_t reorder_ns;           /* multipath: reordering tolerated
@@ -123,6 +128,7 @@ struct uroce_eng_stats {
   uint64_t mp_retx_pkts; /* request packets sent again to fill a gap */
   uint64_t mp_probes;    /* probes after a timeout */
   uint64_t mp_spurious;  /* gaps filled by the first copy after all */
+  uint64_t inflight_waits; /* a QP waited for the device's in-flight bound */
 };
 
 /* Creates an engine. Returns 0, UROCE_ERR_INVALID_ARGUMENT, -ENOMEM. */

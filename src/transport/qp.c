@@ -128,6 +128,7 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
   if (qp->srq)
     qp->srq->refs++;
   ulist_init(&qp->sched);
+  ulist_init(&qp->blocked);
   ulist_add_tail(&eng->qps, &qp->link);
   *out = qp;
   return 0;
@@ -139,6 +140,9 @@ int uroce_qp_del(struct uroce_qp *qp) {
   struct uroce_eng *eng = qp->eng;
   if (qp->in_sched)
     ulist_del(&qp->sched);
+  if (qp->in_blocked)
+    ulist_del(&qp->blocked);
+  eng->inflight -= qp->charged;
   ulist_del(&qp->link);
   eng_qp_detach(eng, qp);
   qp->pd->refs--;
@@ -438,6 +442,7 @@ int uroce_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *a,
     break;
   }
   qp->resp.nres = qp->max_dest_rd_atomic;
+  eng_charge(qp->eng, qp);
   eng_sched(qp->eng, qp);
   if (next == UROCE_QPS_SQD)
     qp_drain_sq(qp); /* may already be drained */
@@ -570,6 +575,7 @@ void qp_to_error(struct uroce_qp *qp) {
   qp->state = UROCE_QPS_ERR;
   qp->req.state = REQST_ERROR;
   flush_sq(qp);
+  eng_charge(qp->eng, qp);
   resp_flush(qp);
   qp->resp.ack_deadline = UINT64_MAX;
   qp->resp.ack_pending = qp->resp.ack_now = false;

@@ -357,6 +357,9 @@ struct uroce_qp {
   struct ulist link;  /* engine's list of QPs */
   struct ulist sched; /* engine's transmit round robin */
   bool in_sched;
+  struct ulist blocked; /* engine's QPs waiting for max_inflight */
+  bool in_blocked;
+  uint64_t charged; /* bytes of eng->inflight that are this QP's */
   uint32_t qpn;
   uint8_t type;
   uint8_t state;
@@ -409,7 +412,8 @@ struct uroce_eng {
   struct uroce_eng_stats stats;
   uint64_t now; /* latest time given to read/write_pkt, handle_expiry */
   struct uroce_mr_table mrs;
-  struct ulist pds, cqs, srqs, qps, ahs, sched;
+  struct ulist pds, cqs, srqs, qps, ahs, sched, blocked;
+  uint64_t inflight; /* sum of the RC QPs' charged bytes */
   /* QPN -> QP, open addressing with linear probing */
   struct uroce_qp **qp_hash;
   uint32_t qp_hash_mask, nqp;
@@ -427,6 +431,12 @@ void eng_free(struct uroce_eng *eng, void *p);
 uint64_t eng_rand(struct uroce_eng *eng);
 void eng_async(struct uroce_eng *eng, int type, void *obj);
 void eng_sched(struct uroce_eng *eng, struct uroce_qp *qp);
+/* Brings the QP's share of eng->inflight up to date ((max_psn - comp.psn)
+ * x MTU while it can send, else 0) and wakes QPs waiting for room. */
+void eng_charge(struct uroce_eng *eng, struct uroce_qp *qp);
+/* The device's in-flight bound lets the QP send n more bytes; else it
+ * waits (and is woken by eng_charge). */
+bool eng_room(struct uroce_eng *eng, struct uroce_qp *qp, uint64_t n);
 /* Appends a completion; false if the CQ overran. */
 bool cq_push(struct uroce_cq *cq, const struct uroce_wc *wc);
 /* Copies payload into registered memory unless in phantom mode. */

@@ -225,6 +225,14 @@ static enum req_state req_check(struct uroce_qp *qp, uint64_t now) {
                        window
                  : (uint32_t)inflight >= window))
     return REQST_WAIT_WINDOW;
+  /* New PSNs only: resending adds nothing to what is in flight. */
+  if (rc && uroce_psn_cmp(r->psn, r->max_psn) >= 0 &&
+      !eng_room(qp->eng, qp,
+                      (uint64_t)req_psns(qp, w, r->psn,
+                                         w->state == WQE_POSTED ? qp_mp(qp)
+                                                                : w->mp) *
+                          qp->mtu))
+    return REQST_WAIT_WINDOW;
   if (!paced(qp, now))
     return REQST_WAIT_PACE;
   return REQST_SEND;

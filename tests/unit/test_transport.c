@@ -368,6 +368,55 @@ static void test_negotiation(void) {
   CHECK_EQ(ops, 0);
 }
 
+/* The device's in-flight bound: 64 QPs of one engine each write 256 KiB
+ * at once; what they have unacknowledged together stays within the bound
+ * (plus one packet per QP that had nothing in flight), every QP completes,
+ * and the data lands. */
+static void test_inflight_bound(void) {
+  enum { NQP = 64, LEN = 256 << 10 };
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.max_inflight = 256 << 10;
+  CHECK_EQ(ns_init(&ns, 2, 41, &cfg), 0);
+  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 50000; /* BDP 1.2 MB */
+  static struct tp_end a[NQP], b[NQP];
+  struct tp_opts o;
+  tp_opts_default(&o);
+  o.mtu = UROCE_MTU_4096;
+  o.memlen = LEN;
+  for (int i = 0; i < NQP; i++) {
+    CHECK_EQ(tp_end_init(&a[i], ns.eng[0], ns.gid[0], &o), 0);
+    CHECK_EQ(tp_end_init(&b[i], ns.eng[1], ns.gid[1], &o), 0);
+    CHECK_EQ(tp_connect(&a[i], &b[i], &o), 0);
+    memset(a[i].mem, i + 1, LEN);
+    CHECK_EQ(tp_post_send(&a[i], UROCE_WR_RDMA_WRITE, (uint64_t)i, 0, LEN,
+                          UROCE_SEND_SIGNALED, b[i].mr->iova, b[i].mr->rkey),
+             0);
+  }
+  uint64_t peak = 0;
+  int done = 0;
+  struct uroce_wc wc;
+  while (done < NQP && ns_step(&ns) && ns.now < 1000000000ull) {
+    if (ns.eng[0]->inflight > peak)
+      peak = ns.eng[0]->inflight;
+    for (int i = 0; i < NQP; i++)
+      done += tp_poll(a[i].scq, &wc, 1);
+  }
+  CHECK_EQ(done, NQP);
+  CHECK(peak <= cfg.max_inflight + NQP * 4096u);
+  CHECK(uroce_eng_stats(ns.eng[0])->inflight_waits > 0);
+  CHECK_EQ(ns.eng[0]->inflight, 0);
+  for (int i = 0; i < NQP; i++) {
+    CHECK(b[i].mem[0] == i + 1 && b[i].mem[LEN - 1] == i + 1);
+    tp_end_free(&a[i]);
+    tp_end_free(&b[i]);
+  }
+  printf("in-flight bound 256 KiB, 64 QPs: peak %llu KiB, %llu waits\n",
+         (unsigned long long)peak >> 10,
+         (unsigned long long)uroce_eng_stats(ns.eng[0])->inflight_waits);
+  ns_free(&ns);
+}
+
 static void test_reorder(void) {
   uint64_t r0, n0, r1, n1, r2, n2;
   ooo_run(UROCE_ENG_STANDARD, 0, &r0, &n0);
@@ -630,5 +679,6 @@ int main(void) {
   T_RUN(test_one_gib_phantom);
   T_RUN(test_negotiation);
   T_RUN(test_reorder);
+  T_RUN(test_inflight_bound);
   return T_DONE();
 }
