@@ -187,6 +187,7 @@ static void *nic_new(struct sim *s, struct sim_nic *nic) {
       .max_mr = 4,
       .max_unacked_psn = tp->window,
       .ack_every = tp->ack_every,
+      .paths = tp->paths,
       .cnp_interval_ns = dcqcn ? tp->dcqcn.cnp_interval_ns : 0,
       .port_mtu = m->mtu_enum,
   };

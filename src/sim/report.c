@@ -387,12 +387,14 @@ static void resolved_json(FILE *f, const struct sim *s) {
   fprintf(f,
           "    \"transport\": {\"model\": \"%s\", \"mtu\": %u, \"window\": "
           "%u, \"ack_every\": %u, \"rto_us\": %g, \"out_of_order\": %s, "
-          "\"ipv6\": %s, \"data_priority\": %u, \"control_priority\": %u, "
-          "\"cc\": \"%s\"",
+          "\"paths\": %u, \"ipv6\": %s, \"data_priority\": %u, "
+          "\"control_priority\": %u, \"cc\": \"%s\"",
           p->model == SIM_HOST_SIMPLE ? "simple" : "uroce", p->mtu, p->window,
           p->ack_every, (double)p->rto / 1e6,
-          (p->ooo < 0 ? c->routing != SIM_ROUTE_ECMP : p->ooo) ? "true"
-                                                               : "false",
+          (p->ooo < 0 ? c->routing != SIM_ROUTE_ECMP || p->paths > 1 : p->ooo)
+              ? "true"
+              : "false",
+          p->paths,
           p->ipv6 ? "true" : "false", p->data_prio, p->ctrl_prio,
           p->cc == SIM_CC_DCQCN ? "dcqcn" : "none");
   if (p->cc == SIM_CC_DCQCN) {

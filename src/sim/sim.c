@@ -37,6 +37,7 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->tp.ack_every = 16;
   c->tp.rto = 1000 * SIM_US;
   c->tp.ooo = -1;
+  c->tp.paths = 1;
   c->tp.data_prio = 3;
   c->tp.ctrl_prio = 6;
   c->tp.cc = SIM_CC_NONE;
@@ -161,7 +162,8 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
-  s->ooo = tp->ooo < 0 ? cfg->routing != SIM_ROUTE_ECMP : (uint64_t)tp->ooo;
+  s->ooo = tp->ooo < 0 ? cfg->routing != SIM_ROUTE_ECMP || tp->paths > 1
+                       : (uint64_t)tp->ooo;
   s->host = tp->model == SIM_HOST_SIMPLE ? &sim_host_rdmaw : &sim_host_eng;
   if (sim_heap_init(&s->heap, 1024) || sim_topo_build(s, err, errlen)) {
     if (!err[0])

@@ -88,6 +88,7 @@ struct sim_transport_cfg {
   uint32_t ack_every; /* the responder acks every N packets and each last */
   sim_time_t rto;     /* retransmit timeout (go-back-N) */
   int ooo;            /* accept out-of-order packets: 1, 0, -1 = auto */
+  uint32_t paths;     /* uroce: source ports a QP sprays over (1 = off) */
   bool ipv6;
   uint8_t data_prio, ctrl_prio;
   enum sim_cc cc;

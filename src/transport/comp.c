@@ -469,7 +469,7 @@ static enum comp_state mp_ack(struct comp_pkt *c) {
     if (words > UROCE_SACK_MAX_WORDS || c->pi->payload_len != words * 8u)
       return drop(c, UROCE_DROP_LENGTH);
     if (uroce_sacketh_flags(se) & UROCE_SACK_DUP)
-      mp_dsack(c->qp, uroce_sacketh_dup(se));
+      mp_dsack(c->qp);
     for (uint32_t i = 0; i < words; i++) {
       uint64_t v = get_be64(bm + 8 * i);
       for (; v; v &= v - 1) {

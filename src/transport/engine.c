@@ -95,7 +95,7 @@ int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg) {
   if (!c.paths)
     c.paths = 1;
   if (!c.reorder_ns)
-    c.reorder_ns = 2000;
+    c.reorder_ns = 16000;
   if (c.port_mtu > 5 || c.max_qp > (1u << 20) || c.max_mr > (1u << 20) ||
       c.max_unacked_psn > (1u << 22) || c.paths > 256)
     return UROCE_ERR_INVALID_ARGUMENT;

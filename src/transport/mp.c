@@ -72,7 +72,6 @@ void mp_sent(struct uroce_qp *qp, uint32_t psn, uint32_t n, bool resp,
       break; /* a standard READ longer than the ring: see mp_advance */
     uint8_t *st = mp_tx_st(qp, p);
     if (*st & TX_SENT) {
-      m->rtx_hist[m->rtx_n++ % 8] = p;
       if (*st & TX_LOST)
         m->lost--;
       *st = (uint8_t)((*st & ~(TX_GAP | TX_LOST)) | TX_RTX);
@@ -85,13 +84,16 @@ void mp_sent(struct uroce_qp *qp, uint32_t psn, uint32_t n, bool resp,
   }
 }
 
-/* A round-trip sample: srtt as TCP smooths it, the least seen, and the
- * reorder window a quarter of that (or the configured least). */
+/* A round-trip sample: srtt as TCP smooths it and the least seen. The
+ * reorder window grows to a quarter of the least RTT (RACK's) plus half of
+ * what queues added to this sample: packets sprayed over paths differ by
+ * their queues, which a deep queue (an incast, PFC back-pressure) makes
+ * long. */
 static void rtt_sample(struct mp_tx *m, uint64_t rtt, uint64_t floor) {
   m->srtt = m->srtt ? m->srtt - (m->srtt >> 3) + (rtt >> 3) : rtt;
   if (!m->min_rtt || rtt < m->min_rtt)
     m->min_rtt = rtt;
-  uint64_t r = m->min_rtt / 4;
+  uint64_t r = m->min_rtt / 4 + (rtt - m->min_rtt) / 2;
   if (r < floor)
     r = floor;
   if (m->reo < r)
@@ -114,13 +116,8 @@ bool mp_done(struct uroce_qp *qp, uint32_t psn, uint64_t now) {
   return true;
 }
 
-void mp_dsack(struct uroce_qp *qp, uint32_t psn) {
+void mp_dsack(struct uroce_qp *qp) {
   struct mp_tx *m = &qp->mp;
-  bool resent = false;
-  for (uint32_t i = 0; i < 8 && i < m->rtx_n; i++)
-    resent |= m->rtx_hist[i] == psn;
-  if (!resent)
-    return; /* a duplicate the network made */
   qp->eng->stats.mp_spurious++;
   uint64_t cap = 4 * (m->srtt > m->min_rtt ? m->srtt : m->min_rtt);
   uint64_t r = 2 * m->reo;
@@ -128,6 +125,10 @@ void mp_dsack(struct uroce_qp *qp, uint32_t psn) {
     r = cap;
   if (r > m->reo)
     m->reo = r;
+  /* The fabric reorders for every QP of this NIC alike: new ones start
+   * from what this one learnt. */
+  if (m->reo > qp->eng->mp_reo)
+    qp->eng->mp_reo = m->reo;
 }
 
 void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
@@ -283,7 +284,7 @@ uint64_t mp_pto(const struct uroce_qp *qp) {
 
 uint16_t mp_sport(struct uroce_qp *qp) {
   uint32_t n = qp->eng->cfg.paths;
-  if (!qp_mp(qp) || n <= 1 || qp->av.sport)
+  if (!qp_mp(qp) || n <= 1)
     return qp->sport;
   uint32_t k = qp->mp.path++ % n;
   /* Paths are the QP's own port and n - 1 others that a hash spreads

@@ -163,7 +163,7 @@ struct req {
   uint8_t retry_left, rnr_left;
   bool probe; /* after a timeout: one packet out until something is acked */
   /* The next READ request, sent from the middle of its READ at psn, starts
-   * this many PSNs earlier (comp.c error_retry: a re-request whose answer
+   * this many PSNs earlier (comp.c back_off: a re-request whose answer
    * lost its first packet again). */
   uint32_t back;
 };
@@ -200,8 +200,6 @@ struct mp_tx {
   uint8_t fatal_status;
   uint32_t fatal_psn;
   uint32_t path;        /* next spraying path */
-  uint32_t rtx_hist[8]; /* the latest PSNs sent again (for D-SACKs) */
-  uint32_t rtx_n;
 };
 
 /* Completer states (comp.c): the steps of handling one response, each a
@@ -414,6 +412,7 @@ struct uroce_eng {
   struct uroce_mr_table mrs;
   struct ulist pds, cqs, srqs, qps, ahs, sched, blocked;
   uint64_t inflight; /* sum of the RC QPs' charged bytes */
+  uint64_t mp_reo;   /* the widest reorder window a QP learnt (mp.c) */
   /* QPN -> QP, open addressing with linear probing */
   struct uroce_qp **qp_hash;
   uint32_t qp_hash_mask, nqp;
@@ -532,9 +531,10 @@ bool mp_done(struct uroce_qp *qp, uint32_t psn, uint64_t now);
  * missing are gaps; the gap timer is armed. */
 void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
                     uint64_t now);
-/* The responder got psn twice: if it was sent again, the resend was
- * needless and the reorder window too short. */
-void mp_dsack(struct uroce_qp *qp, uint32_t psn);
+/* The responder got a request twice (a D-SACK): a resend was needless,
+ * the reorder window too short (network-made duplicates widen it too,
+ * which only delays recovery). */
+void mp_dsack(struct uroce_qp *qp);
 /* Gaps older than the reorder window are lost; re-arms the gap timer. */
 void mp_gap_expiry(struct uroce_qp *qp, uint64_t now);
 /* comp.psn moves over what arrived; returns how far. */

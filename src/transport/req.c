@@ -43,7 +43,9 @@ void req_reset(struct uroce_qp *qp) {
     m->scan = r->psn;
     m->gap_timer = UINT64_MAX;
     m->srtt = m->min_rtt = 0;
-    m->reo = qp->eng->cfg.reorder_ns;
+    m->reo = qp->eng->mp_reo > qp->eng->cfg.reorder_ns
+                 ? qp->eng->mp_reo
+                 : qp->eng->cfg.reorder_ns;
     m->ssn = 0;
     m->last_prog = qp->eng->now;
     m->probes = 0;

@@ -675,7 +675,7 @@ static void mp_dup_read(struct resp_pkt *p) {
   uint64_t ran = (uint64_t)uroce_psn_diff(qp->resp.epsn, p->psn) * qp->mtu;
   if (len > ran)
     len = (uint32_t)ran;
-  struct resp_res *res = run_alloc(qp);
+  struct resp_res *res = read_alloc(qp, p->psn);
   if (!res)
     return;
   res->type = RES_READ;
@@ -1017,11 +1017,8 @@ static enum resp_state mp_walk(struct resp_pkt *p) {
   }
   if (uroce_psn_cmp(r->mp_hi, r->epsn) < 0)
     r->mp_hi = r->epsn;
-  if (moved) {
+  if (moved)
     owe_ack(p);
-    if (moved > 1)
-      r->ack_now = true; /* a gap filled: free the requester's window */
-  }
   return RESPST_DONE;
 }
 
@@ -1225,6 +1222,8 @@ static int res_make_pkt(struct uroce_qp *qp, struct resp_res *res,
                    : last        ? UROCE_OP_READ_RESP_LAST
                                  : UROCE_OP_READ_RESP_MIDDLE;
   put_ack_hdr(qp, tx, opcode, res->cur_psn, ack, (uint8_t)((4 - (n & 3)) & 3));
+  if (qp_mp(qp)) /* responses are sprayed as requests are */
+    tx->sport = mp_sport(qp);
   if (n) {
     tx->nseg = 1;
     tx->seg[0].addr = qp->eng->phantom ? 0 : (const void *)(uintptr_t)res->va;

@@ -389,6 +389,49 @@ static void test_fat_tree_spray(void) {
   CHECK(emean < 0.9 * line);
 }
 
+/* N-to-1 incast of 4 MiB each on a k = 16 fat-tree (1024 hosts, 1 us per
+ * hop, PFC), sprayed by the sending NICs over 64 source ports that the
+ * switches hash (routing: ecmp, paths: 64), or by the switches: within 3%
+ * of N S / B plus the path's latency (6 links and 5 store-and-forward
+ * hops). The multipath transport places what spraying reorders. */
+static double sprayed_incast(uint32_t N, enum sim_routing rt, uint32_t paths) {
+  struct sim_cfg c;
+  sim_cfg_default(&c);
+  c.topo.kind = SIM_TOPO_FAT_TREE;
+  c.topo.k = 16;
+  c.routing = rt;
+  c.tp.paths = paths;
+  c.wl.kind = SIM_WL_INCAST;
+  c.wl.incast_senders = N;
+  c.wl.bytes = 4 << 20;
+  struct sim *s = mk(&c);
+  if (!s)
+    return 0;
+  CHECK(sim_run(s, 1000 * SIM_MS) == 1);
+  sim_time_t end = 0;
+  for (uint32_t i = 0; i < sim_nflows(s); i++)
+    if (sim_flow(s, i)->finish > end)
+      end = sim_flow(s, i)->finish;
+  sim_del(s);
+  return (double)end / 1e12;
+}
+
+static void test_sprayed_incast(void) {
+  double goodput = 100e9 * wire_eff(4096) / 8;
+  double path = 6e-6 + 5 * 4178 * 8 / 100e9;
+  static const uint32_t ns[2] = {32, 64};
+  for (int i = 0; i < 2; i++) {
+    double bound = ns[i] * (double)(4 << 20) / goodput + path;
+    double tn = sprayed_incast(ns[i], SIM_ROUTE_ECMP, 64);
+    double ts = sprayed_incast(ns[i], SIM_ROUTE_SPRAY, 1);
+    printf("sprayed %u-to-1 incast, k=16: NIC spraying %.1f us, switch "
+           "spraying %.1f us, bound %.1f us (%.3f, %.3f)\n",
+           ns[i], tn * 1e6, ts * 1e6, bound * 1e6, tn / bound, ts / bound);
+    CHECK(tn >= bound && tn / bound < 1.03);
+    CHECK(ts >= bound && ts / bound < 1.03);
+  }
+}
+
 /* PFC congestion spreading: an incast into host 4 (leaf 1) from hosts 1, 2
  * (leaf 0) and 5, 6, 7 (leaf 1) backs up through the spine into leaf 0's
  * uplink, which a victim flow 0 -> 8 (leaf 2) shares. With PFC the victim
@@ -435,6 +478,7 @@ int main(void) {
   T_RUN(test_dcqcn_fair);
   T_RUN(test_ecmp_collisions);
   T_RUN(test_fat_tree_spray);
+  T_RUN(test_sprayed_incast);
   T_RUN(test_pfc_spreading);
   return T_DONE();
 }
