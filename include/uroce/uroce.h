@@ -84,7 +84,8 @@ struct uroce_device_attr {
   const char *pcap;     /* write every packet sent and received here */
   double rx_drop;       /* testing: drop this share of received packets */
   uint64_t seed;        /* 0 = from the OS's random source */
-  const char *cc;       /* congestion control: "none" (default), "dcqcn" */
+  const char *cc;       /* congestion control: "none" (default), "dcqcn",
+                           "swift"; NULL: $UROCE_CC, else "none" */
   int tx_gather;        /* 1: hand the kernel each packet's pieces where
                            they lie (registered memory included); -1:
                            copy each GSO send into one buffer first,

@@ -495,11 +495,11 @@ int uroce_device_open(struct uroce_device **out,
   cfg.user = dev;
   memcpy(cfg.gid, dev->gid, 16);
   cfg.port_mtu = (uint8_t)dev->mtu;
-  if (!attr->cc || !strcmp(attr->cc, "none")) {
-    cfg.cc = &uroce_cc_noop;
-  } else if (!strcmp(attr->cc, "dcqcn")) {
-    cfg.cc = &uroce_cc_dcqcn;
-  } else {
+  /* By name from the module registry; UROCE_CC when the caller names
+   * none (uroce perf, the collectives). */
+  const char *cc = attr->cc ? attr->cc : getenv("UROCE_CC");
+  cfg.cc = uroce_cc_find(cc && *cc ? cc : "none");
+  if (!cfg.cc) {
     rv = UROCE_ERR_INVALID_ARGUMENT;
     goto fail;
   }

@@ -33,6 +33,7 @@
 
 #include "sim/sim_int.h"
 #include "transport/cc_dcqcn.h"
+#include "transport/cc_swift.h"
 #include "transport/engine.h"
 #include "uroce/uroce.h"
 #include "wire/opcode.h"
@@ -181,7 +182,9 @@ static void *nic_new(struct sim *s, struct sim_nic *nic) {
       .seed = sim_seed(s->cfg.seed, 6, nic->n.id),
       .flags = UROCE_ENG_PHANTOM |
                (s->ooo ? UROCE_ENG_MULTIPATH : UROCE_ENG_STANDARD),
-      .cc = dcqcn ? &uroce_cc_dcqcn : 0,
+      .cc = dcqcn                      ? &uroce_cc_dcqcn
+            : tp->cc == SIM_CC_SWIFT ? &uroce_cc_swift
+                                     : 0,
       .cc_params = dcqcn ? &s->cfg.tp.dcqcn : 0,
       .max_qp = m->max_qp,
       .max_mr = 4,

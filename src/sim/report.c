@@ -396,7 +396,9 @@ static void resolved_json(FILE *f, const struct sim *s) {
               : "false",
           p->paths,
           p->ipv6 ? "true" : "false", p->data_prio, p->ctrl_prio,
-          p->cc == SIM_CC_DCQCN ? "dcqcn" : "none");
+          p->cc == SIM_CC_DCQCN   ? "dcqcn"
+          : p->cc == SIM_CC_SWIFT ? "swift"
+                                  : "none");
   if (p->cc == SIM_CC_DCQCN) {
     const struct uroce_dcqcn_params *d = &p->dcqcn;
     fprintf(f,
@@ -530,7 +532,9 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
           "\"pfc\": %s, \"ecn\": %s, \"mtu\": %u, \"seed\": %llu},\n",
           c->topo.kind == SIM_TOPO_FAT_TREE ? "fat_tree" : "leaf_spine",
           s->nhosts, s->nnics, s->nswitches, routing_name(c->routing),
-          c->tp.cc == SIM_CC_DCQCN ? "dcqcn" : "none",
+          c->tp.cc == SIM_CC_DCQCN   ? "dcqcn"
+          : c->tp.cc == SIM_CC_SWIFT ? "swift"
+                                     : "none",
           c->sw.pfc ? "true" : "false", c->sw.ecn ? "true" : "false", c->tp.mtu,
           (unsigned long long)c->seed);
   resolved_json(f, s);

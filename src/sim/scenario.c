@@ -446,7 +446,7 @@ static int transport_fn(struct ctx *x, const char *key, yaml_node_t *v,
     return 0;
   }
   if (KEY("cc")) {
-    static const char *const cc[] = {"none", "dcqcn", 0};
+    static const char *const cc[] = {"none", "dcqcn", "swift", 0};
     int e;
     if (get_enum(x, v, key, cc, &e))
       return -1;

@@ -73,7 +73,7 @@ enum sim_routing {
   SIM_ROUTE_SPRAY,    /* random eligible egress, per packet */
 };
 
-enum sim_cc { SIM_CC_NONE, SIM_CC_DCQCN };
+enum sim_cc { SIM_CC_NONE, SIM_CC_DCQCN, SIM_CC_SWIFT };
 
 /* What runs in the NICs. */
 enum sim_host_model {

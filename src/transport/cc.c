@@ -1,5 +1,10 @@
 #include "transport/cc.h"
 
+#include <string.h>
+
+#include "transport/cc_dcqcn.h"
+#include "transport/cc_swift.h"
+
 static void noop_init(void *st, uint64_t now) {}
 static void noop_event(void *st, uint64_t now) {}
 static void noop_ack(void *st, uint64_t now, uint64_t bytes) {}
@@ -23,3 +28,13 @@ const struct uroce_cc_ops uroce_cc_noop = {
     .next_expiry = noop_next_expiry,
     .handle_expiry = noop_event,
 };
+
+const struct uroce_cc_ops *uroce_cc_find(const char *name) {
+  static const struct uroce_cc_ops *const all[] = {&uroce_cc_noop,
+                                                   &uroce_cc_dcqcn,
+                                                   &uroce_cc_swift};
+  for (size_t i = 0; name && i < sizeof(all) / sizeof(*all); i++)
+    if (!strcmp(all[i]->name, name))
+      return all[i];
+  return 0;
+}

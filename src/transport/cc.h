@@ -2,7 +2,8 @@
  * notification point itself (a CE-marked packet makes the receiving QP
  * send a CNP, at most one per cnp_interval_ns); the module is the reaction
  * point: it sees CNPs, acks and transmissions and tells the requester the
- * earliest time it may send its next packet. Per-QP module state is
+ * earliest time it may send its next packet, or how much it may have in
+ * flight (a window). Per-QP module state is
  * preallocated at QP creation (state_size bytes), so no hook allocates. */
 #ifndef UROCE_TRANSPORT_CC_H
 #define UROCE_TRANSPORT_CC_H
@@ -31,9 +32,18 @@ struct uroce_cc_ops {
   /* Optional: applies the engine's cc_params (struct uroce_eng_cfg) to a
    * new QP's state right after init(); NULL = the module has none. */
   void (*set_params)(void *st, const void *params, uint64_t now);
+  /* Optional: a round-trip time the requester measured (a request sent
+   * once, to its acknowledgement; about one sample per RTT). */
+  void (*on_rtt)(void *st, uint64_t now, uint64_t rtt_ns);
+  /* Optional: a window, bytes the QP may have unacknowledged (new
+   * requests wait while it is full); NULL = none. */
+  uint64_t (*cwnd)(const void *st);
 };
 
 /* Sends as fast as the caller drains packets; ignores every signal. */
 extern const struct uroce_cc_ops uroce_cc_noop;
+
+/* The module called name ("none", "dcqcn", "swift"), or NULL. */
+const struct uroce_cc_ops *uroce_cc_find(const char *name);
 
 #endif

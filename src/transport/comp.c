@@ -40,6 +40,7 @@ static bool outstanding(const struct uroce_qp *qp) {
 }
 
 static void progress(struct uroce_qp *qp, uint64_t now, uint64_t bytes) {
+  req_rtt(qp, now);
   qp->req.retry_left = qp->retry_cnt;
   qp->req.rnr_left = qp->rnr_retry;
   qp->req.probe = false;
@@ -581,6 +582,7 @@ static enum comp_state mp_update(struct comp_pkt *c) {
      * turned out to speak multipath. */
     if (uroce_psn_cmp(qp->comp.psn, qp->req.psn) > 0)
       req_rewind(qp, qp->comp.psn);
+    req_rtt(qp, c->now);
     qp->req.retry_left = qp->retry_cnt;
     qp->req.rnr_left = qp->rnr_retry;
     qp->mp.last_prog = c->now;

@@ -72,6 +72,8 @@ void mp_sent(struct uroce_qp *qp, uint32_t psn, uint32_t n, bool resp,
       break; /* a standard READ longer than the ring: see mp_advance */
     uint8_t *st = mp_tx_st(qp, p);
     if (*st & TX_SENT) {
+      if (qp->req.sampling && p == qp->req.sample_psn)
+        qp->req.sampling = false; /* sent again: no sample (Karn) */
       if (*st & TX_LOST)
         m->lost--;
       *st = (uint8_t)((*st & ~(TX_GAP | TX_LOST)) | TX_RTX);

@@ -166,6 +166,11 @@ struct req {
    * this many PSNs earlier (comp.c back_off: a re-request whose answer
    * lost its first packet again). */
   uint32_t back;
+  /* A round-trip sample for congestion control: a request sent once, at
+   * sample_ts, until comp.psn passes it (not if it is sent again). */
+  bool sampling;
+  uint32_t sample_psn;
+  uint64_t sample_ts;
 };
 
 /* The peer's transport, from the multipath bit of its packets. */
@@ -503,6 +508,9 @@ void qp_tx_addr(struct uroce_qp *qp, struct uroce_tx_pkt *tx);
 
 /* ---- req.c ---- */
 void req_reset(struct uroce_qp *qp);
+/* comp.psn moved: a round-trip sample for congestion control, if its
+ * request is acknowledged now. */
+void req_rtt(struct uroce_qp *qp, uint64_t now);
 int req_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now);
 /* Go-back-N: send again from psn (which must be outstanding). */
 void req_rewind(struct uroce_qp *qp, uint32_t psn);

@@ -36,6 +36,7 @@ void req_reset(struct uroce_qp *qp) {
   r->rnr_left = qp->rnr_retry;
   r->probe = false;
   r->back = 0;
+  r->sampling = false;
   struct mp_tx *m = &qp->mp;
   if (m->st) {
     memset(m->st, 0, (size_t)m->mask + 1);
@@ -64,8 +65,18 @@ static struct gcur seek(const struct swqe *w, uint32_t off) {
   return (struct gcur){i, off};
 }
 
+void req_rtt(struct uroce_qp *qp, uint64_t now) {
+  struct req *r = &qp->req;
+  if (r->sampling && uroce_psn_cmp(qp->comp.psn, r->sample_psn) > 0) {
+    r->sampling = false;
+    qp->eng->cc->on_rtt(qp->cc_state, now, now - r->sample_ts);
+  }
+}
+
 void req_rewind(struct uroce_qp *qp, uint32_t psn) {
   struct req *r = &qp->req;
+  if (r->sampling && uroce_psn_cmp(psn, r->sample_psn) <= 0)
+    r->sampling = false; /* it goes again: no sample (Karn) */
   uint32_t i;
   for (i = qp->sq_tail; i != qp->sq_head; i++) {
     struct swqe *w = sq_at(qp, i);
@@ -234,6 +245,10 @@ static enum req_state req_check(struct uroce_qp *qp, uint64_t now) {
                                          w->state == WQE_POSTED ? qp_mp(qp)
                                                                 : w->mp) *
                           qp->mtu))
+    return REQST_WAIT_WINDOW;
+  if (rc && qp->eng->cc->cwnd && inflight > 0 &&
+      uroce_psn_cmp(r->psn, r->max_psn) >= 0 &&
+      (uint64_t)inflight * qp->mtu >= qp->eng->cc->cwnd(qp->cc_state))
     return REQST_WAIT_WINDOW;
   if (!paced(qp, now))
     return REQST_WAIT_PACE;
@@ -452,6 +467,12 @@ int req_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
       r->pkts_since_ackreq = 0;
   }
   build(qp, w, &k, &r->cur, tx);
+  if (rc && !r->sampling && qp->eng->cc->on_rtt &&
+      uroce_psn_cmp(r->psn, r->max_psn) >= 0) {
+    r->sampling = true;
+    r->sample_psn = r->psn;
+    r->sample_ts = now;
+  }
   if (rc && qp_mp_track(qp))
     mp_sent(qp, r->psn, k.psns, wr_is_rd_atomic(w->opcode), now);
 

@@ -7,6 +7,7 @@
 #include "netsim.h"
 #include "t.h"
 #include "tphelp.h"
+#include "transport/cc_swift.h"
 #include "transport/qp.h"
 #include "uroce/uroce.h"
 
@@ -417,6 +418,66 @@ static void test_inflight_bound(void) {
   ns_free(&ns);
 }
 
+/* The delay/ECN window: found by name; over target the window shrinks in
+ * proportion to the excess, at most once per RTT; under it, it grows by
+ * ai per window acknowledged; a CNP cuts it by ecn_beta. Through the
+ * engine: a QP over a path whose RTT (100 us) is four times the target
+ * keeps fewer bytes in flight than the window without it, and its WRITE
+ * lands. */
+static void test_cc_swift(void) {
+  const struct uroce_cc_ops *cc = uroce_cc_find("swift");
+  CHECK(cc == &uroce_cc_swift);
+  CHECK(uroce_cc_find("dcqcn") && uroce_cc_find("none") && !uroce_cc_find("x"));
+  uint64_t st[64] = {0};
+  CHECK(cc->state_size <= sizeof(st));
+  cc->init(st, 0);
+  uint64_t w0 = cc->cwnd(st);
+  CHECK_EQ(w0, uroce_swift_defaults.init_cwnd);
+  cc->on_rtt(st, 1000, 50000); /* twice the target: 1 - 0.8 x 0.5 = 0.6 */
+  CHECK_EQ(cc->cwnd(st), w0 * 6 / 10);
+  cc->on_rtt(st, 2000, 50000); /* within one RTT of that cut: none */
+  CHECK_EQ(cc->cwnd(st), w0 * 6 / 10);
+  cc->on_rtt(st, 60000, 10000); /* under target: grows with acks */
+  uint64_t w1 = cc->cwnd(st);
+  cc->on_ack(st, 60000, w1);
+  CHECK_EQ(cc->cwnd(st), w1 + uroce_swift_defaults.ai);
+  cc->on_cnp_rx(st, 80000);
+  CHECK(cc->cwnd(st) < w1);
+
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.cc = &uroce_cc_swift;
+  CHECK_EQ(ns_init(&ns, 2, 51, &cfg), 0);
+  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 50000;
+  struct tp_opts o;
+  tp_opts_default(&o);
+  o.mtu = UROCE_MTU_4096;
+  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], &o), 0);
+  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], &o), 0);
+  CHECK_EQ(tp_connect(&A, &B, &o), 0);
+  for (size_t i = 0; i < A.memlen; i++)
+    A.mem[i] = (uint8_t)(i * 7 + 1);
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 1 << 20,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           0);
+  uint64_t peak = 0;
+  struct uroce_wc wc;
+  while (!tp_poll(A.scq, &wc, 1) && ns_step(&ns) && ns.now < 100000000ull) {
+    uint64_t f = (uint64_t)uroce_psn_diff(A.qp->req.max_psn, A.qp->comp.psn) *
+                 4096;
+    peak = f > peak ? f : peak;
+  }
+  CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+  CHECK(memcmp(A.mem, B.mem, 1 << 20) == 0);
+  printf("swift, 100 us RTT: peak %llu KiB in flight, window %llu KiB "
+         "(without: 256 PSNs, 1024 KiB)\n",
+         (unsigned long long)peak >> 10,
+         (unsigned long long)uroce_cc_swift_cwnd(uroce_qp_cc_state(A.qp)) >>
+             10);
+  CHECK(peak <= uroce_swift_defaults.init_cwnd + 4096);
+  teardown();
+}
+
 static void test_reorder(void) {
   uint64_t r0, n0, r1, n1, r2, n2;
   ooo_run(UROCE_ENG_STANDARD, 0, &r0, &n0);
@@ -680,5 +741,6 @@ int main(void) {
   T_RUN(test_negotiation);
   T_RUN(test_reorder);
   T_RUN(test_inflight_bound);
+  T_RUN(test_cc_swift);
   return T_DONE();
 }
