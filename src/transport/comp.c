@@ -177,6 +177,7 @@ struct comp_pkt {
   uint8_t syn;         /* the AETH syndrome, 0 without one */
   struct swqe *w;      /* the READ or atomic WQE a response is for */
   uint8_t status;      /* the completion status COMPST_ERROR gives */
+  bool delivered;      /* multipath: a PSN arrived that had not */
   enum uroce_drop why; /* counted by COMPST_DROP */
 };
 
@@ -412,6 +413,7 @@ static void mp_deliver(struct comp_pkt *c, uint32_t psn, struct mp_ev *ev) {
   uint64_t ts = qp->mp.ts[psn & qp->mp.mask];
   if (!mp_done(qp, psn, c->now))
     return;
+  c->delivered = true;
   if (!ev->any || ts > ev->ts ||
       (ts == ev->ts && uroce_psn_cmp(psn, ev->psn) > 0)) {
     ev->any = true;
@@ -470,7 +472,7 @@ static enum comp_state mp_ack(struct comp_pkt *c) {
     if (words > UROCE_SACK_MAX_WORDS || c->pi->payload_len != words * 8u)
       return drop(c, UROCE_DROP_LENGTH);
     if (uroce_sacketh_flags(se) & UROCE_SACK_DUP)
-      mp_dsack(c->qp);
+      mp_dsack(c->qp, uroce_sacketh_dup(se));
     for (uint32_t i = 0; i < words; i++) {
       uint64_t v = get_be64(bm + 8 * i);
       for (; v; v &= v - 1) {
@@ -546,7 +548,7 @@ static enum comp_state mp_nak(struct comp_pkt *c) {
         break;
       uint8_t *st = mp_tx_st(qp, p);
       if ((*st & (TX_SENT | TX_DONE | TX_LOST)) == TX_SENT) {
-        *st = (uint8_t)((*st & ~TX_GAP) | TX_LOST);
+        *st = (uint8_t)((*st & ~TX_GAP) | TX_LOST | TX_PROBE);
         qp->mp.lost++;
       }
     }
@@ -562,9 +564,14 @@ static enum comp_state mp_nak(struct comp_pkt *c) {
   return COMPST_MP_UPDATE;
 }
 
-/* comp.psn over what arrived; the WQEs it passed complete, in order. */
+/* comp.psn over what arrived; the WQEs it passed complete, in order. Any
+ * arrival is progress: the probe timer is for when nothing arrives. */
 static enum comp_state mp_update(struct comp_pkt *c) {
   struct uroce_qp *qp = c->qp;
+  if (c->delivered) {
+    qp->mp.last_prog = c->now;
+    qp->mp.probes = 0;
+  }
   if (mp_advance(qp)) {
     uint64_t bytes = 0;
     for (uint32_t i = qp->sq_tail; i != qp->sq_head; i++) {
@@ -585,8 +592,6 @@ static enum comp_state mp_update(struct comp_pkt *c) {
     req_rtt(qp, c->now);
     qp->req.retry_left = qp->retry_cnt;
     qp->req.rnr_left = qp->rnr_retry;
-    qp->mp.last_prog = c->now;
-    qp->mp.probes = 0;
     qp->eng->cc->on_ack(qp->cc_state, c->now, bytes);
   }
   if (qp->mp.fatal && qp->mp.fatal_psn == qp->comp.psn) {
@@ -596,9 +601,10 @@ static enum comp_state mp_update(struct comp_pkt *c) {
       fail_wqe(qp, w, qp->mp.fatal_status);
     return COMPST_DONE;
   }
-  qp->req.rto_deadline = outstanding(qp) && rto_ns(qp) != UINT64_MAX
-                             ? c->now + mp_pto(qp)
-                             : UINT64_MAX;
+  if (c->delivered || !outstanding(qp))
+    qp->req.rto_deadline = outstanding(qp) && rto_ns(qp) != UINT64_MAX
+                               ? c->now + mp_pto(qp)
+                               : UINT64_MAX;
   if (qp->req.rnr_deadline != UINT64_MAX)
     qp->req.rto_deadline = UINT64_MAX;
   qp_drain_sq(qp);

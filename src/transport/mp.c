@@ -63,6 +63,18 @@ static bool in_ring(const struct uroce_qp *qp, uint32_t psn) {
   return d >= 0 && (uint32_t)d <= qp->mp.mask;
 }
 
+/* The reorder window in force: until this QP saw reordering (a gap that
+ * filled without a resend, or a D-SACK) or expects it (spraying), a
+ * quarter of the least RTT, as RACK starts (one path, a loopback, does not
+ * reorder, and its host's jitter is no reason to wait); after, what
+ * mp.reo learnt. */
+static uint64_t reo_now(const struct mp_tx *m) {
+  if (m->reordered)
+    return m->reo;
+  uint64_t r = m->min_rtt / 4;
+  return r && r < m->reo ? r : m->reo;
+}
+
 void mp_sent(struct uroce_qp *qp, uint32_t psn, uint32_t n, bool resp,
              uint64_t now) {
   struct mp_tx *m = &qp->mp;
@@ -76,9 +88,22 @@ void mp_sent(struct uroce_qp *qp, uint32_t psn, uint32_t n, bool resp,
         qp->req.sampling = false; /* sent again: no sample (Karn) */
       if (*st & TX_LOST)
         m->lost--;
-      *st = (uint8_t)((*st & ~(TX_GAP | TX_LOST)) | TX_RTX);
+      if (!(*st & TX_PROBE))
+        m->gap_rtx[m->gap_rtx_n++ % 32] = p;
+      *st = (uint8_t)((*st & ~(TX_GAP | TX_LOST | TX_PROBE)) | TX_RTX);
       if (uroce_psn_cmp(p, m->scan) < 0)
         m->scan = p; /* compare it with later deliveries again */
+      /* Due back within an RTT: a gap from then on (RACK's timer), so
+       * that a resend lost again goes once more without waiting for a
+       * probe, even when nothing sent after it can arrive (a full
+       * window; the rest of a READ's responses, sent before it). */
+      if (m->srtt) {
+        *st |= TX_GAP;
+        m->ts[p & m->mask] = now + 2 * m->srtt;
+        if (now + 2 * m->srtt + m->reo < m->gap_timer)
+          m->gap_timer = now + 2 * m->srtt + reo_now(m);
+        continue;
+      }
     } else {
       *st = (uint8_t)(TX_SENT | (resp ? TX_RESP : 0));
     }
@@ -87,18 +112,30 @@ void mp_sent(struct uroce_qp *qp, uint32_t psn, uint32_t n, bool resp,
 }
 
 /* A round-trip sample: srtt as TCP smooths it and the least seen. The
- * reorder window grows to a quarter of the least RTT (RACK's) plus half of
- * what queues added to this sample: packets sprayed over paths differ by
- * their queues, which a deep queue (an incast, PFC back-pressure) makes
- * long. */
-static void rtt_sample(struct mp_tx *m, uint64_t rtt, uint64_t floor) {
-  m->srtt = m->srtt ? m->srtt - (m->srtt >> 3) + (rtt >> 3) : rtt;
+ * reorder window is a quarter of the least RTT (RACK's) plus half of what
+ * queues add to the RTT (packets sprayed over paths differ by their
+ * queues, which an incast or PFC back-pressure makes deep), and at least
+ * what D-SACKs taught; it only grows. The RTT is the latest sample, so
+ * that a queue building up is followed at once, but at most twice the
+ * smoothed one, so that one stall of the host does not stretch every
+ * later recovery. */
+static void rtt_sample(struct mp_tx *m, uint64_t rtt, uint64_t floor,
+                       bool resp) {
   if (!m->min_rtt || rtt < m->min_rtt)
     m->min_rtt = rtt;
-  uint64_t r = m->min_rtt / 4 + (rtt - m->min_rtt) / 2;
+  /* A response's time also holds the responder's queue of READs before
+   * it: only its least says something of the path. */
+  if (resp)
+    rtt = m->min_rtt;
+  m->srtt = m->srtt ? m->srtt - (m->srtt >> 3) + (rtt >> 3) : rtt;
+  uint64_t q = rtt > 2 * m->srtt ? 2 * m->srtt : rtt;
+  if (q < m->srtt)
+    q = m->srtt;
+  uint64_t r = m->min_rtt / 4 + (q - m->min_rtt) / 2;
   if (r < floor)
     r = floor;
-  if (m->reo < r)
+  if (m->reo < r) /* it only grows: paths' queues differ from sample to
+                     sample */
     m->reo = r;
 }
 
@@ -113,24 +150,36 @@ bool mp_done(struct uroce_qp *qp, uint32_t psn, uint64_t now) {
   if (*st & TX_LOST)
     m->lost--;
   if (!(*st & (TX_RTX | TX_GAP)) && now >= ts)
-    rtt_sample(m, now - ts, qp->eng->cfg.reorder_ns);
+    rtt_sample(m, now - ts, qp->eng->cfg.reorder_ns, *st & TX_RESP);
+  if ((*st & (TX_GAP | TX_RTX)) == TX_GAP)
+    m->reordered = true; /* a gap that filled by itself */
   *st = (uint8_t)((*st | TX_DONE) & ~(TX_GAP | TX_LOST));
   return true;
 }
 
-void mp_dsack(struct uroce_qp *qp) {
+void mp_dsack(struct uroce_qp *qp, uint32_t psn) {
   struct mp_tx *m = &qp->mp;
+  bool gap = false;
+  for (uint32_t i = 0; i < 32 && i < m->gap_rtx_n; i++)
+    gap |= m->gap_rtx[i] == psn;
+  /* A probe's resend, or a duplicate the network made, says nothing of
+   * the reorder window. */
+  if (!gap)
+    return;
+  m->reordered = true;
   qp->eng->stats.mp_spurious++;
   uint64_t cap = 4 * (m->srtt > m->min_rtt ? m->srtt : m->min_rtt);
   uint64_t r = 2 * m->reo;
   if (r > cap)
     r = cap;
+  if (r > m->dsack_reo)
+    m->dsack_reo = r;
   if (r > m->reo)
     m->reo = r;
   /* The fabric reorders for every QP of this NIC alike: new ones start
    * from what this one learnt. */
-  if (m->reo > qp->eng->mp_reo)
-    qp->eng->mp_reo = m->reo;
+  if (m->dsack_reo > qp->eng->mp_reo)
+    qp->eng->mp_reo = m->dsack_reo;
 }
 
 void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
@@ -149,7 +198,7 @@ void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
       *st |= TX_GAP;
       m->ts[p & m->mask] = now;
       if (now + m->reo < m->gap_timer)
-        m->gap_timer = now + m->reo;
+        m->gap_timer = now + reo_now(m);
     } else if (!skipped) { /* sent again after it: not evidence yet */
       skipped = true;
       first_skip = p;
@@ -159,20 +208,23 @@ void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
     m->scan = first_skip;
   else if (uroce_psn_cmp(p, m->scan) > 0)
     m->scan = p;
-  /* A resent PSN arrived: everything sent before it and still missing is
-   * a gap too, later PSNs included (a lost READ request's responses). */
-  if (in_ring(qp, psn) && (*mp_tx_st(qp, psn) & TX_RTX))
+  /* A resent request arrived: every request sent before it and still
+   * missing is a gap too, later PSNs included. (Not responses: the
+   * responder answers a re-request before the READs queued after it.) */
+  if (in_ring(qp, psn) &&
+      (*mp_tx_st(qp, psn) & (TX_RTX | TX_RESP)) == TX_RTX)
     for (p = uroce_psn_add(psn, 1);
          uroce_psn_cmp(p, qp->req.max_psn) < 0 && in_ring(qp, p);
          p = uroce_psn_add(p, 1)) {
       uint8_t *st = mp_tx_st(qp, p);
-      if ((*st & (TX_DONE | TX_GAP | TX_LOST | TX_SENT)) != TX_SENT ||
+      if ((*st & (TX_DONE | TX_GAP | TX_LOST | TX_SENT | TX_RESP)) !=
+              TX_SENT ||
           m->ts[p & m->mask] >= ts)
         continue;
       *st |= TX_GAP;
       m->ts[p & m->mask] = now;
       if (now + m->reo < m->gap_timer)
-        m->gap_timer = now + m->reo;
+        m->gap_timer = now + reo_now(m);
       if (uroce_psn_cmp(p, m->scan) >= 0)
         m->scan = uroce_psn_add(p, 1);
     }
@@ -186,7 +238,7 @@ void mp_gap_expiry(struct uroce_qp *qp, uint64_t now) {
     uint8_t *st = mp_tx_st(qp, p);
     if (!(*st & TX_GAP))
       continue;
-    uint64_t due = m->ts[p & m->mask] + m->reo;
+    uint64_t due = m->ts[p & m->mask] + reo_now(m);
     if (due <= now) {
       *st = (uint8_t)((*st & ~TX_GAP) | TX_LOST);
       m->lost++;
@@ -226,7 +278,7 @@ static bool mark_lost(struct uroce_qp *qp, uint32_t p) {
   if (*st & TX_DONE)
     return false;
   if (!(*st & TX_LOST)) {
-    *st = (uint8_t)((*st & ~TX_GAP) | TX_LOST);
+    *st = (uint8_t)((*st & ~TX_GAP) | TX_LOST | TX_PROBE);
     qp->mp.lost++;
   }
   return true;
@@ -279,7 +331,7 @@ uint64_t mp_pto(const struct uroce_qp *qp) {
   uint64_t rto = rto_ns(qp);
   if (rto == UINT64_MAX || !m->srtt)
     return rto;
-  uint64_t t = 2 * m->srtt + m->reo + qp->eng->cfg.ack_delay_ns;
+  uint64_t t = 2 * m->srtt + reo_now(m) + qp->eng->cfg.ack_delay_ns;
   t <<= m->probes < 10 ? m->probes : 10;
   return t < rto ? t : rto;
 }

@@ -189,6 +189,7 @@ enum {
   TX_GAP = 8,   /* something sent after it arrived: lost at gap + reorder */
   TX_LOST = 16, /* to be sent again */
   TX_RTX = 32,  /* sent again at least once */
+  TX_PROBE = 64, /* lost by a probe timeout, not by a gap */
 };
 struct mp_tx {
   uint8_t *st;  /* TX_* per PSN */
@@ -198,6 +199,10 @@ struct mp_tx {
   uint32_t scan;      /* PSNs below it were compared with a delivery */
   uint64_t gap_timer; /* earliest TX_GAP time + reorder, UINT64_MAX */
   uint64_t srtt, min_rtt, reo;
+  uint64_t dsack_reo; /* the reorder window D-SACKs showed was needed */
+  bool reordered;     /* the QP saw reordering (mp.c reo_now) */
+  uint32_t gap_rtx[32]; /* the latest PSNs resent because of a gap */
+  uint32_t gap_rtx_n;
   uint32_t ssn;         /* next receive sequence number to assign */
   uint64_t last_prog;   /* when comp.psn last moved */
   uint8_t probes;       /* timeouts since then */
@@ -539,10 +544,9 @@ bool mp_done(struct uroce_qp *qp, uint32_t psn, uint64_t now);
  * missing are gaps; the gap timer is armed. */
 void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
                     uint64_t now);
-/* The responder got a request twice (a D-SACK): a resend was needless,
- * the reorder window too short (network-made duplicates widen it too,
- * which only delays recovery). */
-void mp_dsack(struct uroce_qp *qp);
+/* The responder got request psn twice (a D-SACK): if it was resent for a
+ * gap, the resend was needless and the reorder window too short. */
+void mp_dsack(struct uroce_qp *qp, uint32_t psn);
 /* Gaps older than the reorder window are lost; re-arms the gap timer. */
 void mp_gap_expiry(struct uroce_qp *qp, uint64_t now);
 /* comp.psn moves over what arrived; returns how far. */

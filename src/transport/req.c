@@ -44,9 +44,13 @@ void req_reset(struct uroce_qp *qp) {
     m->scan = r->psn;
     m->gap_timer = UINT64_MAX;
     m->srtt = m->min_rtt = 0;
-    m->reo = qp->eng->mp_reo > qp->eng->cfg.reorder_ns
-                 ? qp->eng->mp_reo
-                 : qp->eng->cfg.reorder_ns;
+    m->dsack_reo = qp->eng->mp_reo;
+    /* Expect reordering where packets are sprayed (by this NIC, or by
+     * the fabric of a cluster told every peer is uroce). */
+    m->reordered = qp->eng->mp_reo != 0 || qp->eng->cfg.paths > 1 ||
+                   (qp->eng->cfg.flags & UROCE_ENG_MULTIPATH);
+    m->reo = m->dsack_reo > qp->eng->cfg.reorder_ns ? m->dsack_reo
+                                                    : qp->eng->cfg.reorder_ns;
     m->ssn = 0;
     m->last_prog = qp->eng->now;
     m->probes = 0;
@@ -473,8 +477,12 @@ int req_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
     r->sample_psn = r->psn;
     r->sample_ts = now;
   }
-  if (rc && qp_mp_track(qp))
+  if (rc && qp_mp_track(qp)) {
+    /* Idle until now: the retry count's clock starts here. */
+    if (qp->comp.psn == r->max_psn)
+      qp->mp.last_prog = now;
     mp_sent(qp, r->psn, k.psns, wr_is_rd_atomic(w->opcode), now);
+  }
 
   /* Below the highest PSN sent: this packet goes out again. */
   if (uroce_psn_cmp(r->psn, r->max_psn) < 0)

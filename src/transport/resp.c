@@ -690,7 +690,10 @@ static void mp_dup_read(struct resp_pkt *p) {
 static enum resp_state duplicate(struct resp_pkt *p) {
   struct uroce_qp *qp = p->qp;
   qp->eng->stats.drops[UROCE_DROP_DUPLICATE]++;
-  if (qp_mp(qp)) { /* told in the next SACK (D-SACK) */
+  /* Told in the next SACK (D-SACK): a SEND or WRITE packet again means a
+   * needless resend; a READ or atomic again is how their lost responses
+   * are asked for. */
+  if (qp_mp(qp) && !(p->mask & (UROCE_OPM_READ | UROCE_OPM_ATOMIC))) {
     qp->resp.dup = true;
     qp->resp.dup_psn = p->psn;
   }
