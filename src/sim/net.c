@@ -5,8 +5,25 @@ sim_time_t sim_ser_time(uint64_t bytes, uint64_t rate_bps) {
   return bytes * 8000000000000ull / rate_bps;
 }
 
-static inline bool port_sendable(const struct sim_port *p) {
-  return p->ctl_head || (p->nonempty & ~p->paused);
+/* InfiniBand: the VLs whose head packet the peer has credit for. */
+static inline uint8_t ib_ready(const struct sim_port *p) {
+  uint8_t r = 0;
+  for (uint8_t m = p->nonempty; m; m &= (uint8_t)(m - 1)) {
+    unsigned v = (unsigned)__builtin_ctz(m);
+    if (sim_ib_blocks(p->q[v].head->size) <= p->credits[v])
+      r |= (uint8_t)(1u << v);
+  }
+  return r;
+}
+
+static inline uint8_t port_ready(const struct sim *s,
+                                 const struct sim_port *p) {
+  return s->ib ? ib_ready(p) : (uint8_t)(p->nonempty & ~p->paused);
+}
+
+static inline bool port_sendable(const struct sim *s,
+                                 const struct sim_port *p) {
+  return p->ctl_head || port_ready(s, p);
 }
 
 /* Starts serialising pkt now (the port is idle); it arrives at the peer
@@ -15,7 +32,9 @@ static void put_on_wire(struct sim *s, struct sim_port *p,
                         struct sim_pkt *pkt) {
   p->busy_until = s->now + sim_ser_time(pkt->size, p->rate_bps);
   p->tx_bytes += pkt->size;
-  if (p->loss > 0 && pkt->kind != SIM_PKT_PAUSE &&
+  /* Control frames are never lost: IB's FC packets carry cumulative
+   * limits, so a lost one is repaired by the next. */
+  if (p->loss > 0 && pkt->kind < SIM_PKT_PAUSE &&
       sim_rand01(&p->rng) < p->loss) {
     s->st.drops_wire++;
     sim_pkt_free(s, pkt);
@@ -58,6 +77,76 @@ static void send_pfc(struct sim *s, struct sim_port *in, uint8_t prio,
   port_kick(s, in);
 }
 
+static void ctl_push(struct sim_port *p, struct sim_pkt *f) {
+  f->next = 0;
+  if (p->ctl_tail)
+    p->ctl_tail->next = f;
+  else
+    p->ctl_head = f;
+  p->ctl_tail = f;
+}
+
+static void node_kick(struct sim *s, struct sim_port *p) {
+  if (p->node->kind == SIM_NODE_SWITCH)
+    port_kick(s, p);
+  else
+    sim_nic_kick(s, container_of(p, struct sim_nic, port));
+}
+
+/* InfiniBand: blocks of VL vl left the input buffer of in; the next
+ * flow-control packet returns them, fc_latency after the buffer freed
+ * and fc_period after the previous one. */
+static void ib_free(struct sim *s, struct sim_port *in, unsigned vl,
+                    uint32_t blocks) {
+  in->in_blocks[vl] -= blocks;
+  in->freed[vl] += blocks;
+  if (in->fc_ev.at != SIM_NEVER)
+    return;
+  sim_time_t t = s->now + s->cfg.ib.fc_latency;
+  if (in->fc_last != SIM_NEVER && in->fc_last + s->cfg.ib.fc_period > t)
+    t = in->fc_last + s->cfg.ib.fc_period;
+  sim_schedule(s, &in->fc_ev, t);
+}
+
+void sim_port_fc_event(struct sim *s, struct sim_port *p) {
+  for (uint8_t v = 0; v < SIM_NPRIO; v++) {
+    if (!p->freed[v])
+      continue;
+    struct sim_pkt *f = sim_pkt_alloc(s);
+    if (!f)
+      return; /* out of memory: the run stops at the next allocation */
+    *f =
+        (struct sim_pkt){.size = SIM_IB_FC_WIRE, .kind = SIM_PKT_FC, .prio = v};
+    f->len = p->freed[v];
+    p->freed[v] = 0;
+    ctl_push(p, f);
+    s->st.fc_pkts++;
+  }
+  p->fc_last = s->now;
+  node_kick(s, p);
+}
+
+/* A flow-control packet arrived on p: the peer freed blocks of its VL. */
+static void ib_credit(struct sim *s, struct sim_port *p, struct sim_pkt *f) {
+  p->credits[f->prio] += f->len;
+  sim_pkt_free(s, f);
+  if (p->starved_since != SIM_NEVER && port_ready(s, p)) {
+    s->st.credit_wait[p->node->tier] += s->now - p->starved_since;
+    p->starved_since = SIM_NEVER;
+  }
+  node_kick(s, p);
+}
+
+/* InfiniBand: a packet of VL vl entered the input buffer of in. */
+static void ib_take(struct sim *s, struct sim_port *in, unsigned vl,
+                    uint32_t size) {
+  in->in_blocks[vl] += sim_ib_blocks(size);
+  if (in->in_blocks[vl] > s->cfg.ib.vl_buffer / SIM_IB_BLOCK)
+    s->st.credit_overruns++;
+  if (in->in_bytes[vl] > s->st.max_vl_in[in->node->tier])
+    s->st.max_vl_in[in->node->tier] = in->in_bytes[vl];
+}
+
 /* Sends the next frame: PFC frames first, then the highest priority that
  * has packets and is not paused. */
 static void port_send_next(struct sim *s, struct sim_port *p) {
@@ -67,13 +156,16 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
     if (!p->ctl_head)
       p->ctl_tail = 0;
     put_on_wire(s, p, pkt);
-    if (port_sendable(p))
+    if (port_sendable(s, p))
       sim_schedule(s, &p->tx_ev, p->busy_until);
     return;
   }
-  uint8_t m = p->nonempty & (uint8_t)~p->paused;
-  if (!m)
+  uint8_t m = port_ready(s, p);
+  if (!m) {
+    if (p->nonempty && p->starved_since == SIM_NEVER)
+      p->starved_since = s->now;
     return;
+  }
   unsigned prio = 31u - (unsigned)__builtin_clz(m);
   struct sim_pktq *q = &p->q[prio];
   pkt = q->head;
@@ -87,19 +179,23 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
   p->qbytes -= size;
   struct sim_switch *sw = (struct sim_switch *)p->node;
   struct sim_port *in = &sw->n.ports[pkt->in_port];
+  uint32_t blocks = s->ib ? sim_ib_blocks(size) : 0;
+  p->credits[prio] -= blocks;
   put_on_wire(s, p, pkt);
-  if (port_sendable(p))
+  if (port_sendable(s, p))
     sim_schedule(s, &p->tx_ev, p->busy_until);
   /* The packet left the buffer: release it from the shared pool and from
-   * its ingress port's PFC count. */
+   * its ingress port's PFC count, or return its credits. */
   sw->used -= size;
   in->in_bytes[prio] -= size;
-  if ((in->xoff_sent >> prio) & 1 && in->in_bytes[prio] <= s->cfg.sw.xon)
+  if (s->ib)
+    ib_free(s, in, prio, blocks);
+  else if ((in->xoff_sent >> prio) & 1 && in->in_bytes[prio] <= s->cfg.sw.xon)
     send_pfc(s, in, (uint8_t)prio, false);
 }
 
 static void port_kick(struct sim *s, struct sim_port *p) {
-  if (p->tx_ev.at != SIM_NEVER || !port_sendable(p))
+  if (p->tx_ev.at != SIM_NEVER || !port_sendable(s, p))
     return;
   if (p->busy_until <= s->now)
     port_send_next(s, p);
@@ -159,6 +255,8 @@ uint16_t sim_route(struct sim *s, struct sim_switch *sw,
   if (n == 1)
     return (uint16_t)base;
   switch (s->cfg.routing) {
+  case SIM_ROUTE_STATIC:
+    return (uint16_t)(base + (d / sw->up_div) % n);
   case SIM_ROUTE_SPRAY:
     return (uint16_t)(base + sim_rand(&sw->rng) % n);
   case SIM_ROUTE_ADAPTIVE: {
@@ -186,14 +284,20 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
     port_pause(s, in, pkt);
     return;
   }
+  if (pkt->kind == SIM_PKT_FC) {
+    ib_credit(s, in, pkt);
+    return;
+  }
   const struct sim_switch_cfg *c = &s->cfg.sw;
   struct sim_port *out = &sw->n.ports[sim_route(s, sw, pkt)];
-  unsigned prio = pkt->prio, tier = sw->n.tier;
+  unsigned prio = s->qmap[pkt->prio], tier = sw->n.tier;
   uint8_t bit = (uint8_t)(1u << prio);
   uint32_t size = pkt->size;
   struct sim_pktq *q = &out->q[prio];
-  bool lossless = c->pfc && (c->pfc_prios & bit);
-  if (lossless) {
+  bool lossless = !s->ib && c->pfc && (c->pfc_prios & bit);
+  if (s->ib) {
+    /* Credits reserved the room: nothing is dropped. */
+  } else if (lossless) {
     if (in->in_bytes[prio] + size > in->pfc_limit ||
         sw->used + size > c->buffer_bytes) {
       s->st.drops_lossless[tier]++;
@@ -222,6 +326,8 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
   if (sw->used > sw->max_used)
     sw->max_used = sw->used;
   in->in_bytes[prio] += size;
+  if (s->ib)
+    ib_take(s, in, prio, size);
   pkt->in_port = in->idx;
   pkt->next = 0;
   if (q->tail)
@@ -239,9 +345,38 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
   port_kick(s, out);
 }
 
+/* InfiniBand: the priorities (SLs) a NIC may not start a packet of: their
+ * VL lacks credit for the largest packet. */
+static uint8_t nic_blocked(const struct sim *s, const struct sim_port *p) {
+  uint8_t m = 0;
+  for (uint8_t i = 0; i < SIM_NPRIO; i++)
+    if (p->credits[s->qmap[i]] < s->ib_max_blocks)
+      m |= (uint8_t)(1u << i);
+  return m;
+}
+
 static void nic_poll(struct sim *s, struct sim_nic *nic) {
-  struct sim_pkt *pkt = s->host->pull(nic->model, s->now, nic->port.paused);
+  struct sim_port *port = &nic->port;
+  if (port->ctl_head) {
+    struct sim_pkt *f = port->ctl_head;
+    port->ctl_head = f->next;
+    if (!port->ctl_head)
+      port->ctl_tail = 0;
+    put_on_wire(s, port, f);
+    sim_schedule(s, &nic->ev, port->busy_until);
+    return;
+  }
+  uint8_t paused = s->ib ? nic_blocked(s, port) : port->paused;
+  struct sim_pkt *pkt = s->host->pull(nic->model, s->now, paused);
   if (pkt) {
+    if (s->ib) {
+      uint32_t b = sim_ib_blocks(pkt->size);
+      uint8_t v = s->qmap[pkt->prio];
+      if (b > port->credits[v]) /* a model ignored the mask: a bug */
+        s->st.credit_overruns++;
+      else
+        port->credits[v] -= b;
+    }
     if (pkt->kind == SIM_PKT_DATA)
       s->st.data_pkts++;
     else
@@ -284,6 +419,17 @@ void sim_port_rx_event(struct sim *s, struct sim_port *p) {
   if (pkt->kind == SIM_PKT_PAUSE) {
     port_pause(s, in, pkt);
     return;
+  }
+  if (pkt->kind == SIM_PKT_FC) {
+    ib_credit(s, in, pkt);
+    return;
+  }
+  if (s->ib) { /* the NIC takes packets at line rate: credit back at once */
+    unsigned v = s->qmap[pkt->prio];
+    in->in_bytes[v] += pkt->size;
+    ib_take(s, in, v, pkt->size);
+    in->in_bytes[v] -= pkt->size;
+    ib_free(s, in, v, sim_ib_blocks(pkt->size));
   }
   if (pkt->kind == SIM_PKT_DATA)
     sim_rx_data(s, nic, pkt);

@@ -57,9 +57,7 @@ static inline sim_time_t ps_of_ns(uint64_t t) {
 }
 
 static uint32_t wire_bytes(const struct sim_cfg *c, uint32_t bth_to_icrc) {
-  uint32_t frame =
-      (c->tp.ipv6 ? 40 : 20) + SIM_UDP_LEN + bth_to_icrc + SIM_ETH_LEN;
-  return (frame < 64 ? 64 : frame) + SIM_L1_LEN;
+  return sim_frame_wire(c, bth_to_icrc);
 }
 
 static void *nic_new(struct sim *s, struct sim_nic *nic) {

@@ -128,6 +128,7 @@ void sim_summarize(const struct sim *s, struct sim_summary *o) {
 static const char *routing_name(enum sim_routing r) {
   return r == SIM_ROUTE_SPRAY      ? "spray"
          : r == SIM_ROUTE_ADAPTIVE ? "adaptive"
+         : r == SIM_ROUTE_STATIC   ? "static"
                                    : "ecmp";
 }
 
@@ -383,6 +384,14 @@ static void resolved_json(FILE *f, const struct sim *s) {
           (unsigned long long)w->kmin, (unsigned long long)w->kmax, w->pmax,
           w->pfc ? "true" : "false", w->pfc_prios, (unsigned long long)w->xoff,
           (unsigned long long)w->xon, (long long)w->headroom);
+  if (c->fabric == SIM_FABRIC_IB)
+    fprintf(f,
+            "    \"fabric\": \"infiniband\",\n    \"infiniband\": "
+            "{\"vl_buffer\": %llu, \"fc_latency_ns\": %g, \"fc_period_ns\": "
+            "%g, \"grh\": %s, \"vls\": %u},\n",
+            (unsigned long long)c->ib.vl_buffer, (double)c->ib.fc_latency / 1e3,
+            (double)c->ib.fc_period / 1e3, c->ib.grh ? "true" : "false",
+            c->ib.vls);
   const struct sim_transport_cfg *p = &c->tp;
   fprintf(f,
           "    \"transport\": {\"model\": \"%s\", \"mtu\": %u, \"window\": "
@@ -391,8 +400,11 @@ static void resolved_json(FILE *f, const struct sim *s) {
           "\"cc\": \"%s\"",
           p->model == SIM_HOST_SIMPLE ? "simple" : "uroce", p->mtu, p->window,
           p->ack_every, (double)p->rto / 1e6,
-          (p->ooo < 0 ? c->routing != SIM_ROUTE_ECMP : p->ooo) ? "true"
-                                                               : "false",
+          (p->ooo < 0 ? c->routing == SIM_ROUTE_ADAPTIVE ||
+                            c->routing == SIM_ROUTE_SPRAY
+                      : p->ooo)
+              ? "true"
+              : "false",
           p->ipv6 ? "true" : "false", p->data_prio, p->ctrl_prio,
           p->cc == SIM_CC_DCQCN ? "dcqcn" : "none");
   if (p->cc == SIM_CC_DCQCN) {
@@ -529,8 +541,8 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
           c->topo.kind == SIM_TOPO_FAT_TREE ? "fat_tree" : "leaf_spine",
           s->nhosts, s->nnics, s->nswitches, routing_name(c->routing),
           c->tp.cc == SIM_CC_DCQCN ? "dcqcn" : "none",
-          c->sw.pfc ? "true" : "false", c->sw.ecn ? "true" : "false", c->tp.mtu,
-          (unsigned long long)c->seed);
+          c->sw.pfc && c->fabric == SIM_FABRIC_ROCE ? "true" : "false",
+          c->sw.ecn ? "true" : "false", c->tp.mtu, (unsigned long long)c->seed);
   resolved_json(f, s);
   if (!m.coll_sizes) {
     fprintf(f,
@@ -565,6 +577,19 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
   tiers_json(f, c, "ecn_marks", st->ecn_marks, ",");
   tiers_json(f, c, "max_queue_bytes", st->max_queue, ",");
   tiers_json(f, c, "max_buffer_bytes", st->max_buffer, ",");
+  if (c->fabric == SIM_FABRIC_IB) {
+    uint64_t cw[SIM_TIERS];
+    for (int t = 0; t < SIM_TIERS; t++)
+      cw[t] = st->credit_wait[t] / SIM_NS;
+    fprintf(f,
+            "  \"infiniband\": {\"fc_packets\": %llu, \"credit_overruns\": "
+            "%llu, \"nic_max_vl_input_bytes\": %llu},\n",
+            (unsigned long long)st->fc_pkts,
+            (unsigned long long)st->credit_overruns,
+            (unsigned long long)st->max_vl_in[0]);
+    tiers_json(f, c, "max_vl_input_bytes", st->max_vl_in, ",");
+    tiers_json(f, c, "port_credit_wait_ns", cw, ",");
+  }
   coll_json(f, s);
   fprintf(f,
           "  \"transport\": {\"data_pkts\": %llu, \"ctrl_pkts\": %llu, "

@@ -19,6 +19,9 @@ struct ctx {
   yaml_node_t *sizes_at, *range_at; /* collective 'sizes' / 'min'..'factor' */
   uint64_t cmin, cmax;
   double cfactor;
+  /* Keys that belong to one fabric, checked once 'fabric' is known. */
+  yaml_node_t *eth_at, *ib_at, *routing_at;
+  const char *eth_key;
   char *err;
   size_t errlen;
 };
@@ -321,8 +324,21 @@ static int pfc_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   return 1;
 }
 
+/* Remembers the first key that only Ethernet has. */
+static void eth_key(struct ctx *x, yaml_node_t *v, const char *name) {
+  if (!x->eth_at) {
+    x->eth_at = v;
+    x->eth_key = name;
+  }
+}
+
 static int switch_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   struct sim_switch_cfg *s = a;
+  static const char *const names[] = {"switch.buffer", "switch.queue_max",
+                                      "switch.ecn", "switch.pfc"};
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(key, names[i] + 7))
+      eth_key(x, v, names[i]);
   if (KEY("buffer"))
     return get_bytes(x, v, key, 1, &s->buffer_bytes);
   if (KEY("queue_max"))
@@ -429,8 +445,10 @@ static int transport_fn(struct ctx *x, const char *key, yaml_node_t *v,
     t->ooo = e == 2 ? -1 : e;
     return 0;
   }
-  if (KEY("ipv6"))
+  if (KEY("ipv6")) {
+    eth_key(x, v, "transport.ipv6");
     return get_bool(x, v, key, &t->ipv6);
+  }
   if (KEY("data_priority")) {
     if (get_u32(x, v, key, 0, 7, &u))
       return -1;
@@ -449,9 +467,12 @@ static int transport_fn(struct ctx *x, const char *key, yaml_node_t *v,
     if (get_enum(x, v, key, cc, &e))
       return -1;
     t->cc = (enum sim_cc)e;
+    if (t->cc == SIM_CC_DCQCN)
+      eth_key(x, v, "transport.cc dcqcn");
     return 0;
   }
   if (KEY("dcqcn")) {
+    eth_key(x, v, "transport.dcqcn");
     if (v->type != YAML_MAPPING_NODE)
       return fail(x, v, "'transport.dcqcn': expected a mapping of keys");
     x->dcqcn = v;
@@ -597,6 +618,55 @@ static int coll_sizes(struct ctx *x) {
   return 0;
 }
 
+static int ib_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
+  struct sim_ib_cfg *ib = a;
+  uint32_t u;
+  if (KEY("vl_buffer"))
+    return get_bytes(x, v, key, SIM_IB_BLOCK, &ib->vl_buffer);
+  if (KEY("fc_latency_ns"))
+    return get_time(x, v, key, 1e3, &ib->fc_latency);
+  if (KEY("fc_period_ns"))
+    return get_time(x, v, key, 1e3, &ib->fc_period);
+  if (KEY("grh"))
+    return get_bool(x, v, key, &ib->grh);
+  if (KEY("vls")) {
+    if (get_u32(x, v, key, 1, 8, &u))
+      return -1;
+    if (u & (u - 1))
+      return fail(x, v, "'vls': expected 1, 2, 4 or 8");
+    ib->vls = (uint8_t)u;
+    return 0;
+  }
+  return 1;
+}
+
+/* Keys of the other fabric are errors naming them; InfiniBand routes
+ * by its static LFTs unless 'routing' says adaptive. */
+static int fabric_check(struct ctx *x) {
+  struct sim_cfg *c = x->c;
+  if (c->fabric == SIM_FABRIC_ROCE) {
+    if (x->ib_at)
+      return fail(x, x->ib_at,
+                  "'infiniband' needs 'fabric: infiniband' (the fabric "
+                  "is roce)");
+    return 0;
+  }
+  if (x->eth_at)
+    return fail(
+        x, x->eth_at,
+        "'%s' is Ethernet's; it makes no sense with 'fabric: "
+        "infiniband' (credits replace PFC and buffers, see docs/sim.md)",
+        x->eth_key);
+  if (!x->routing_at)
+    c->routing = SIM_ROUTE_STATIC;
+  else if (c->routing == SIM_ROUTE_ECMP || c->routing == SIM_ROUTE_SPRAY)
+    return fail(x, x->routing_at,
+                "'routing': %s is Ethernet's; with 'fabric: infiniband' use "
+                "static or adaptive",
+                c->routing == SIM_ROUTE_ECMP ? "ecmp" : "spray");
+  return 0;
+}
+
 static int top_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   struct sim_cfg *c = x->c;
   if (KEY("name")) {
@@ -622,12 +692,25 @@ static int top_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   if (KEY("switch"))
     return walk(x, v, "switch", switch_fn, &c->sw);
   if (KEY("routing")) {
-    static const char *const r[] = {"ecmp", "adaptive", "spray", 0};
+    static const char *const r[] = {"ecmp", "adaptive", "spray", "static", 0};
     int e;
     if (get_enum(x, v, key, r, &e))
       return -1;
     c->routing = (enum sim_routing)e;
+    x->routing_at = v;
     return 0;
+  }
+  if (KEY("fabric")) {
+    static const char *const f[] = {"roce", "infiniband", 0};
+    int e;
+    if (get_enum(x, v, key, f, &e))
+      return -1;
+    c->fabric = (enum sim_fabric)e;
+    return 0;
+  }
+  if (KEY("infiniband")) {
+    x->ib_at = v;
+    return walk(x, v, "infiniband", ib_fn, &c->ib);
   }
   if (KEY("transport"))
     return walk(x, v, "transport", transport_fn, &c->tp);
@@ -676,6 +759,8 @@ int sim_scenario_parse(const char *text, size_t len, const char *label,
   uroce_dcqcn_params_mlx(&cfg->tp.dcqcn, cfg->topo.link[0].rate_bps);
   if (!rc && x.dcqcn)
     rc = walk(&x, x.dcqcn, "transport.dcqcn", dcqcn_fn, &cfg->tp.dcqcn);
+  if (!rc)
+    rc = fabric_check(&x);
   if (!rc)
     rc = coll_sizes(&x);
   if (!rc && cfg->wl.kind == SIM_WL_CSV && !cfg->wl.csv_path[0])

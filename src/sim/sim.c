@@ -31,6 +31,10 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->sw.xon = 64 << 10;
   c->sw.headroom = -1;
   c->routing = SIM_ROUTE_ECMP;
+  c->ib.vl_buffer = 64 << 10;
+  c->ib.fc_latency = 100 * SIM_NS;
+  c->ib.fc_period = 0;
+  c->ib.vls = 8;
   c->tp.model = SIM_HOST_UROCE;
   c->tp.mtu = 4096;
   c->tp.window = 256;
@@ -55,7 +59,10 @@ void sim_cfg_free(struct sim_cfg *c) {
   c->wl.dist.n = 0;
 }
 
-static uint32_t wire_of(const struct sim_cfg *c, uint32_t bth_to_icrc) {
+uint32_t sim_frame_wire(const struct sim_cfg *c, uint32_t bth_to_icrc) {
+  if (c->fabric == SIM_FABRIC_IB)
+    return SIM_IB_LRH_LEN + (c->ib.grh ? SIM_IB_GRH_LEN : 0) + bth_to_icrc +
+           SIM_IB_VCRC_LEN + SIM_IB_L1_LEN;
   uint32_t frame =
       (c->tp.ipv6 ? 40 : 20) + SIM_UDP_LEN + bth_to_icrc + SIM_ETH_LEN;
   if (frame < 64)
@@ -67,7 +74,7 @@ uint32_t sim_data_wire_bytes(const struct sim_cfg *c, uint32_t payload,
                              bool first) {
   uint32_t hdr = first ? 28 : 12; /* BTH + RETH on the first, BTH after */
   uint32_t pad = (4 - payload % 4) % 4;
-  return wire_of(c, hdr + payload + pad + 4);
+  return sim_frame_wire(c, hdr + payload + pad + 4);
 }
 
 struct sim_pkt *sim_pkt_alloc_slow(struct sim *s) {
@@ -108,6 +115,64 @@ static double wall(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Resolves the fabric: the queue of each priority and, for InfiniBand,
+ * what its link layer needs; errors name what does not apply. */
+static int ib_check(struct sim *s, char *err, size_t errlen) {
+  const struct sim_cfg *c = &s->cfg;
+  s->ib = c->fabric == SIM_FABRIC_IB;
+  for (uint8_t i = 0; i < SIM_NPRIO; i++)
+    s->qmap[i] = i;
+  if (!s->ib) {
+    if (c->routing == SIM_ROUTE_STATIC) {
+      snprintf(err, errlen,
+               "routing static (an InfiniBand LFT) needs "
+               "fabric infiniband; Ethernet uses ecmp");
+      return -1;
+    }
+    return 0;
+  }
+  const struct sim_ib_cfg *ib = &c->ib;
+  uint32_t mtu = c->tp.mtu;
+  if (mtu < 256 || mtu > 4096 || (mtu & (mtu - 1))) {
+    snprintf(err, errlen,
+             "fabric infiniband: mtu must be an IB MTU (256, 512, 1024, "
+             "2048 or 4096), got %u",
+             mtu);
+    return -1;
+  }
+  if (ib->vls != 1 && ib->vls != 2 && ib->vls != 4 && ib->vls != 8) {
+    snprintf(err, errlen, "infiniband: vls must be 1, 2, 4 or 8, got %u",
+             ib->vls);
+    return -1;
+  }
+  if (c->sw.ecn || c->tp.cc == SIM_CC_DCQCN || c->routing == SIM_ROUTE_ECMP ||
+      c->routing == SIM_ROUTE_SPRAY || c->tp.ipv6) {
+    snprintf(err, errlen,
+             "fabric infiniband: %s is Ethernet's (no ECN, DCQCN, IPv6, "
+             "ECMP or spraying on InfiniBand)",
+             c->sw.ecn                      ? "switch ecn"
+             : c->tp.cc == SIM_CC_DCQCN     ? "cc dcqcn"
+             : c->tp.ipv6                   ? "ipv6"
+             : c->routing == SIM_ROUTE_ECMP ? "routing ecmp"
+                                            : "routing spray");
+    return -1;
+  }
+  for (uint8_t i = 0; i < SIM_NPRIO; i++)
+    s->qmap[i] = (uint8_t)(i % ib->vls);
+  s->ib_max_blocks = sim_ib_blocks(sim_data_wire_bytes(c, mtu, true));
+  /* The largest request: an atomic or a READ request is smaller. */
+  if (ib->vl_buffer / SIM_IB_BLOCK < s->ib_max_blocks ||
+      ib->vl_buffer > (1ull << 30)) {
+    snprintf(err, errlen,
+             "infiniband: vl_buffer %llu bytes must hold one packet of the "
+             "mtu (%u bytes) and be at most 1 GiB",
+             (unsigned long long)ib->vl_buffer,
+             s->ib_max_blocks * SIM_IB_BLOCK);
+    return -1;
+  }
+  return 0;
 }
 
 struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
@@ -161,7 +226,13 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
-  s->ooo = tp->ooo < 0 ? cfg->routing != SIM_ROUTE_ECMP : (uint64_t)tp->ooo;
+  if (ib_check(s, err, errlen)) {
+    sim_del(s);
+    return 0;
+  }
+  s->ooo = tp->ooo < 0 ? cfg->routing == SIM_ROUTE_ADAPTIVE ||
+                             cfg->routing == SIM_ROUTE_SPRAY
+                       : (uint64_t)tp->ooo;
   s->host = tp->model == SIM_HOST_SIMPLE ? &sim_host_rdmaw : &sim_host_eng;
   if (sim_heap_init(&s->heap, 1024) || sim_topo_build(s, err, errlen)) {
     if (!err[0])
@@ -671,6 +742,9 @@ static void dispatch(struct sim *s, struct sim_ev *ev) {
     break;
   case SIM_EV_PORT_TX:
     sim_port_tx_event(s, container_of(ev, struct sim_port, tx_ev));
+    break;
+  case SIM_EV_PORT_FC:
+    sim_port_fc_event(s, container_of(ev, struct sim_port, fc_ev));
     break;
   case SIM_EV_NIC:
     sim_nic_event(s, container_of(ev, struct sim_nic, ev));

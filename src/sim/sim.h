@@ -32,6 +32,31 @@ typedef uint64_t sim_time_t; /* picoseconds */
 #define SIM_L1_LEN 20
 #define SIM_PAUSE_WIRE (64 + SIM_L1_LEN) /* an 802.1Qbb PFC frame */
 
+/* InfiniBand framing around BTH..ICRC: the local route header, the global
+ * route header when present, the variant CRC, and the start and end
+ * delimiters on the wire. Credits count the packet from LRH to VCRC in
+ * 64-byte blocks. A flow-control packet is 4 bytes and a 2-byte CRC. */
+#define SIM_IB_LRH_LEN 8
+#define SIM_IB_GRH_LEN 40
+#define SIM_IB_VCRC_LEN 2
+#define SIM_IB_L1_LEN 2
+#define SIM_IB_BLOCK 64
+#define SIM_IB_FC_WIRE (6 + SIM_IB_L1_LEN)
+
+/* The link layer a scenario models. */
+enum sim_fabric {
+  SIM_FABRIC_ROCE, /* Ethernet: shared buffers, PFC, ECN, drops */
+  SIM_FABRIC_IB,   /* InfiniBand: per-VL input buffers and credits */
+};
+
+struct sim_ib_cfg {
+  uint64_t vl_buffer;    /* input buffer per port and VL, bytes */
+  sim_time_t fc_latency; /* buffer freed to flow-control packet sent */
+  sim_time_t fc_period;  /* least time between two FC packets of a port */
+  bool grh;              /* every packet carries a GRH */
+  uint8_t vls;           /* data VLs: 1, 2, 4 or 8; SL s uses VL s % vls */
+};
+
 struct sim_link_cfg {
   uint64_t rate_bps;
   sim_time_t delay; /* propagation, one way */
@@ -71,6 +96,7 @@ enum sim_routing {
   SIM_ROUTE_ECMP,     /* hash of the 5-tuple, UDP source port included */
   SIM_ROUTE_ADAPTIVE, /* least-loaded eligible egress, per packet */
   SIM_ROUTE_SPRAY,    /* random eligible egress, per packet */
+  SIM_ROUTE_STATIC,   /* InfiniBand LFT: up port by destination LID */
 };
 
 enum sim_cc { SIM_CC_NONE, SIM_CC_DCQCN };
@@ -146,6 +172,8 @@ struct sim_workload_cfg {
 
 struct sim_cfg {
   uint64_t seed;
+  enum sim_fabric fabric;
+  struct sim_ib_cfg ib;
   struct sim_topo_cfg topo;
   struct sim_switch_cfg sw;
   enum sim_routing routing;
@@ -202,6 +230,11 @@ struct sim_stats {
   uint64_t max_buffer[SIM_TIERS];    /* largest shared-buffer use */
   uint64_t pkts_allocated;           /* descriptor pool size */
   uint64_t rx_payload;               /* data payload arrived at NICs */
+  /* InfiniBand link layer. */
+  uint64_t fc_pkts;                  /* flow-control packets sent */
+  uint64_t credit_overruns;          /* packets beyond an input buffer: 0 */
+  uint64_t max_vl_in[SIM_TIERS];     /* fullest input VL buffer, bytes */
+  sim_time_t credit_wait[SIM_TIERS]; /* port-time queued, no credit */
 };
 
 /* Creates a simulator (topology, hosts, workload flows). On error returns

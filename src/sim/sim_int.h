@@ -18,6 +18,7 @@ enum sim_pkt_kind {
   SIM_PKT_NAK,   /* NAK PSN sequence error: psn = next expected */
   SIM_PKT_CNP,   /* RoCEv2 congestion notification */
   SIM_PKT_PAUSE, /* PFC frame: prio, xoff in flags */
+  SIM_PKT_FC,    /* InfiniBand flow-control packet: prio = VL, len = blocks */
 };
 
 enum sim_pkt_flags {
@@ -75,6 +76,7 @@ enum sim_ev_kind {
   SIM_EV_SAMPLE,
   SIM_EV_COLL,       /* a rank's communicator has completions to handle */
   SIM_EV_COLL_START, /* the next collective size starts */
+  SIM_EV_PORT_FC,    /* InfiniBand: send the credits freed at a port */
 };
 
 struct sim_node;
@@ -104,6 +106,14 @@ struct sim_port {
   uint8_t xoff_sent;  /* priorities we paused the peer for */
   uint16_t idx;
   sim_time_t paused_since;
+  /* InfiniBand: blocks of credit the peer's input buffer grants per VL;
+   * blocks freed in our input buffer not yet returned, and in use; the
+   * timer that returns them; since when packets wait for credit. */
+  uint32_t credits[SIM_NPRIO];
+  uint32_t freed[SIM_NPRIO];
+  uint32_t in_blocks[SIM_NPRIO];
+  struct sim_ev fc_ev;
+  sim_time_t fc_last, starved_since;
   /* statistics */
   uint64_t tx_bytes;
   uint64_t max_q;
@@ -124,6 +134,7 @@ struct sim_node {
 struct sim_switch {
   struct sim_node n;
   uint32_t lo, hi, span;
+  uint32_t up_div; /* static LFT: up port (dst / up_div) % n_up */
   uint16_t n_down, n_up;
   uint64_t salt, rng;
   uint64_t used, max_used;
@@ -271,7 +282,10 @@ struct sim {
   bool pause_log_full;
 
   double wall_start, last_progress;
-  uint64_t ooo; /* resolved cfg.tp.ooo */
+  uint64_t ooo;            /* resolved cfg.tp.ooo */
+  bool ib;                 /* cfg.fabric is InfiniBand */
+  uint8_t qmap[SIM_NPRIO]; /* queue of a packet's priority: SL to VL */
+  uint32_t ib_max_blocks;  /* blocks of the largest packet */
 };
 
 /* Packet pool: no allocation per packet once warm. */
@@ -314,7 +328,16 @@ uint32_t sim_pkt_payload(const struct sim *s, const struct sim_pkt *p);
 void sim_path_cost(struct sim *s, uint32_t a, uint32_t b, double *prop_ps,
                    double *ps_per_byte);
 
+/* Wire bytes of a frame around a transport packet of bth_to_icrc bytes
+ * (BTH to ICRC), for the configured fabric. */
+uint32_t sim_frame_wire(const struct sim_cfg *c, uint32_t bth_to_icrc);
+/* InfiniBand: the 64-byte blocks credits count for a frame. */
+static inline uint32_t sim_ib_blocks(uint32_t wire) {
+  return (wire - SIM_IB_L1_LEN + SIM_IB_BLOCK - 1) / SIM_IB_BLOCK;
+}
+
 /* net.c */
+void sim_port_fc_event(struct sim *s, struct sim_port *p);
 void sim_port_rx_event(struct sim *s, struct sim_port *p);
 void sim_port_tx_event(struct sim *s, struct sim_port *p);
 void sim_nic_event(struct sim *s, struct sim_nic *nic);

@@ -1,0 +1,246 @@
+/* The InfiniBand link layer of the simulator against closed forms: line
+ * rate with IB framing, credit-limited throughput of a long link, zero
+ * drops under incast, scenario keys checked against the fabric, and
+ * determinism. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/scenario.h"
+#include "sim/sim.h"
+#include "t.h"
+#include "wire/opcode.h"
+
+#define GBPS 1000000000ull
+
+/* Wire bytes of a middle WRITE packet of p payload bytes, from IB's header
+ * sizes: LRH, BTH, ICRC, VCRC and the two delimiters. */
+static double ib_wire(uint32_t p) {
+  return SIM_IB_LRH_LEN + UROCE_BTH_LEN + 4 + SIM_IB_VCRC_LEN + SIM_IB_L1_LEN +
+         p;
+}
+
+static double ser_ps(double bytes, uint64_t bps) {
+  return bytes * 8e12 / (double)bps;
+}
+
+static struct sim *mk(struct sim_cfg *c) {
+  char err[256] = "";
+  struct sim *s = sim_new(c, err, sizeof err);
+  if (!s)
+    fprintf(stderr, "sim_new: %s\n", err);
+  CHECK(s != NULL);
+  return s;
+}
+
+static void ib_switch(struct sim_cfg *c, uint32_t hosts) {
+  sim_cfg_default(c);
+  c->fabric = SIM_FABRIC_IB;
+  c->routing = SIM_ROUTE_STATIC;
+  c->topo.leaves = 1;
+  c->topo.hosts_per_leaf = hosts;
+}
+
+/* Payload goodput of flow 0 between two times. */
+static double goodput(struct sim *s, sim_time_t t0, sim_time_t t1) {
+  sim_run(s, t0);
+  uint64_t a0 = sim_flow(s, 0)->acked;
+  sim_run(s, t1);
+  uint64_t a1 = sim_flow(s, 0)->acked;
+  return (double)(a1 - a0) * 8 / ((double)(t1 - t0) / 1e12) / 1e9;
+}
+
+/* One flow with ample credit reaches line rate x payload / IB packet. */
+static void test_line_rate(void) {
+  struct sim_cfg c;
+  ib_switch(&c, 2);
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  sim_add_flow(s, 0, 1, 1ull << 30, 0, SIM_OP_WRITE);
+  double g = goodput(s, 1 * SIM_MS, 3 * SIM_MS);
+  double want = 100 * 4096 / ib_wire(4096);
+  printf("ib line rate: %.3f Gb/s goodput, closed form %.3f\n", g, want);
+  CHECK(fabs(g - want) / want < 0.005);
+  CHECK_EQ(sim_data_wire_bytes(&c, 4096, false), (uint32_t)ib_wire(4096));
+  /* A GRH adds its 40 bytes to every packet. */
+  c.ib.grh = true;
+  CHECK_EQ(sim_data_wire_bytes(&c, 4096, false),
+           (uint32_t)ib_wire(4096) + SIM_IB_GRH_LEN);
+  sim_del(s);
+}
+
+/* A long link whose input buffer holds fewer bytes than its round trip:
+ * the sender never has more than the credits outstanding, so the link
+ * carries credits x 64 B per credit round trip (a packet's serialisation,
+ * the propagation both ways, the FC latency and the FC packet's own
+ * serialisation). */
+static void test_credit_rtt(void) {
+  struct sim_cfg c;
+  ib_switch(&c, 2);
+  sim_time_t d = 10 * SIM_US;
+  for (int i = 0; i < 3; i++)
+    c.topo.link[i].delay = d;
+  uint32_t blocks = (uint32_t)ceil((ib_wire(4096) - SIM_IB_L1_LEN) / 64);
+  for (uint32_t npkt = 4; npkt <= 16; npkt *= 2) {
+    c.ib.vl_buffer = (uint64_t)npkt * blocks * 64;
+    struct sim *s = mk(&c);
+    if (!s)
+      return;
+    sim_add_flow(s, 0, 1, 1ull << 30, 0, SIM_OP_WRITE);
+    double g = goodput(s, 1 * SIM_MS, 4 * SIM_MS);
+    double rtt = ser_ps(ib_wire(4096), 100 * GBPS) + 2.0 * d +
+                 (double)c.ib.fc_latency + ser_ps(SIM_IB_FC_WIRE, 100 * GBPS);
+    double credit_gbps = (double)c.ib.vl_buffer * 8 / rtt * 1e3;
+    double want = credit_gbps * 4096 / (blocks * 64.0);
+    printf("credit loop: %u credits, RTT %.1f ns: %.3f Gb/s of blocks, "
+           "goodput %.3f Gb/s, closed form %.3f\n",
+           npkt * blocks, rtt / 1e3, credit_gbps, g, want);
+    CHECK(fabs(g - want) / want < 0.01);
+    CHECK_EQ(sim_stats(s)->credit_overruns, 0);
+    sim_del(s);
+  }
+}
+
+/* N-to-1 incast: the receiver's link runs at goodput, nothing is
+ * dropped and no input buffer ever holds more than its credits. */
+static void incast(uint32_t N, bool fat_tree, enum sim_routing rt) {
+  struct sim_cfg c;
+  ib_switch(&c, N + 1);
+  if (fat_tree) {
+    c.topo.kind = SIM_TOPO_FAT_TREE;
+    c.topo.k = 4;
+  }
+  c.routing = rt;
+  c.wl.kind = SIM_WL_INCAST;
+  c.wl.incast_senders = N;
+  c.wl.bytes = 1 << 20;
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  CHECK(sim_run(s, 1000 * SIM_MS) == 1);
+  const struct sim_stats *st = sim_stats(s);
+  sim_time_t end = 0;
+  for (uint32_t i = 0; i < sim_nflows(s); i++)
+    if (sim_flow(s, i)->finish > end)
+      end = sim_flow(s, i)->finish;
+  double ideal = (double)N * c.wl.bytes * 8 / (100e9 * 4096 / ib_wire(4096));
+  uint64_t drops = st->drops_wire;
+  uint64_t maxin = 0;
+  for (int t = 0; t < SIM_TIERS; t++) {
+    drops += st->drops_buffer[t] + st->drops_lossless[t];
+    maxin = st->max_vl_in[t] > maxin ? st->max_vl_in[t] : maxin;
+  }
+  printf("ib incast %u-to-1 (%s, %s): %.1f us, ideal %.1f us, drops %llu, "
+         "retransmitted %llu, fullest VL buffer %llu of %llu\n",
+         N, fat_tree ? "fat-tree" : "one switch",
+         rt == SIM_ROUTE_ADAPTIVE ? "adaptive" : "static", (double)end / 1e6,
+         ideal * 1e6, (unsigned long long)drops,
+         (unsigned long long)st->retx_pkts, (unsigned long long)maxin,
+         (unsigned long long)c.ib.vl_buffer);
+  CHECK_EQ(drops, 0);
+  if (rt == SIM_ROUTE_STATIC) /* in order: nothing to resend */
+    CHECK_EQ(st->retx_pkts + st->timeouts, 0);
+  CHECK_EQ(st->credit_overruns, 0);
+  CHECK(maxin <= c.ib.vl_buffer);
+  CHECK(maxin > 0);
+  CHECK(st->fc_pkts > 0);
+  CHECK((double)end / 1e12 < ideal * 1.02 + 20e-6);
+  sim_del(s);
+}
+
+static void test_incast(void) {
+  incast(4, false, SIM_ROUTE_STATIC);
+  incast(48, false, SIM_ROUTE_STATIC);
+  incast(15, true, SIM_ROUTE_STATIC);
+  incast(15, true, SIM_ROUTE_ADAPTIVE);
+}
+
+static int parse(const char *y, struct sim_cfg *c, char *err, size_t n) {
+  char name[64];
+  return sim_scenario_parse(y, strlen(y), "t.yaml", ".", c, name, sizeof name,
+                            err, n);
+}
+
+/* Keys of the other fabric are errors naming them. */
+static void test_scenario_keys(void) {
+  struct sim_cfg c;
+  char err[512];
+  static const struct {
+    const char *yaml, *needle;
+  } bad[] = {
+      {"fabric: infiniband\nswitch: {pfc: {enabled: true}}\n", "switch.pfc"},
+      {"switch: {buffer: 1MiB}\nfabric: infiniband\n", "switch.buffer"},
+      {"fabric: infiniband\ntransport: {cc: dcqcn}\n", "transport.cc"},
+      {"fabric: infiniband\ntransport: {ipv6: true}\n", "transport.ipv6"},
+      {"fabric: infiniband\nrouting: ecmp\n", "routing"},
+      {"fabric: infiniband\nrouting: spray\n", "spray"},
+      {"infiniband: {vls: 4}\n", "infiniband"},
+      {"fabric: infiniband\ninfiniband: {vls: 3}\n", "vls"},
+      {"fabric: infiniband\ninfiniband: {pfc: 1}\n", "pfc"},
+      {"fabric: ethernet\n", "fabric"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    err[0] = 0;
+    int rc = parse(bad[i].yaml, &c, err, sizeof err);
+    if (rc == 0)
+      sim_cfg_free(&c);
+    CHECK(rc != 0);
+    CHECK(strstr(err, bad[i].needle) != NULL);
+    if (!strstr(err, bad[i].needle))
+      fprintf(stderr, "  '%s' gave '%s'\n", bad[i].yaml, err);
+  }
+  /* InfiniBand routes by its LFTs unless told otherwise. */
+  CHECK(parse("fabric: infiniband\ninfiniband: {vl_buffer: 16KiB, grh: "
+              "true, fc_latency_ns: 50}\n",
+              &c, err, sizeof err) == 0);
+  CHECK(c.fabric == SIM_FABRIC_IB && c.routing == SIM_ROUTE_STATIC);
+  CHECK(c.ib.vl_buffer == 16384 && c.ib.grh && c.ib.fc_latency == 50000);
+  sim_cfg_free(&c);
+  CHECK(parse("routing: static\n", &c, err, sizeof err) == 0);
+  char e2[256] = "";
+  struct sim *s = sim_new(&c, e2, sizeof e2);
+  CHECK(s == NULL && strstr(e2, "static"));
+  sim_del(s);
+  sim_cfg_free(&c);
+  /* An input buffer smaller than one packet is refused. */
+  ib_switch(&c, 2);
+  c.ib.vl_buffer = 4096;
+  s = sim_new(&c, e2, sizeof e2);
+  CHECK(s == NULL && strstr(e2, "vl_buffer"));
+  sim_del(s);
+}
+
+/* The same seed gives the same run, event for event. */
+static void test_determinism(void) {
+  uint64_t ev[2];
+  sim_time_t fin[2];
+  for (int i = 0; i < 2; i++) {
+    struct sim_cfg c;
+    ib_switch(&c, 8);
+    c.topo.kind = SIM_TOPO_FAT_TREE;
+    c.topo.k = 4;
+    c.routing = SIM_ROUTE_ADAPTIVE;
+    c.seed = 7;
+    c.wl.kind = SIM_WL_PERMUTATION;
+    c.wl.bytes = 256 << 10;
+    struct sim *s = mk(&c);
+    if (!s)
+      return;
+    CHECK(sim_run(s, SIM_NEVER) == 1);
+    ev[i] = sim_stats(s)->events;
+    fin[i] = sim_now(s);
+    sim_del(s);
+  }
+  CHECK_EQ(ev[0], ev[1]);
+  CHECK_EQ(fin[0], fin[1]);
+}
+
+int main(void) {
+  T_RUN(test_line_rate);
+  T_RUN(test_credit_rtt);
+  T_RUN(test_incast);
+  T_RUN(test_scenario_keys);
+  T_RUN(test_determinism);
+  return T_DONE();
+}
