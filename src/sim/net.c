@@ -147,6 +147,45 @@ static void ib_take(struct sim *s, struct sim_port *in, unsigned vl,
     s->st.max_vl_in[in->node->tier] = in->in_bytes[vl];
 }
 
+/* One VL arbitration table: the current entry goes on while its VL is
+ * ready and weight is left; else the next entry with a ready VL starts
+ * with its full weight. -1 if no VL of the table is ready. */
+static int arb_table(const struct sim_vlarb_ent *t, uint32_t n, uint8_t *idx,
+                     int32_t *left, uint8_t ready) {
+  for (uint32_t i = 0; i <= n; i++) {
+    const struct sim_vlarb_ent *e = &t[*idx];
+    if (*left > 0 && (ready >> e->vl & 1))
+      return e->vl;
+    *idx = (uint8_t)((*idx + 1) % n);
+    *left = t[*idx].weight * SIM_IB_BLOCK;
+  }
+  return -1;
+}
+
+/* IBA VL arbitration over the VLs with a packet and credit: the high
+ * table first, unless high_limit x 4 KiB of it went out while the low
+ * table had packets waiting; then the low table. */
+static unsigned vl_arbitrate(struct sim *s, struct sim_port *p, uint8_t ready) {
+  const struct sim_ib_cfg *ib = &s->cfg.ib;
+  bool low_waits = ready & s->arb_mask[1];
+  uint64_t lim = ib->high_limit ? (uint64_t)ib->high_limit << 12 : 1;
+  int v = -1;
+  if (ib->nhigh && !(low_waits && ib->high_limit != SIM_VLARB_UNLIMITED &&
+                     p->high_run >= lim))
+    v = arb_table(ib->high, ib->nhigh, &p->arb_idx[0], &p->arb_left[0], ready);
+  if (v >= 0) {
+    p->arb_from = 0;
+    p->high_run = low_waits ? p->high_run + p->q[v].head->size : 0;
+    return (unsigned)v;
+  }
+  p->high_run = 0;
+  p->arb_from = 1;
+  if (ib->nlow)
+    v = arb_table(ib->low, ib->nlow, &p->arb_idx[1], &p->arb_left[1], ready);
+  /* A ready VL in no table with weight cannot happen (sim_new checks). */
+  return v >= 0 ? (unsigned)v : (unsigned)__builtin_ctz(ready);
+}
+
 /* Sends the next frame: PFC frames first, then the highest priority that
  * has packets and is not paused. */
 static void port_send_next(struct sim *s, struct sim_port *p) {
@@ -166,7 +205,8 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
       p->starved_since = s->now;
     return;
   }
-  unsigned prio = 31u - (unsigned)__builtin_clz(m);
+  unsigned prio =
+      s->ib ? vl_arbitrate(s, p, m) : 31u - (unsigned)__builtin_clz(m);
   struct sim_pktq *q = &p->q[prio];
   pkt = q->head;
   q->head = pkt->next;
@@ -181,6 +221,10 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
   struct sim_port *in = &sw->n.ports[pkt->in_port];
   uint32_t blocks = s->ib ? sim_ib_blocks(size) : 0;
   p->credits[prio] -= blocks;
+  if (s->ib) {
+    p->arb_left[p->arb_from] -= (int32_t)(blocks * SIM_IB_BLOCK);
+    s->st.vl_tx_bytes[prio] += size;
+  }
   put_on_wire(s, p, pkt);
   if (port_sendable(s, p))
     sim_schedule(s, &p->tx_ev, p->busy_until);

@@ -343,7 +343,7 @@ static struct sim_pkt *build_data(struct rw_nic *m, struct rw_flow *rf,
       .len = len,
       .sport = rf->f->sport,
       .kind = SIM_PKT_DATA,
-      .prio = c->tp.data_prio,
+      .prio = rf->f->sl,
       .ecn = SIM_ECN_ECT0,
       .opcode = op,
       .flags = last ? SIM_PF_LAST | SIM_PF_ACKREQ : 0,
@@ -377,9 +377,10 @@ static struct sim_pkt *pull(void *mp, sim_time_t now, uint8_t paused) {
       m->ctl_tail = 0;
     return p;
   }
-  if (paused >> c->tp.data_prio & 1)
-    return 0;
-  while (m->rr_head) {
+  /* Flows whose priority is paused keep their turn for later; stop when
+   * the first of them comes round again. */
+  struct rw_flow *wait = 0;
+  while (m->rr_head && m->rr_head != wait) {
     struct rw_flow *rf = m->rr_head;
     m->rr_head = rf->rr_next;
     if (!m->rr_head)
@@ -387,6 +388,12 @@ static struct sim_pkt *pull(void *mp, sim_time_t now, uint8_t paused) {
     rf->state = RW_IDLE;
     if (!can_send(rf, c->tp.window))
       continue;
+    if (paused >> rf->f->sl & 1) {
+      make_ready(m, rf);
+      if (!wait)
+        wait = rf;
+      continue;
+    }
     if (m->cc) {
       sim_time_t at = ps_of_ns(m->cc->next_tx_time(rf->cc, ns(now)));
       if (at > now) {

@@ -392,6 +392,18 @@ static void resolved_json(FILE *f, const struct sim *s) {
             (unsigned long long)c->ib.vl_buffer, (double)c->ib.fc_latency / 1e3,
             (double)c->ib.fc_period / 1e3, c->ib.grh ? "true" : "false",
             c->ib.vls);
+  if (c->fabric == SIM_FABRIC_IB) {
+    for (int tb = 0; tb < 2; tb++) {
+      const struct sim_vlarb_ent *e = tb ? c->ib.low : c->ib.high;
+      uint32_t n = tb ? c->ib.nlow : c->ib.nhigh;
+      fprintf(f, "%s\"vlarb_%s\": [", tb ? ", " : "    \"infiniband_vlarb\": {",
+              tb ? "low" : "high");
+      for (uint32_t i = 0; i < n; i++)
+        fprintf(f, "%s[%u, %u]", i ? ", " : "", e[i].vl, e[i].weight);
+      fprintf(f, "]");
+    }
+    fprintf(f, ", \"high_limit\": %u},\n", c->ib.high_limit);
+  }
   const struct sim_transport_cfg *p = &c->tp;
   fprintf(f,
           "    \"transport\": {\"model\": \"%s\", \"mtu\": %u, \"window\": "
@@ -587,6 +599,11 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
             (unsigned long long)st->fc_pkts,
             (unsigned long long)st->credit_overruns,
             (unsigned long long)st->max_vl_in[0]);
+    fprintf(f, "  \"vl_tx_bytes\": [");
+    for (int v = 0; v < c->ib.vls; v++)
+      fprintf(f, "%s%llu", v ? ", " : "",
+              (unsigned long long)st->vl_tx_bytes[v]);
+    fprintf(f, "],\n");
     tiers_json(f, c, "max_vl_input_bytes", st->max_vl_in, ",");
     tiers_json(f, c, "port_credit_wait_ns", cw, ",");
   }

@@ -618,9 +618,45 @@ static int coll_sizes(struct ctx *x) {
   return 0;
 }
 
+/* A VL arbitration table: a list of [vl, weight] pairs. */
+static int get_vlarb(struct ctx *x, yaml_node_t *v, const char *key,
+                     struct sim_vlarb_ent *t, uint8_t *n) {
+  if (v->type != YAML_SEQUENCE_NODE)
+    return fail(x, v, "'%s': expected a list of [vl, weight] pairs", key);
+  *n = 0;
+  for (yaml_node_item_t *i = v->data.sequence.items.start;
+       i < v->data.sequence.items.top; i++) {
+    yaml_node_t *e = yaml_document_get_node(x->doc, *i);
+    if (*n == SIM_VLARB_MAX)
+      return fail(x, e, "'%s': at most %d entries", key, SIM_VLARB_MAX);
+    if (e->type != YAML_SEQUENCE_NODE ||
+        e->data.sequence.items.top - e->data.sequence.items.start != 2)
+      return fail(x, e, "'%s': each entry is [vl, weight]", key);
+    uint32_t vl, w;
+    yaml_node_t *a =
+        yaml_document_get_node(x->doc, e->data.sequence.items.start[0]);
+    yaml_node_t *b =
+        yaml_document_get_node(x->doc, e->data.sequence.items.start[1]);
+    if (get_u32(x, a, key, 0, 7, &vl) || get_u32(x, b, key, 0, 255, &w))
+      return -1;
+    t[(*n)++] = (struct sim_vlarb_ent){(uint8_t)vl, (uint8_t)w};
+  }
+  return 0;
+}
+
 static int ib_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   struct sim_ib_cfg *ib = a;
   uint32_t u;
+  if (KEY("vlarb_high"))
+    return get_vlarb(x, v, key, ib->high, &ib->nhigh);
+  if (KEY("vlarb_low"))
+    return get_vlarb(x, v, key, ib->low, &ib->nlow);
+  if (KEY("high_limit")) {
+    if (get_u32(x, v, key, 0, 255, &u))
+      return -1;
+    ib->high_limit = (uint8_t)u;
+    return 0;
+  }
   if (KEY("vl_buffer"))
     return get_bytes(x, v, key, SIM_IB_BLOCK, &ib->vl_buffer);
   if (KEY("fc_latency_ns"))

@@ -35,6 +35,7 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->ib.fc_latency = 100 * SIM_NS;
   c->ib.fc_period = 0;
   c->ib.vls = 8;
+  c->ib.high_limit = SIM_VLARB_UNLIMITED;
   c->tp.model = SIM_HOST_UROCE;
   c->tp.mtu = 4096;
   c->tp.window = 256;
@@ -117,6 +118,46 @@ static double wall(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* VL arbitration tables: by default the control SL's VL alone in the
+ * high table (like RoCE's strict priority for ACKs) and every data VL
+ * with weight 64 (one 4 KiB packet) in the low one. */
+static int vlarb_check(struct sim *s, char *err, size_t errlen) {
+  struct sim_ib_cfg *ib = &s->cfg.ib;
+  uint8_t cvl = s->qmap[s->cfg.tp.ctrl_prio];
+  if (!ib->nhigh && !ib->nlow) {
+    if (cvl != s->qmap[s->cfg.tp.data_prio])
+      ib->high[ib->nhigh++] = (struct sim_vlarb_ent){cvl, 255};
+    for (uint8_t v = 0; v < ib->vls; v++)
+      if (!ib->nhigh || v != cvl)
+        ib->low[ib->nlow++] = (struct sim_vlarb_ent){v, 64};
+    ib->high_limit = SIM_VLARB_UNLIMITED;
+  }
+  for (int t = 0; t < 2; t++) {
+    const struct sim_vlarb_ent *e = t ? ib->low : ib->high;
+    uint32_t n = t ? ib->nlow : ib->nhigh;
+    s->arb_mask[t] = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      if (e[i].vl >= ib->vls) {
+        snprintf(err, errlen,
+                 "infiniband: vlarb_%s entry %u names VL %u, but vls is %u",
+                 t ? "low" : "high", i, e[i].vl, ib->vls);
+        return -1;
+      }
+      if (e[i].weight)
+        s->arb_mask[t] |= (uint8_t)(1u << e[i].vl);
+    }
+  }
+  for (uint8_t i = 0; i < SIM_NPRIO; i++)
+    if (!((s->arb_mask[0] | s->arb_mask[1]) >> s->qmap[i] & 1)) {
+      snprintf(err, errlen,
+               "infiniband: VL %u (of SL %u) has no weight in vlarb_high or "
+               "vlarb_low: its packets could never leave",
+               s->qmap[i], i);
+      return -1;
+    }
+  return 0;
+}
+
 /* Resolves the fabric: the queue of each priority and, for InfiniBand,
  * what its link layer needs; errors name what does not apply. */
 static int ib_check(struct sim *s, char *err, size_t errlen) {
@@ -161,6 +202,8 @@ static int ib_check(struct sim *s, char *err, size_t errlen) {
   }
   for (uint8_t i = 0; i < SIM_NPRIO; i++)
     s->qmap[i] = (uint8_t)(i % ib->vls);
+  if (vlarb_check(s, err, errlen))
+    return -1;
   s->ib_max_blocks = sim_ib_blocks(sim_data_wire_bytes(c, mtu, true));
   /* The largest request: an atomic or a READ request is smaller. */
   if (ib->vl_buffer / SIM_IB_BLOCK < s->ib_max_blocks ||
@@ -329,7 +372,8 @@ int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
                             .bytes = bytes,
                             .start = start < s->now ? s->now : start,
                             .finish = SIM_NEVER,
-                            .op = (uint8_t)op};
+                            .op = (uint8_t)op,
+                            .sl = s->cfg.tp.data_prio};
   /* Linux-style UDP source port: 0xC000 | 14 bits of hash of the QP. */
   uint64_t h = sim_seed(s->cfg.seed, 4, id);
   fi->f.sport = (uint16_t)(0xC000 | (h & 0x3FFF));
@@ -795,6 +839,13 @@ int sim_run(struct sim *s, sim_time_t until) {
   if (s->cfg.progress)
     progress(s, true, s->st.events);
   return done;
+}
+
+int sim_flow_set_sl(struct sim *s, uint32_t id, uint8_t sl) {
+  if (id >= s->nflows || sl >= SIM_NPRIO)
+    return -1;
+  sim_flow_mut(s, id)->sl = sl;
+  return 0;
 }
 
 sim_time_t sim_now(const struct sim *s) {

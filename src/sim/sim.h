@@ -49,7 +49,20 @@ enum sim_fabric {
   SIM_FABRIC_IB,   /* InfiniBand: per-VL input buffers and credits */
 };
 
+/* A VL arbitration table entry: VL vl may send weight x 64 bytes when
+ * its turn comes (a packet starts while any weight is left). */
+struct sim_vlarb_ent {
+  uint8_t vl, weight;
+};
+#define SIM_VLARB_MAX 64
+#define SIM_VLARB_UNLIMITED 255
+
 struct sim_ib_cfg {
+  /* VL arbitration: the high table is served first until high_limit x
+   * 4 KiB went out while low had packets (255: no limit, 0: one packet);
+   * nhigh = nlow = 0 at sim_new: defaults (docs/sim.md). */
+  struct sim_vlarb_ent high[SIM_VLARB_MAX], low[SIM_VLARB_MAX];
+  uint8_t nhigh, nlow, high_limit;
   uint64_t vl_buffer;    /* input buffer per port and VL, bytes */
   sim_time_t fc_latency; /* buffer freed to flow-control packet sent */
   sim_time_t fc_period;  /* least time between two FC packets of a port */
@@ -210,7 +223,8 @@ struct sim_flow {
   uint64_t tx_pkts, retx_pkts;
   uint16_t sport;
   uint8_t op;
-  void *st; /* host-model state */
+  uint8_t sl; /* priority (RoCE) or service level (IB) of its data */
+  void *st;   /* host-model state */
 };
 
 struct sim_stats {
@@ -235,6 +249,7 @@ struct sim_stats {
   uint64_t credit_overruns;          /* packets beyond an input buffer: 0 */
   uint64_t max_vl_in[SIM_TIERS];     /* fullest input VL buffer, bytes */
   sim_time_t credit_wait[SIM_TIERS]; /* port-time queued, no credit */
+  uint64_t vl_tx_bytes[SIM_NPRIO];   /* wire bytes switches sent per VL */
 };
 
 /* Creates a simulator (topology, hosts, workload flows). On error returns
@@ -251,6 +266,11 @@ int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
  * reaches until (SIM_NEVER: no limit besides cfg->stop_time). Returns 1 if
  * every flow finished, else 0. */
 int sim_run(struct sim *s, sim_time_t until);
+
+/* Sets the priority (SL on InfiniBand) of flow id's data, 0..7, before
+ * it starts; honoured by the simple host model (the uroce model sends all
+ * data on transport.data_priority). Returns 0, or -1 for a bad id or sl. */
+int sim_flow_set_sl(struct sim *s, uint32_t id, uint8_t sl);
 
 sim_time_t sim_now(const struct sim *s);
 const struct sim_stats *sim_stats(const struct sim *s);

@@ -114,6 +114,12 @@ struct sim_port {
   uint32_t in_blocks[SIM_NPRIO];
   struct sim_ev fc_ev;
   sim_time_t fc_last, starved_since;
+  /* VL arbitration: entry and weight left in the high [0] and low [1]
+   * tables; high bytes sent while low waited. */
+  uint8_t arb_idx[2];
+  int32_t arb_left[2];
+  uint8_t arb_from; /* the table the packet on the wire came from */
+  uint64_t high_run;
   /* statistics */
   uint64_t tx_bytes;
   uint64_t max_q;
@@ -286,6 +292,7 @@ struct sim {
   bool ib;                 /* cfg.fabric is InfiniBand */
   uint8_t qmap[SIM_NPRIO]; /* queue of a packet's priority: SL to VL */
   uint32_t ib_max_blocks;  /* blocks of the largest packet */
+  uint8_t arb_mask[2];     /* VLs in the high and low tables */
 };
 
 /* Packet pool: no allocation per packet once warm. */

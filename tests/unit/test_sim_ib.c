@@ -156,6 +156,87 @@ static void test_incast(void) {
   incast(15, true, SIM_ROUTE_ADAPTIVE);
 }
 
+/* Two senders on SLs 0 and 1 (VLs 0 and 1) into one port: the egress
+ * serves them by the arbitration tables. Returns the bytes of each flow
+ * acked between 1 and 3 ms. */
+static void vl_shares(struct sim_cfg *c, double share[2]) {
+  struct sim *s = mk(c);
+  if (!s)
+    return;
+  for (uint32_t i = 0; i < 2; i++) {
+    sim_add_flow(s, i, 2, 1ull << 30, 0, SIM_OP_WRITE);
+    CHECK(sim_flow_set_sl(s, i, (uint8_t)i) == 0);
+  }
+  sim_run(s, 1 * SIM_MS);
+  uint64_t a0[2] = {sim_flow(s, 0)->acked, sim_flow(s, 1)->acked};
+  sim_run(s, 3 * SIM_MS);
+  double b[2];
+  for (int i = 0; i < 2; i++)
+    b[i] = (double)(sim_flow(s, (uint32_t)i)->acked - a0[i]);
+  share[0] = b[0] / (b[0] + b[1]);
+  share[1] = b[1] / (b[0] + b[1]);
+  CHECK(sim_stats(s)->vl_tx_bytes[0] > 0 && sim_stats(s)->vl_tx_bytes[1] > 0);
+  CHECK((b[0] + b[1]) * 8 / 2e-3 >
+        0.98 * 100e9 * 4096 / ib_wire(4096) * (c->tp.mtu == 4096 ? 1 : 0.9));
+  sim_del(s);
+}
+
+static void test_vl_arbitration(void) {
+  struct sim_cfg c;
+  double sh[2];
+  /* Low table, weights 1:3 and 2:3 in whole packets of 65 blocks. */
+  static const uint8_t w[][2] = {{65, 195}, {130, 195}, {195, 65}};
+  for (size_t i = 0; i < 3; i++) {
+    ib_switch(&c, 3);
+    c.tp.model = SIM_HOST_SIMPLE;
+    c.ib.vls = 2;
+    c.tp.ctrl_prio = 1;
+    c.ib.nlow = 2;
+    c.ib.low[0] = (struct sim_vlarb_ent){0, w[i][0]};
+    c.ib.low[1] = (struct sim_vlarb_ent){1, w[i][1]};
+    vl_shares(&c, sh);
+    double want = (double)w[i][0] / (w[i][0] + w[i][1]);
+    printf("vl arbitration low %u:%u: VL0 share %.4f, weights %.4f\n", w[i][0],
+           w[i][1], sh[0], want);
+    CHECK(fabs(sh[0] - want) < 0.02 * want);
+  }
+  /* Weights below a packet: each turn still sends one, so 1:3 with 256 B
+   * packets of 5 blocks is 13:39 packets, the weights' share. */
+  ib_switch(&c, 3);
+  c.tp.model = SIM_HOST_SIMPLE;
+  c.tp.mtu = 256;
+  c.ib.vls = 2;
+  c.tp.ctrl_prio = 1;
+  c.ib.nlow = 2;
+  c.ib.low[0] = (struct sim_vlarb_ent){0, 64};
+  c.ib.low[1] = (struct sim_vlarb_ent){1, 192};
+  vl_shares(&c, sh);
+  printf("vl arbitration low 64:192, 256 B MTU: VL0 share %.4f, weights "
+         "0.25\n",
+         sh[0]);
+  CHECK(fabs(sh[0] - 0.25) < 0.02 * 0.25);
+  /* VL1 in the high table: unlimited, it takes the link; a limit of 0
+   * lets one low packet through after each high one. */
+  for (int lim = 0; lim < 2; lim++) {
+    ib_switch(&c, 3);
+    c.tp.model = SIM_HOST_SIMPLE;
+    c.ib.vls = 2;
+    c.tp.ctrl_prio = 1;
+    c.ib.nhigh = 1;
+    c.ib.high[0] = (struct sim_vlarb_ent){1, 255};
+    c.ib.nlow = 1;
+    c.ib.low[0] = (struct sim_vlarb_ent){0, 255};
+    c.ib.high_limit = lim ? SIM_VLARB_UNLIMITED : 0;
+    vl_shares(&c, sh);
+    printf("vl arbitration high VL1, limit %s: VL0 share %.4f\n",
+           lim ? "none" : "0", sh[0]);
+    if (lim)
+      CHECK(sh[0] < 0.001);
+    else
+      CHECK(fabs(sh[0] - 0.5) < 0.01);
+  }
+}
+
 static int parse(const char *y, struct sim_cfg *c, char *err, size_t n) {
   char name[64];
   return sim_scenario_parse(y, strlen(y), "t.yaml", ".", c, name, sizeof name,
@@ -179,6 +260,9 @@ static void test_scenario_keys(void) {
       {"fabric: infiniband\ninfiniband: {vls: 3}\n", "vls"},
       {"fabric: infiniband\ninfiniband: {pfc: 1}\n", "pfc"},
       {"fabric: ethernet\n", "fabric"},
+      {"fabric: infiniband\ninfiniband: {vlarb_low: [[9, 1]]}\n", "vlarb_low"},
+      {"fabric: infiniband\ninfiniband: {vlarb_high: [[1, 2, 3]]}\n",
+       "[vl, weight]"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     err[0] = 0;
@@ -201,6 +285,25 @@ static void test_scenario_keys(void) {
   char e2[256] = "";
   struct sim *s = sim_new(&c, e2, sizeof e2);
   CHECK(s == NULL && strstr(e2, "static"));
+  sim_del(s);
+  sim_cfg_free(&c);
+  CHECK(parse("fabric: infiniband\ninfiniband: {vls: 2, vlarb_low: [[0, "
+              "32], [1, 64]], vlarb_high: [[1, 8]], high_limit: 4}\n",
+              &c, err, sizeof err) == 0);
+  CHECK(c.ib.nlow == 2 && c.ib.low[1].vl == 1 && c.ib.low[1].weight == 64);
+  CHECK(c.ib.nhigh == 1 && c.ib.high_limit == 4);
+  s = sim_new(&c, e2, sizeof e2);
+  CHECK(s != NULL);
+  sim_del(s);
+  /* A table naming a VL above vls, or a VL no table serves, is refused. */
+  c.ib.low[1].vl = 3;
+  s = sim_new(&c, e2, sizeof e2);
+  CHECK(s == NULL && strstr(e2, "vlarb_low entry 1"));
+  sim_del(s);
+  c.ib.low[1].vl = 0;
+  c.ib.nhigh = 0;
+  s = sim_new(&c, e2, sizeof e2);
+  CHECK(s == NULL && strstr(e2, "VL 1"));
   sim_del(s);
   sim_cfg_free(&c);
   /* An input buffer smaller than one packet is refused. */
@@ -240,6 +343,7 @@ int main(void) {
   T_RUN(test_line_rate);
   T_RUN(test_credit_rtt);
   T_RUN(test_incast);
+  T_RUN(test_vl_arbitration);
   T_RUN(test_scenario_keys);
   T_RUN(test_determinism);
   return T_DONE();
