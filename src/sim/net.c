@@ -293,6 +293,8 @@ static inline uint64_t flow_hash(const struct sim_pkt *p, uint64_t salt) {
 uint16_t sim_route(struct sim *s, struct sim_switch *sw,
                    const struct sim_pkt *p) {
   uint32_t d = p->dst;
+  if (s->cfg.routing == SIM_ROUTE_STATIC)
+    return sw->lft[s->nic_lid[d] + (p->sport & s->lmc_mask)];
   if (d >= sw->lo && d < sw->hi)
     return (uint16_t)((d - sw->lo) / sw->span);
   uint32_t n = sw->n_up, base = sw->n_down;
@@ -333,7 +335,13 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
     return;
   }
   const struct sim_switch_cfg *c = &s->cfg.sw;
-  struct sim_port *out = &sw->n.ports[sim_route(s, sw, pkt)];
+  uint16_t r = sim_route(s, sw, pkt);
+  if (r == SIM_LFT_NONE) { /* no route: the LFT has no entry */
+    s->st.drops_noroute++;
+    sim_pkt_free(s, pkt);
+    return;
+  }
+  struct sim_port *out = &sw->n.ports[r];
   unsigned prio = s->qmap[pkt->prio], tier = sw->n.tier;
   uint8_t bit = (uint8_t)(1u << prio);
   uint32_t size = pkt->size;

@@ -605,6 +605,21 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
               (unsigned long long)st->vl_tx_bytes[v]);
     fprintf(f, "],\n");
     tiers_json(f, c, "max_vl_input_bytes", st->max_vl_in, ",");
+    struct sim_sm_info sm;
+    if (sim_sm_info(s, &sm) == 0)
+      fprintf(f,
+              "  \"subnet_manager\": {\"routing_engine\": \"%s\", \"lids\": "
+              "%u, \"lmc\": %u, \"smps\": %llu, \"discover_us\": %.3f, "
+              "\"compute_us\": %.3f, \"program_us\": %.3f, "
+              "\"deadlock_free\": %s, \"cdg_channels\": %llu, "
+              "\"cdg_edges\": %llu, \"max_up_imbalance\": %u, "
+              "\"drops_noroute\": %llu},\n",
+              sm.engine, sm.lids, sm.lmc, (unsigned long long)sm.smps,
+              (double)sm.discover / 1e6, (double)sm.compute / 1e6,
+              (double)sm.program / 1e6, sm.deadlock_free ? "true" : "false",
+              (unsigned long long)sm.cdg_channels,
+              (unsigned long long)sm.cdg_edges, sm.max_imbalance,
+              (unsigned long long)st->drops_noroute);
     tiers_json(f, c, "port_credit_wait_ns", cw, ",");
   }
   coll_json(f, s);

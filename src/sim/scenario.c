@@ -644,9 +644,37 @@ static int get_vlarb(struct ctx *x, yaml_node_t *v, const char *key,
   return 0;
 }
 
+static int sm_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
+  struct sim_sm_cfg *sm = a;
+  uint32_t u;
+  if (KEY("routing_engine")) {
+    static const char *const e[] = {"ftree", "minhop", 0};
+    int i;
+    if (get_enum(x, v, key, e, &i))
+      return -1;
+    sm->engine = (enum sim_sm_engine)i;
+    return 0;
+  }
+  if (KEY("lmc")) {
+    if (get_u32(x, v, key, 0, 7, &u))
+      return -1;
+    sm->lmc = (uint8_t)u;
+    return 0;
+  }
+  if (KEY("max_wire_smps"))
+    return get_u32(x, v, key, 1, 4096, &sm->max_wire_smps);
+  if (KEY("smp_processing_ns"))
+    return get_time(x, v, key, 1e3, &sm->smp_proc);
+  if (KEY("route_ns"))
+    return get_time(x, v, key, 1e3, &sm->route_time);
+  return 1;
+}
+
 static int ib_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   struct sim_ib_cfg *ib = a;
   uint32_t u;
+  if (KEY("sm"))
+    return walk(x, v, "infiniband.sm", sm_fn, &ib->sm);
   if (KEY("vlarb_high"))
     return get_vlarb(x, v, key, ib->high, &ib->nhigh);
   if (KEY("vlarb_low"))

@@ -36,6 +36,10 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->ib.fc_period = 0;
   c->ib.vls = 8;
   c->ib.high_limit = SIM_VLARB_UNLIMITED;
+  c->ib.sm.engine = SIM_SM_FTREE;
+  c->ib.sm.max_wire_smps = 4;
+  c->ib.sm.smp_proc = 1 * SIM_US;
+  c->ib.sm.route_time = 10 * SIM_NS;
   c->tp.model = SIM_HOST_UROCE;
   c->tp.mtu = 4096;
   c->tp.window = 256;
@@ -283,6 +287,10 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
+  if (s->ib && sim_sm_new(s, err, errlen)) {
+    sim_del(s);
+    return 0;
+  }
   if (s->cfg.tp.cc == SIM_CC_DCQCN && !s->cfg.tp.dcqcn.line_rate_bps)
     uroce_dcqcn_params_mlx(&s->cfg.tp.dcqcn, s->cfg.topo.link[0].rate_bps);
   if (s->cfg.tp.cc == SIM_CC_DCQCN)
@@ -310,6 +318,7 @@ void sim_del(struct sim *s) {
   if (!s)
     return;
   sim_coll_del(s); /* its communicators before the NICs they use */
+  sim_sm_del(s);
   if (s->nics && s->host)
     for (uint32_t i = 0; i < s->nnics; i++)
       if (s->nics[i].model)

@@ -57,7 +57,23 @@ struct sim_vlarb_ent {
 #define SIM_VLARB_MAX 64
 #define SIM_VLARB_UNLIMITED 255
 
+/* The subnet manager (sm.c): how it computes the LFTs and what its
+ * sweep costs. */
+enum sim_sm_engine {
+  SIM_SM_FTREE,  /* fat-tree aware: D-mod-k over the up ports */
+  SIM_SM_MINHOP, /* shortest paths, ports balanced by routes assigned */
+};
+
+struct sim_sm_cfg {
+  enum sim_sm_engine engine;
+  uint8_t lmc;            /* 2^lmc LIDs (paths) per NIC, 0..7 */
+  uint32_t max_wire_smps; /* SMPs the SM keeps outstanding */
+  sim_time_t smp_proc;    /* an SMA answering one SMP */
+  sim_time_t route_time;  /* computing one LFT entry */
+};
+
 struct sim_ib_cfg {
+  struct sim_sm_cfg sm;
   /* VL arbitration: the high table is served first until high_limit x
    * 4 KiB went out while low had packets (255: no limit, 0: one packet);
    * nhigh = nlow = 0 at sim_new: defaults (docs/sim.md). */
@@ -237,6 +253,7 @@ struct sim_stats {
   uint64_t drops_buffer[SIM_TIERS];   /* lossy tail drops */
   uint64_t drops_lossless[SIM_TIERS]; /* PFC headroom overflow */
   uint64_t drops_wire;                /* random link loss */
+  uint64_t drops_noroute;             /* no LFT entry (InfiniBand) */
   uint64_t ecn_marks[SIM_TIERS];
   uint64_t pause_frames[SIM_TIERS];  /* XOFF frames sent by that tier */
   sim_time_t paused_time[SIM_TIERS]; /* port-time spent paused, by tier */
@@ -266,6 +283,24 @@ int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
  * reaches until (SIM_NEVER: no limit besides cfg->stop_time). Returns 1 if
  * every flow finished, else 0. */
 int sim_run(struct sim *s, sim_time_t until);
+
+/* The subnet manager's work at start (fabric infiniband): LIDs, the
+ * modelled time of its sweep (discovery, route computation, LFT
+ * programming), and checks of the routes it computed: the channel
+ * dependency graph between switch-to-switch links has no cycle, and at
+ * every switch the NIC LIDs routed up spread over its up ports within
+ * max_imbalance. */
+struct sim_sm_info {
+  const char *engine;
+  uint32_t lids, lmc;
+  uint64_t smps;
+  sim_time_t discover, compute, program;
+  bool deadlock_free;
+  uint64_t cdg_channels, cdg_edges;
+  uint32_t max_imbalance;
+};
+/* 0, or -1 if the fabric has no subnet manager (RoCE). */
+int sim_sm_info(const struct sim *s, struct sim_sm_info *out);
 
 /* Sets the priority (SL on InfiniBand) of flow id's data, 0..7, before
  * it starts; honoured by the simple host model (the uroce model sends all

@@ -140,7 +140,8 @@ struct sim_node {
 struct sim_switch {
   struct sim_node n;
   uint32_t lo, hi, span;
-  uint32_t up_div; /* static LFT: up port (dst / up_div) % n_up */
+  uint32_t up_div; /* ftree: up port (lid index / up_div) % n_up */
+  uint16_t *lft;   /* InfiniBand: egress port by DLID (sm.c) */
   uint16_t n_down, n_up;
   uint64_t salt, rng;
   uint64_t used, max_used;
@@ -293,6 +294,9 @@ struct sim {
   uint8_t qmap[SIM_NPRIO]; /* queue of a packet's priority: SL to VL */
   uint32_t ib_max_blocks;  /* blocks of the largest packet */
   uint8_t arb_mask[2];     /* VLs in the high and low tables */
+  struct sim_sm *sm;       /* InfiniBand's subnet manager */
+  uint32_t *nic_lid;       /* base LID of each NIC */
+  uint32_t lmc_mask;       /* 2^lmc - 1: DLID path bits */
 };
 
 /* Packet pool: no allocation per packet once warm. */
@@ -352,6 +356,14 @@ void sim_nic_kick(struct sim *s, struct sim_nic *nic);
 uint16_t sim_route(struct sim *s, struct sim_switch *sw,
                    const struct sim_pkt *p);
 sim_time_t sim_ser_time(uint64_t bytes, uint64_t rate_bps);
+
+/* sm.c: the subnet manager computes every switch's LFT (sw->lft). */
+int sim_sm_new(struct sim *s, char *err, size_t errlen);
+void sim_sm_del(struct sim *s);
+/* Checks the LFTs now programmed: deadlock freedom and balance (tests
+ * edit LFTs through sim_int.h and check again). */
+void sim_sm_check(struct sim *s, struct sim_sm_info *out);
+#define SIM_LFT_NONE 0xFFFFu
 
 /* topo.c */
 int sim_topo_build(struct sim *s, char *err, size_t errlen);

@@ -8,6 +8,7 @@
 
 #include "sim/scenario.h"
 #include "sim/sim.h"
+#include "sim/sim_int.h"
 #include "t.h"
 #include "wire/opcode.h"
 
@@ -314,6 +315,60 @@ static void test_scenario_keys(void) {
   sim_del(s);
 }
 
+/* The subnet manager's LFTs on fat-trees: deadlock-free, balanced over
+ * the up ports, every NIC reachable; a routing loop made by hand is
+ * caught by the same check. */
+static void test_sm_routes(void) {
+  static const struct {
+    uint32_t k;
+    enum sim_sm_engine e;
+    uint8_t lmc;
+  } cases[] = {{4, SIM_SM_FTREE, 0},  {8, SIM_SM_FTREE, 0},
+               {8, SIM_SM_FTREE, 2},  {4, SIM_SM_MINHOP, 0},
+               {8, SIM_SM_MINHOP, 0}, {8, SIM_SM_MINHOP, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct sim_cfg c;
+    ib_switch(&c, 2);
+    c.topo.kind = SIM_TOPO_FAT_TREE;
+    c.topo.k = cases[i].k;
+    c.ib.sm.engine = cases[i].e;
+    c.ib.sm.lmc = cases[i].lmc;
+    c.wl.kind = SIM_WL_PERMUTATION;
+    c.wl.bytes = 64 << 10;
+    struct sim *s = mk(&c);
+    if (!s)
+      return;
+    struct sim_sm_info in;
+    CHECK(sim_sm_info(s, &in) == 0);
+    uint32_t k = cases[i].k, nsw = 5 * k * k / 4, n = k * k * k / 4;
+    printf("sm %s k=%u lmc %u: %u LIDs, CDG %llu channels %llu edges, "
+           "deadlock-free %d, up imbalance %u; sweep %.1f us, compute %.1f "
+           "us, program %.1f us, %llu SMPs\n",
+           in.engine, k, in.lmc, in.lids, (unsigned long long)in.cdg_channels,
+           (unsigned long long)in.cdg_edges, in.deadlock_free, in.max_imbalance,
+           (double)in.discover / 1e6, (double)in.compute / 1e6,
+           (double)in.program / 1e6, (unsigned long long)in.smps);
+    CHECK_EQ(in.lids, (n + 1) * (1u << in.lmc) + nsw - 1);
+    CHECK(in.deadlock_free);
+    CHECK_EQ(in.cdg_channels, 2 * (k * k / 2 * k / 2) * 2);
+    CHECK(in.cdg_edges > 0);
+    CHECK_EQ(in.max_imbalance, 0);
+    CHECK(sim_run(s, SIM_NEVER) == 1);
+    CHECK_EQ(sim_stats(s)->drops_noroute, 0);
+    if (i == 0) {
+      /* Agg 0 of pod 0 sends NIC n-1's traffic down to edge 1, which
+       * sends it back up to agg 0: a loop, a cycle in the CDG. */
+      struct sim_switch *agg = &s->sws[k * k / 2], *e1 = &s->sws[1];
+      uint32_t lid = s->nic_lid[n - 1];
+      agg->lft[lid] = 1;                /* agg port 1 faces edge 1 */
+      e1->lft[lid] = (uint16_t)(k / 2); /* edge 1's first up port: agg 0 */
+      sim_sm_check(s, &in);
+      CHECK(!in.deadlock_free);
+    }
+    sim_del(s);
+  }
+}
+
 /* The same seed gives the same run, event for event. */
 static void test_determinism(void) {
   uint64_t ev[2];
@@ -344,6 +399,7 @@ int main(void) {
   T_RUN(test_credit_rtt);
   T_RUN(test_incast);
   T_RUN(test_vl_arbitration);
+  T_RUN(test_sm_routes);
   T_RUN(test_scenario_keys);
   T_RUN(test_determinism);
   return T_DONE();
