@@ -30,6 +30,12 @@ static inline bool port_sendable(const struct sim *s,
  * after its last bit went out plus the propagation delay. */
 static void put_on_wire(struct sim *s, struct sim_port *p,
                         struct sim_pkt *pkt) {
+  if (p->down) { /* a control frame for a dead link */
+    if (pkt->kind < SIM_PKT_PAUSE)
+      sim_fail_lost(s, pkt);
+    sim_pkt_free(s, pkt);
+    return;
+  }
   p->busy_until = s->now + sim_ser_time(pkt->size, p->rate_bps);
   p->tx_bytes += pkt->size;
   /* Control frames are never lost: IB's FC packets carry cumulative
@@ -186,6 +192,19 @@ static unsigned vl_arbitrate(struct sim *s, struct sim_port *p, uint8_t ready) {
   return v >= 0 ? (unsigned)v : (unsigned)__builtin_ctz(ready);
 }
 
+/* A packet left the buffer of sw (sent or flushed): release it from the
+ * shared pool and from its ingress port's PFC count, or return its
+ * credits. */
+static void release(struct sim *s, struct sim_switch *sw, struct sim_port *in,
+                    unsigned prio, uint32_t size) {
+  sw->used -= size;
+  in->in_bytes[prio] -= size;
+  if (s->ib)
+    ib_free(s, in, prio, sim_ib_blocks(size));
+  else if ((in->xoff_sent >> prio) & 1 && in->in_bytes[prio] <= s->cfg.sw.xon)
+    send_pfc(s, in, (uint8_t)prio, false);
+}
+
 /* Sends the next frame: PFC frames first, then the highest priority that
  * has packets and is not paused. */
 static void port_send_next(struct sim *s, struct sim_port *p) {
@@ -228,14 +247,13 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
   put_on_wire(s, p, pkt);
   if (port_sendable(s, p))
     sim_schedule(s, &p->tx_ev, p->busy_until);
-  /* The packet left the buffer: release it from the shared pool and from
-   * its ingress port's PFC count, or return its credits. */
-  sw->used -= size;
-  in->in_bytes[prio] -= size;
-  if (s->ib)
-    ib_free(s, in, prio, blocks);
-  else if ((in->xoff_sent >> prio) & 1 && in->in_bytes[prio] <= s->cfg.sw.xon)
-    send_pfc(s, in, (uint8_t)prio, false);
+  release(s, sw, in, prio, size);
+}
+
+void sim_sw_release(struct sim *s, struct sim_switch *sw, struct sim_pkt *pkt,
+                    unsigned q) {
+  release(s, sw, &sw->n.ports[pkt->in_port], q, pkt->size);
+  sim_pkt_free(s, pkt);
 }
 
 static void port_kick(struct sim *s, struct sim_port *p) {
@@ -290,12 +308,48 @@ static inline uint64_t flow_hash(const struct sim_pkt *p, uint64_t salt) {
   return fmix64(fmix64(a ^ salt) ^ b);
 }
 
+/* The n-th set bit of m. */
+static inline uint16_t nth_bit(uint64_t m, uint32_t n) {
+  while (n--)
+    m &= m - 1;
+  return (uint16_t)__builtin_ctzll(m);
+}
+
+/* Routes after a failure converged: among the ports toward the
+ * destination's leaf on a shortest path over the links up. */
+static uint16_t route_nh(struct sim *s, struct sim_switch *sw,
+                         const struct sim_pkt *p) {
+  const struct sim_port *np = &s->nics[p->dst].port;
+  uint64_t m = s->nh[(uint64_t)sw->n.id * s->nswitches + np->peer->node->id];
+  uint32_t n = (uint32_t)__builtin_popcountll(m);
+  if (!n)
+    return SIM_LFT_NONE;
+  switch (s->cfg.routing) {
+  case SIM_ROUTE_SPRAY:
+    return nth_bit(m, (uint32_t)(sim_rand(&sw->rng) % n));
+  case SIM_ROUTE_ADAPTIVE: {
+    uint16_t best = nth_bit(m, (uint32_t)(sim_rand(&sw->rng) % n));
+    for (uint64_t r = m; r; r &= r - 1) {
+      uint16_t j = (uint16_t)__builtin_ctzll(r);
+      if (sw->n.ports[j].qbytes < sw->n.ports[best].qbytes)
+        best = j;
+    }
+    return best;
+  }
+  default:
+    return nth_bit(m, (uint32_t)(flow_hash(p, sw->salt) % n));
+  }
+}
+
 uint16_t sim_route(struct sim *s, struct sim_switch *sw,
                    const struct sim_pkt *p) {
   uint32_t d = p->dst;
   if (s->cfg.routing == SIM_ROUTE_STATIC)
     return sw->lft[s->nic_lid[d] + (p->sport & s->lmc_mask)];
-  if (d >= sw->lo && d < sw->hi)
+  bool below = d >= sw->lo && d < sw->hi;
+  if (s->nh && (!below || sw->n.tier > 1))
+    return route_nh(s, sw, p);
+  if (below)
     return (uint16_t)((d - sw->lo) / sw->span);
   uint32_t n = sw->n_up, base = sw->n_down;
   if (n == 1)
@@ -306,17 +360,19 @@ uint16_t sim_route(struct sim *s, struct sim_switch *sw,
   case SIM_ROUTE_SPRAY:
     return (uint16_t)(base + sim_rand(&sw->rng) % n);
   case SIM_ROUTE_ADAPTIVE: {
-    uint32_t start = (uint32_t)(sim_rand(&sw->rng) % n), best = start;
-    uint64_t bq = sw->n.ports[base + start].qbytes;
-    for (uint32_t i = 1; i < n && bq; i++) {
+    /* Ports whose link is down are not eligible: a switch knows at once. */
+    uint32_t start = (uint32_t)(sim_rand(&sw->rng) % n), best = UINT32_MAX;
+    uint64_t bq = UINT64_MAX;
+    for (uint32_t i = 0; i < n && bq; i++) {
       uint32_t j = (start + i) % n;
-      uint64_t q = sw->n.ports[base + j].qbytes;
-      if (q < bq) {
-        bq = q;
+      const struct sim_port *o = &sw->n.ports[base + j];
+      if (!o->down && o->qbytes < bq) {
+        bq = o->qbytes;
         best = j;
       }
     }
-    return (uint16_t)(base + best);
+    return best == UINT32_MAX ? (uint16_t)(base + start)
+                              : (uint16_t)(base + best);
   }
   case SIM_ROUTE_ECMP:
   default:
@@ -336,12 +392,23 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
   }
   const struct sim_switch_cfg *c = &s->cfg.sw;
   uint16_t r = sim_route(s, sw, pkt);
-  if (r == SIM_LFT_NONE) { /* no route: the LFT has no entry */
-    s->st.drops_noroute++;
+  struct sim_port *out = r == SIM_LFT_NONE ? 0 : &sw->n.ports[r];
+  if (!out || out->down) {
+    /* No LFT entry, or routed to a dead link before the routes changed:
+     * lost, and its credits go back at once. */
+    if (!out)
+      s->st.drops_noroute++;
+    else
+      sim_fail_lost(s, pkt);
+    if (s->ib) {
+      unsigned v = s->qmap[pkt->prio];
+      uint32_t b = sim_ib_blocks(pkt->size);
+      in->in_blocks[v] += b;
+      ib_free(s, in, v, b);
+    }
     sim_pkt_free(s, pkt);
     return;
   }
-  struct sim_port *out = &sw->n.ports[r];
   unsigned prio = s->qmap[pkt->prio], tier = sw->n.tier;
   uint8_t bit = (uint8_t)(1u << prio);
   uint32_t size = pkt->size;

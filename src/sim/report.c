@@ -536,6 +536,43 @@ static void slowdown_json(FILE *f, const struct sim *s) {
   fprintf(f, "],\n");
 }
 
+/* Failures and recoveries, and the flows they made resend. */
+static void fail_json(FILE *f, const struct sim *s) {
+  uint32_t n;
+  const struct sim_fail_result *r = sim_fail_results(s, &n);
+  if (!sim_cfg(s)->nfail)
+    return;
+  uint64_t resent = 0;
+  for (uint32_t i = 0; i < sim_nflows(s); i++)
+    resent += sim_flow(s, i)->retx_pkts > 0;
+  fprintf(f,
+          "  \"failures\": {\"packets_lost\": %llu, "
+          "\"flows_retransmitting\": %llu, \"events\": [",
+          (unsigned long long)sim_stats(s)->drops_link_down,
+          (unsigned long long)resent);
+  for (uint32_t i = 0; i < n; i++) {
+    const struct sim_fail_result *e = &r[i];
+    char what[64];
+    if (e->f->kind == SIM_FAIL_LINK)
+      snprintf(what, sizeof what, "link of switch %u port %u", e->f->sw,
+               (unsigned)e->f->port);
+    else
+      snprintf(what, sizeof what, "switch %u", e->f->sw);
+    fprintf(f,
+            "%s\n    {\"at_us\": %.3f, \"what\": \"%s\", \"state\": \"%s\", "
+            "\"recovery_us\": %.3f, \"detect_us\": %.3f, \"sweep_us\": "
+            "%.3f, \"compute_us\": %.3f, \"program_us\": %.3f, "
+            "\"packets_lost\": %llu, \"last_loss_us\": %.3f}",
+            i ? "," : "", (double)e->at / 1e6, what, e->up ? "up" : "down",
+            e->installed ? (double)(e->installed - e->at) / 1e6 : -1.0,
+            (double)e->detect / 1e6, (double)e->sweep / 1e6,
+            (double)e->compute / 1e6, (double)e->program / 1e6,
+            (unsigned long long)e->lost_pkts,
+            e->last_loss == SIM_NEVER ? -1.0 : (double)e->last_loss / 1e6);
+  }
+  fprintf(f, "]},\n");
+}
+
 static int write_summary(const struct sim *s, const char *dir, bool repro,
                          char *err, size_t errlen) {
   FILE *f = open_in(dir, "summary.json", err, errlen);
@@ -622,6 +659,7 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
               (unsigned long long)st->drops_noroute);
     tiers_json(f, c, "port_credit_wait_ns", cw, ",");
   }
+  fail_json(f, s);
   coll_json(f, s);
   fprintf(f,
           "  \"transport\": {\"data_pkts\": %llu, \"ctrl_pkts\": %llu, "

@@ -711,8 +711,8 @@ static int fabric_check(struct ctx *x) {
   if (c->fabric == SIM_FABRIC_ROCE) {
     if (x->ib_at)
       return fail(x, x->ib_at,
-                  "'infiniband' needs 'fabric: infiniband' (the fabric "
-                  "is roce)");
+                  "'infiniband' and 'recovery.trap_us' need 'fabric: "
+                  "infiniband' (the fabric is roce)");
     return 0;
   }
   if (x->eth_at)
@@ -729,6 +729,67 @@ static int fabric_check(struct ctx *x) {
                 "static or adaptive",
                 c->routing == SIM_ROUTE_ECMP ? "ecmp" : "spray");
   return 0;
+}
+
+static int fail_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
+  struct sim_failure *f = a;
+  uint32_t u;
+  if (KEY("at_us"))
+    return get_time(x, v, key, 1e6, &f->at);
+  if (KEY("up_after_us"))
+    return get_time(x, v, key, 1e6, &f->up_after);
+  if (KEY("switch"))
+    return get_u32(x, v, key, 0, UINT32_MAX - 1, &f->sw);
+  if (KEY("port")) {
+    if (get_u32(x, v, key, 0, 65535, &u))
+      return -1;
+    f->port = (uint16_t)u;
+    f->kind = SIM_FAIL_LINK;
+    return 0;
+  }
+  return 1;
+}
+
+/* failures: a list of {at_us, switch, port[, up_after_us]}; without
+ * port, the whole switch fails. */
+static int get_failures(struct ctx *x, yaml_node_t *v, struct sim_cfg *c) {
+  if (v->type != YAML_SEQUENCE_NODE)
+    return fail(x, v, "'failures': expected a list of {at_us, switch, port}");
+  c->nfail = 0;
+  for (yaml_node_item_t *i = v->data.sequence.items.start;
+       i < v->data.sequence.items.top; i++) {
+    yaml_node_t *e = yaml_document_get_node(x->doc, *i);
+    if (c->nfail == SIM_FAIL_MAX)
+      return fail(x, e, "'failures': at most %d", SIM_FAIL_MAX);
+    struct sim_failure *f = &c->fail[c->nfail++];
+    *f = (struct sim_failure){.kind = SIM_FAIL_SWITCH, .sw = UINT32_MAX};
+    if (walk(x, e, "failures", fail_fn, f))
+      return -1;
+    if (f->sw == UINT32_MAX)
+      return fail(x, e,
+                  "'failures': each needs 'switch' (and 'port' for a "
+                  "link)");
+  }
+  return 0;
+}
+
+static int recovery_fn(struct ctx *x, const char *key, yaml_node_t *v,
+                       void *a) {
+  struct sim_recovery_cfg *r = a;
+  if (KEY("detection_us")) {
+    eth_key(x, v, "recovery.detection_us");
+    return get_time(x, v, key, 1e6, &r->detection);
+  }
+  if (KEY("convergence_us")) {
+    eth_key(x, v, "recovery.convergence_us");
+    return get_time(x, v, key, 1e6, &r->convergence);
+  }
+  if (KEY("trap_us")) {
+    if (!x->ib_at)
+      x->ib_at = v;
+    return get_time(x, v, key, 1e6, &r->trap);
+  }
+  return 1;
 }
 
 static int top_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
@@ -772,8 +833,13 @@ static int top_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
     c->fabric = (enum sim_fabric)e;
     return 0;
   }
+  if (KEY("failures"))
+    return get_failures(x, v, c);
+  if (KEY("recovery"))
+    return walk(x, v, "recovery", recovery_fn, &c->recovery);
   if (KEY("infiniband")) {
-    x->ib_at = v;
+    if (!x->ib_at)
+      x->ib_at = v;
     return walk(x, v, "infiniband", ib_fn, &c->ib);
   }
   if (KEY("transport"))

@@ -36,6 +36,9 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->ib.fc_period = 0;
   c->ib.vls = 8;
   c->ib.high_limit = SIM_VLARB_UNLIMITED;
+  c->recovery.detection = 100 * SIM_US;
+  c->recovery.convergence = 500 * SIM_US;
+  c->recovery.trap = 10 * SIM_US;
   c->ib.sm.engine = SIM_SM_FTREE;
   c->ib.sm.max_wire_smps = 4;
   c->ib.sm.smp_proc = 1 * SIM_US;
@@ -291,6 +294,10 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
+  if (sim_fail_new(s, err, errlen)) {
+    sim_del(s);
+    return 0;
+  }
   if (s->cfg.tp.cc == SIM_CC_DCQCN && !s->cfg.tp.dcqcn.line_rate_bps)
     uroce_dcqcn_params_mlx(&s->cfg.tp.dcqcn, s->cfg.topo.link[0].rate_bps);
   if (s->cfg.tp.cc == SIM_CC_DCQCN)
@@ -319,6 +326,7 @@ void sim_del(struct sim *s) {
     return;
   sim_coll_del(s); /* its communicators before the NICs they use */
   sim_sm_del(s);
+  sim_fail_del(s);
   if (s->nics && s->host)
     for (uint32_t i = 0; i < s->nnics; i++)
       if (s->nics[i].model)
@@ -796,6 +804,9 @@ static void dispatch(struct sim *s, struct sim_ev *ev) {
   case SIM_EV_PORT_TX:
     sim_port_tx_event(s, container_of(ev, struct sim_port, tx_ev));
     break;
+  case SIM_EV_FAIL:
+    sim_fail_event(s, ev);
+    break;
   case SIM_EV_PORT_FC:
     sim_port_fc_event(s, container_of(ev, struct sim_port, fc_ev));
     break;
@@ -945,6 +956,8 @@ int sim_flow_path(const struct sim *s, uint32_t flow, uint16_t *ports,
     uint64_t saved = sw->rng;
     uint16_t o = sim_route((struct sim *)s, sw, &p);
     sw->rng = saved;
+    if (o == SIM_LFT_NONE)
+      break;
     ports[hops] = o;
     switches[hops] = sw->n.id;
     hops++;

@@ -199,8 +199,32 @@ struct sim_workload_cfg {
   struct sim_coll_cfg coll;  /* kind collective */
 };
 
+/* A failure: a switch-to-switch link (switch sw's port) or a whole
+ * switch (spine, aggregation or core) goes down at `at`, and up again
+ * up_after later (0: stays down). */
+enum sim_fail_kind { SIM_FAIL_LINK, SIM_FAIL_SWITCH };
+#define SIM_FAIL_MAX 16
+struct sim_failure {
+  enum sim_fail_kind kind;
+  uint32_t sw;
+  uint16_t port;
+  sim_time_t at, up_after;
+};
+
+/* How the fabric reacts. RoCE: a link change is detected after
+ * `detection`, then routing converges (ECMP groups shrink or grow) after
+ * `convergence`. InfiniBand: the switch traps to the SM (`trap`), which
+ * sweeps, recomputes and reprograms the LFTs (modelled times, sm.c). */
+struct sim_recovery_cfg {
+  sim_time_t detection, convergence; /* RoCE */
+  sim_time_t trap;                   /* InfiniBand */
+};
+
 struct sim_cfg {
   uint64_t seed;
+  uint32_t nfail;
+  struct sim_failure fail[SIM_FAIL_MAX];
+  struct sim_recovery_cfg recovery;
   enum sim_fabric fabric;
   struct sim_ib_cfg ib;
   struct sim_topo_cfg topo;
@@ -254,6 +278,7 @@ struct sim_stats {
   uint64_t drops_lossless[SIM_TIERS]; /* PFC headroom overflow */
   uint64_t drops_wire;                /* random link loss */
   uint64_t drops_noroute;             /* no LFT entry (InfiniBand) */
+  uint64_t drops_link_down;           /* lost to failed links */
   uint64_t ecn_marks[SIM_TIERS];
   uint64_t pause_frames[SIM_TIERS];  /* XOFF frames sent by that tier */
   sim_time_t paused_time[SIM_TIERS]; /* port-time spent paused, by tier */
@@ -301,6 +326,23 @@ struct sim_sm_info {
 };
 /* 0, or -1 if the fabric has no subnet manager (RoCE). */
 int sim_sm_info(const struct sim *s, struct sim_sm_info *out);
+
+/* A link or switch state change and the fabric's recovery from it: when
+ * it happened, when the new routes took effect everywhere (recovery =
+ * installed - at), how long each modelled step took, and the packets lost
+ * to it (on the dead links, flushed from their queues, or routed to them
+ * before the new routes), until the next change. */
+struct sim_fail_result {
+  const struct sim_failure *f;
+  bool up; /* the change brought the link or switch back */
+  sim_time_t at, installed;
+  sim_time_t detect, sweep, compute, program; /* the modelled steps */
+  uint64_t lost_pkts;
+  sim_time_t last_loss; /* the last packet lost to it, SIM_NEVER: none */
+};
+/* Results so far, one per state change in time order; *n of them. */
+const struct sim_fail_result *sim_fail_results(const struct sim *s,
+                                               uint32_t *n);
 
 /* Sets the priority (SL on InfiniBand) of flow id's data, 0..7, before
  * it starts; honoured by the simple host model (the uroce model sends all

@@ -77,6 +77,7 @@ enum sim_ev_kind {
   SIM_EV_COLL,       /* a rank's communicator has completions to handle */
   SIM_EV_COLL_START, /* the next collective size starts */
   SIM_EV_PORT_FC,    /* InfiniBand: send the credits freed at a port */
+  SIM_EV_FAIL,       /* a link or switch changes state, or routes install */
 };
 
 struct sim_node;
@@ -105,6 +106,7 @@ struct sim_port {
   uint8_t paused;     /* priorities the peer paused */
   uint8_t xoff_sent;  /* priorities we paused the peer for */
   uint16_t idx;
+  bool down; /* the link is down (fail.c) */
   sim_time_t paused_since;
   /* InfiniBand: blocks of credit the peer's input buffer grants per VL;
    * blocks freed in our input buffer not yet returned, and in use; the
@@ -297,6 +299,10 @@ struct sim {
   struct sim_sm *sm;       /* InfiniBand's subnet manager */
   uint32_t *nic_lid;       /* base LID of each NIC */
   uint32_t lmc_mask;       /* 2^lmc - 1: DLID path bits */
+  /* Failures (fail.c): once routes reconverged, the ports of switch i
+   * toward leaf/edge switch j are nh[i * nswitches + j]. */
+  struct sim_fail *fail;
+  uint64_t *nh;
 };
 
 /* Packet pool: no allocation per packet once warm. */
@@ -364,6 +370,24 @@ void sim_sm_del(struct sim *s);
  * edit LFTs through sim_int.h and check again). */
 void sim_sm_check(struct sim *s, struct sim_sm_info *out);
 #define SIM_LFT_NONE 0xFFFFu
+
+/* Recomputes the LFTs with minhop over the links up now into staged
+ * (nswitches x LIDs), and the modelled sweep, computation and programming
+ * (changed blocks only) times. */
+int sim_sm_recompute(struct sim *s, uint16_t *staged, sim_time_t *discover,
+                     sim_time_t *compute, sim_time_t *program);
+uint32_t sim_sm_nlids(const struct sim *s);
+
+/* fail.c */
+int sim_fail_new(struct sim *s, char *err, size_t errlen);
+void sim_fail_del(struct sim *s);
+void sim_fail_event(struct sim *s, struct sim_ev *ev);
+/* A packet was lost to a failure (dead link, flushed, routed to it). */
+void sim_fail_lost(struct sim *s, const struct sim_pkt *p);
+/* Releases a packet queued at switch sw's egress (buffer, PFC or credit
+ * accounting) without sending it (net.c). */
+void sim_sw_release(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
+                    unsigned q);
 
 /* topo.c */
 int sim_topo_build(struct sim *s, char *err, size_t errlen);

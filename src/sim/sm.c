@@ -60,7 +60,7 @@ static int discover(struct sim *s, struct sim_sm *sm) {
     busy += k * (2 * l + c->smp_proc);
     for (uint16_t j = 0; j < nd->nports; j++) {
       struct sim_port *p = &nd->ports[j];
-      if (!p->peer)
+      if (!p->peer || p->down)
         continue;
       uint32_t o = node_ix(s, p->peer->node);
       if (sm->lat[o] != SIM_NEVER)
@@ -130,7 +130,7 @@ static int route_minhop(struct sim *s) {
       struct sim_switch *sw = &s->sws[q[head++]];
       for (uint16_t j = 0; j < sw->n.nports; j++) {
         struct sim_port *p = &sw->n.ports[j];
-        if (!p->peer || p->peer->node->kind != SIM_NODE_SWITCH)
+        if (!p->peer || p->down || p->peer->node->kind != SIM_NODE_SWITCH)
           continue;
         uint32_t o = p->peer->node->id;
         if (dist[o] == UINT32_MAX) {
@@ -145,7 +145,7 @@ static int route_minhop(struct sim *s) {
         uint16_t best = SIM_LFT_NONE;
         for (uint16_t j = 0; j < sw->n.nports && dist[i] != UINT32_MAX; j++) {
           struct sim_port *p = &sw->n.ports[j];
-          if (!p->peer)
+          if (!p->peer || p->down)
             continue;
           const struct sim_node *pn = p->peer->node;
           bool closer = dist[i] == 0 ? pn->kind == SIM_NODE_NIC && pn->id == d
@@ -166,6 +166,52 @@ static int route_minhop(struct sim *s) {
   free(q);
   free(use);
   return 0;
+}
+
+uint32_t sim_sm_nlids(const struct sim *s) {
+  return s->sm ? s->sm->nlids : 0;
+}
+
+int sim_sm_recompute(struct sim *s, uint16_t *staged, sim_time_t *disc,
+                     sim_time_t *compute, sim_time_t *prog) {
+  struct sim_sm *sm = s->sm;
+  const struct sim_sm_cfg *c = &s->cfg.ib.sm;
+  uint32_t nl = sm->nlids, nsw = s->nswitches;
+  uint16_t *old = malloc(sizeof(uint16_t) * nl * nsw);
+  sim_time_t *lat0 = sm->lat;
+  sm->lat = 0;
+  if (!old || discover(s, sm)) {
+    free(old);
+    free(sm->lat);
+    sm->lat = lat0;
+    return -1;
+  }
+  free(lat0);
+  *disc = sm->discover;
+  for (uint32_t i = 0; i < nsw; i++) {
+    memcpy(old + (size_t)i * nl, s->sws[i].lft, sizeof(uint16_t) * nl);
+    memset(s->sws[i].lft, 0xFF, sizeof(uint16_t) * nl);
+  }
+  int rc = route_minhop(s);
+  sim_time_t busy = 0;
+  for (uint32_t i = 0; i < nsw; i++) {
+    uint16_t *nw = staged + (size_t)i * nl, *od = old + (size_t)i * nl;
+    memcpy(nw, s->sws[i].lft, sizeof(uint16_t) * nl);
+    memcpy(s->sws[i].lft, od, sizeof(uint16_t) * nl);
+    if (sm->lat[i] == SIM_NEVER)
+      continue; /* cut off from the SM: left as it is */
+    for (uint32_t b = 0; b < nl; b += LFT_BLOCK) {
+      uint32_t e = b + LFT_BLOCK < nl ? b + LFT_BLOCK : nl;
+      if (memcmp(nw + b, od + b, (e - b) * sizeof(uint16_t))) {
+        busy += 2 * sm->lat[i] + c->smp_proc;
+        sm->smps++;
+      }
+    }
+  }
+  free(old);
+  *compute = (sim_time_t)nsw * (s->nnics * (s->lmc_mask + 1)) * c->route_time;
+  *prog = busy / (c->max_wire_smps ? c->max_wire_smps : 1);
+  return rc;
 }
 
 /* Programming: every switch gets its LFT blocks, max_wire_smps SMPs in
