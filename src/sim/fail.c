@@ -57,6 +57,10 @@ void sim_fail_lost(struct sim *s, const struct sim_pkt *p) {
 static void flush(struct sim *s, struct sim_port *p) {
   sim_ev_cancel(&p->tx_ev);
   sim_ev_cancel(&p->rx_ev);
+  sim_ev_cancel(&p->fc_ev); /* its flow-control packet is lost */
+  memset(p->freed, 0, sizeof p->freed);
+  memset(p->freed2, 0, sizeof p->freed2);
+  p->fc_more = false;
   for (struct sim_pkt *k = p->fly_head, *n; k; k = n) {
     n = k->next;
     if (k->kind < SIM_PKT_PAUSE)
@@ -97,8 +101,9 @@ static void link_up(struct sim *s, struct sim_port *p) {
   for (int v = 0; v < SIM_NPRIO && s->ib; v++) {
     uint32_t full = (uint32_t)(s->cfg.ib.vl_buffer / SIM_IB_BLOCK);
     p->credits[v] = full - p->peer->in_blocks[v];
-    p->freed[v] = 0;
+    p->freed[v] = p->freed2[v] = 0;
   }
+  p->fc_more = false;
   sim_ev_cancel(&p->fc_ev);
 }
 

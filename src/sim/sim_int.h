@@ -18,7 +18,6 @@ enum sim_pkt_kind {
   SIM_PKT_NAK,   /* NAK PSN sequence error: psn = next expected */
   SIM_PKT_CNP,   /* RoCEv2 congestion notification */
   SIM_PKT_PAUSE, /* PFC frame: prio, xoff in flags */
-  SIM_PKT_FC,    /* InfiniBand flow-control packet: prio = VL, len = blocks */
 };
 
 enum sim_pkt_flags {
@@ -112,7 +111,9 @@ struct sim_port {
    * blocks freed in our input buffer not yet returned, and in use; the
    * timer that returns them; since when packets wait for credit. */
   uint32_t credits[SIM_NPRIO];
-  uint32_t freed[SIM_NPRIO];
+  uint32_t freed[SIM_NPRIO], freed2[SIM_NPRIO];
+  bool fc_more;             /* freed2 holds blocks for the next FC */
+  sim_time_t fc_next_first; /* when the first of them freed */
   uint32_t in_blocks[SIM_NPRIO];
   struct sim_ev fc_ev;
   sim_time_t fc_last, starved_since;
