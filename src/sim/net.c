@@ -442,6 +442,13 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
       s->st.ecn_marks[tier]++;
     }
   }
+  if (s->ib && s->cfg.ib.cc.enabled && pkt->kind == SIM_PKT_DATA &&
+      q->bytes > s->cfg.ib.cc.threshold &&
+      out->credits[prio] >= sim_ib_blocks(size) &&
+      ++sw->fecn_count % s->cfg.ib.cc.marking_rate == 0) {
+    pkt->flags |= SIM_PF_FECN; /* a root of congestion, not a victim */
+    s->st.fecn_marks++;
+  }
   sw->used += size;
   if (sw->used > sw->max_used)
     sw->max_used = sw->used;
@@ -475,32 +482,117 @@ static uint8_t nic_blocked(const struct sim *s, const struct sim_port *p) {
   return m;
 }
 
+/* IB CC: the SLs whose injection delay has not passed, and the earliest
+ * time one of them may send again (SIM_NEVER: none waits). */
+static uint8_t cc_throttled(const struct sim *s, const struct sim_nic *nic,
+                            sim_time_t *wake) {
+  uint8_t m = 0;
+  *wake = SIM_NEVER;
+  for (uint8_t i = 0; i < SIM_NPRIO && s->cfg.ib.cc.enabled; i++)
+    if (nic->cc_next[i] > s->now) {
+      m |= (uint8_t)(1u << i);
+      if (nic->cc_next[i] < *wake)
+        *wake = nic->cc_next[i];
+    }
+  return m;
+}
+
+/* Takes credit for a packet the NIC sends. */
+static void nic_take_credit(struct sim *s, struct sim_port *port,
+                            const struct sim_pkt *pkt) {
+  uint32_t b = sim_ib_blocks(pkt->size);
+  uint8_t v = s->qmap[pkt->prio];
+  if (b > port->credits[v]) /* a model ignored the mask: a bug */
+    s->st.credit_overruns++;
+  else
+    port->credits[v] -= b;
+}
+
 static void nic_poll(struct sim *s, struct sim_nic *nic) {
   struct sim_port *port = &nic->port;
-  uint8_t paused = s->ib ? nic_blocked(s, port) : port->paused;
+  struct sim_pkt *f = port->ctl_head; /* BECNs the NIC itself sends */
+  if (f && sim_ib_blocks(f->size) <= port->credits[s->qmap[f->prio]]) {
+    port->ctl_head = f->next;
+    if (!port->ctl_head)
+      port->ctl_tail = 0;
+    nic_take_credit(s, port, f);
+    put_on_wire(s, port, f);
+    sim_schedule(s, &nic->ev, port->busy_until);
+    return;
+  }
+  sim_time_t wake = SIM_NEVER;
+  uint8_t paused = port->paused;
+  if (s->ib)
+    paused = nic_blocked(s, port) | cc_throttled(s, nic, &wake);
   struct sim_pkt *pkt = s->host->pull(nic->model, s->now, paused);
   if (pkt) {
-    if (s->ib) {
-      uint32_t b = sim_ib_blocks(pkt->size);
-      uint8_t v = s->qmap[pkt->prio];
-      if (b > port->credits[v]) /* a model ignored the mask: a bug */
-        s->st.credit_overruns++;
-      else
-        port->credits[v] -= b;
-    }
+    if (s->ib)
+      nic_take_credit(s, port, pkt);
     if (pkt->kind == SIM_PKT_DATA)
       s->st.data_pkts++;
     else
       s->st.ctrl_pkts++;
     put_on_wire(s, &nic->port, pkt);
+    if (pkt->kind == SIM_PKT_DATA && nic->ccti[pkt->prio])
+      nic->cc_next[pkt->prio] =
+          port->busy_until + nic->ccti[pkt->prio] * s->cfg.ib.cc.ird_step;
     sim_schedule(s, &nic->ev, nic->port.busy_until);
     return;
   }
   sim_time_t t = s->host->next_time(nic->model);
+  if (wake < t)
+    t = wake;
   if (t == SIM_NEVER)
     sim_ev_cancel(&nic->ev);
   else
     sim_schedule(s, &nic->ev, t > s->now ? t : s->now);
+}
+
+/* IB CC at the destination: a FECN-marked packet is answered with a BECN
+ * (an IB CNP: BTH and ICRC) to its source, on the control SL. */
+static void send_becn(struct sim *s, struct sim_nic *nic,
+                      const struct sim_pkt *p) {
+  struct sim_pkt *b = sim_pkt_alloc(s);
+  if (!b)
+    return;
+  *b = (struct sim_pkt){.size = sim_frame_wire(&s->cfg, 12 + 4),
+                        .src = p->dst,
+                        .dst = p->src,
+                        .flow = p->flow,
+                        .sport = p->sport,
+                        .kind = SIM_PKT_BECN,
+                        .prio = s->cfg.tp.ctrl_prio};
+  b->len = p->prio;
+  struct sim_port *port = &nic->port;
+  if (port->ctl_tail)
+    port->ctl_tail->next = b;
+  else
+    port->ctl_head = b;
+  port->ctl_tail = b;
+}
+
+/* IB CC at the source: a BECN raises the CCT index of its SL. */
+static void recv_becn(struct sim *s, struct sim_nic *nic, struct sim_pkt *b) {
+  const struct sim_ibcc_cfg *cc = &s->cfg.ib.cc;
+  uint8_t sl = (uint8_t)(b->len % SIM_NPRIO);
+  nic->ccti[sl] += cc->ccti_increase;
+  if (nic->ccti[sl] > cc->ccti_limit)
+    nic->ccti[sl] = cc->ccti_limit;
+  s->st.becns++;
+  sim_pkt_free(s, b);
+  if (nic->cc_ev.at == SIM_NEVER)
+    sim_schedule(s, &nic->cc_ev, s->now + cc->ccti_timer);
+}
+
+void sim_nic_cc_event(struct sim *s, struct sim_nic *nic) {
+  bool any = false;
+  for (int i = 0; i < SIM_NPRIO; i++) {
+    if (nic->ccti[i])
+      nic->ccti[i]--;
+    any |= nic->ccti[i] > 0;
+  }
+  if (any)
+    sim_schedule(s, &nic->cc_ev, s->now + s->cfg.ib.cc.ccti_timer);
 }
 
 void sim_nic_kick(struct sim *s, struct sim_nic *nic) {
@@ -537,6 +629,14 @@ void sim_port_rx_event(struct sim *s, struct sim_port *p) {
     ib_take(s, in, v, pkt->size);
     in->in_bytes[v] -= pkt->size;
     ib_free(s, in, v, sim_ib_blocks(pkt->size));
+    if (pkt->kind == SIM_PKT_BECN) {
+      recv_becn(s, nic, pkt);
+      return;
+    }
+    if (pkt->flags & SIM_PF_FECN) {
+      send_becn(s, nic, pkt);
+      pkt->flags &= (uint8_t)~SIM_PF_FECN;
+    }
   }
   if (pkt->kind == SIM_PKT_DATA)
     sim_rx_data(s, nic, pkt);

@@ -648,10 +648,12 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
       cw[t] = st->credit_wait[t] / SIM_NS;
     fprintf(f,
             "  \"infiniband\": {\"fc_packets\": %llu, \"credit_overruns\": "
-            "%llu, \"nic_max_vl_input_bytes\": %llu},\n",
+            "%llu, \"nic_max_vl_input_bytes\": %llu, \"fecn_marks\": "
+            "%llu, \"becns\": %llu},\n",
             (unsigned long long)st->fc_pkts,
             (unsigned long long)st->credit_overruns,
-            (unsigned long long)st->max_vl_in[0]);
+            (unsigned long long)st->max_vl_in[0],
+            (unsigned long long)st->fecn_marks, (unsigned long long)st->becns);
     fprintf(f, "  \"vl_tx_bytes\": [");
     for (int v = 0; v < c->ib.vls; v++)
       fprintf(f, "%s%llu", v ? ", " : "",

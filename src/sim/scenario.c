@@ -670,11 +670,32 @@ static int sm_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   return 1;
 }
 
+static int ibcc_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
+  struct sim_ibcc_cfg *cc = a;
+  if (KEY("enabled"))
+    return get_bool(x, v, key, &cc->enabled);
+  if (KEY("threshold"))
+    return get_bytes(x, v, key, 0, &cc->threshold);
+  if (KEY("marking_rate"))
+    return get_u32(x, v, key, 1, 65535, &cc->marking_rate);
+  if (KEY("ccti_increase"))
+    return get_u32(x, v, key, 0, 16383, &cc->ccti_increase);
+  if (KEY("ccti_limit"))
+    return get_u32(x, v, key, 0, 16383, &cc->ccti_limit);
+  if (KEY("ccti_timer_us"))
+    return get_time(x, v, key, 1e6, &cc->ccti_timer);
+  if (KEY("ird_step_ns"))
+    return get_time(x, v, key, 1e3, &cc->ird_step);
+  return 1;
+}
+
 static int ib_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   struct sim_ib_cfg *ib = a;
   uint32_t u;
   if (KEY("sm"))
     return walk(x, v, "infiniband.sm", sm_fn, &ib->sm);
+  if (KEY("cc"))
+    return walk(x, v, "infiniband.cc", ibcc_fn, &ib->cc);
   if (KEY("vlarb_high"))
     return get_vlarb(x, v, key, ib->high, &ib->nhigh);
   if (KEY("vlarb_low"))

@@ -39,6 +39,12 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->recovery.detection = 100 * SIM_US;
   c->recovery.convergence = 500 * SIM_US;
   c->recovery.trap = 10 * SIM_US;
+  c->ib.cc.threshold = 64 << 10;
+  c->ib.cc.marking_rate = 1;
+  c->ib.cc.ccti_increase = 1;
+  c->ib.cc.ccti_limit = 127;
+  c->ib.cc.ccti_timer = 10 * SIM_US;
+  c->ib.cc.ird_step = 40 * SIM_NS;
   c->ib.sm.engine = SIM_SM_FTREE;
   c->ib.sm.max_wire_smps = 4;
   c->ib.sm.smp_proc = 1 * SIM_US;
@@ -211,6 +217,11 @@ static int ib_check(struct sim *s, char *err, size_t errlen) {
     s->qmap[i] = (uint8_t)(i % ib->vls);
   if (vlarb_check(s, err, errlen))
     return -1;
+  if (ib->cc.enabled && (!ib->cc.marking_rate || !ib->cc.ccti_timer)) {
+    snprintf(err, errlen,
+             "infiniband.cc: marking_rate and ccti_timer_us must be > 0");
+    return -1;
+  }
   s->ib_max_blocks = sim_ib_blocks(sim_data_wire_bytes(c, mtu, true));
   /* The largest request: an atomic or a READ request is smaller. */
   if (ib->vl_buffer / SIM_IB_BLOCK < s->ib_max_blocks ||
@@ -803,6 +814,9 @@ static void dispatch(struct sim *s, struct sim_ev *ev) {
     break;
   case SIM_EV_PORT_TX:
     sim_port_tx_event(s, container_of(ev, struct sim_port, tx_ev));
+    break;
+  case SIM_EV_NIC_CC:
+    sim_nic_cc_event(s, container_of(ev, struct sim_nic, cc_ev));
     break;
   case SIM_EV_FAIL:
     sim_fail_event(s, ev);

@@ -72,7 +72,22 @@ struct sim_sm_cfg {
   sim_time_t route_time;  /* computing one LFT entry */
 };
 
+/* IB congestion control (IBA annex A10, simplified): a switch egress
+ * whose VL queue exceeds threshold while it has credit (the root of the
+ * congestion, not a victim) sets FECN on one data packet in marking_rate;
+ * the destination answers with a BECN; the source raises its CCT index
+ * for that SL by ccti_increase (up to ccti_limit) and lowers it by one
+ * each ccti_timer; data of the SL then waits index x ird_step after each
+ * packet (a linear congestion control table). */
+struct sim_ibcc_cfg {
+  bool enabled;
+  uint64_t threshold;
+  uint32_t marking_rate, ccti_increase, ccti_limit;
+  sim_time_t ccti_timer, ird_step;
+};
+
 struct sim_ib_cfg {
+  struct sim_ibcc_cfg cc;
   struct sim_sm_cfg sm;
   /* VL arbitration: the high table is served first until high_limit x
    * 4 KiB went out while low had packets (255: no limit, 0: one packet);
@@ -292,6 +307,7 @@ struct sim_stats {
   uint64_t max_vl_in[SIM_TIERS];     /* fullest input VL buffer, bytes */
   sim_time_t credit_wait[SIM_TIERS]; /* port-time queued, no credit */
   uint64_t vl_tx_bytes[SIM_NPRIO];   /* wire bytes switches sent per VL */
+  uint64_t fecn_marks, becns;        /* IB congestion control */
 };
 
 /* Creates a simulator (topology, hosts, workload flows). On error returns

@@ -18,12 +18,14 @@ enum sim_pkt_kind {
   SIM_PKT_NAK,   /* NAK PSN sequence error: psn = next expected */
   SIM_PKT_CNP,   /* RoCEv2 congestion notification */
   SIM_PKT_PAUSE, /* PFC frame: prio, xoff in flags */
+  SIM_PKT_BECN,  /* IB CC: dst tells src of a FECN on SL len */
 };
 
 enum sim_pkt_flags {
   SIM_PF_LAST = 1,   /* last packet of its message */
   SIM_PF_ACKREQ = 2, /* BTH AckReq */
   SIM_PF_XOFF = 4,   /* PAUSE: stop (else resume) */
+  SIM_PF_FECN = 8,   /* IB CC: forward explicit congestion notification */
 };
 
 #define SIM_ECN_ECT0 2
@@ -77,6 +79,7 @@ enum sim_ev_kind {
   SIM_EV_COLL_START, /* the next collective size starts */
   SIM_EV_PORT_FC,    /* InfiniBand: send the credits freed at a port */
   SIM_EV_FAIL,       /* a link or switch changes state, or routes install */
+  SIM_EV_NIC_CC,     /* IB CC: a NIC's CCT indices step down */
 };
 
 struct sim_node;
@@ -148,6 +151,7 @@ struct sim_switch {
   uint16_t n_down, n_up;
   uint64_t salt, rng;
   uint64_t used, max_used;
+  uint32_t fecn_count; /* IB CC: packets eligible for FECN so far */
 };
 
 struct sim_host_ops;
@@ -163,6 +167,10 @@ struct sim_nic {
    * time; rx_credit: what a sample already counted of the frame now
    * arriving. */
   uint64_t rx_payload, rx_credit;
+  /* IB congestion control: CCT index and next data departure per SL. */
+  struct sim_ev cc_ev;
+  uint32_t ccti[SIM_NPRIO];
+  sim_time_t cc_next[SIM_NPRIO];
 };
 
 /* ---- the host-model seam ----
@@ -360,6 +368,7 @@ void sim_port_rx_event(struct sim *s, struct sim_port *p);
 void sim_port_tx_event(struct sim *s, struct sim_port *p);
 void sim_nic_event(struct sim *s, struct sim_nic *nic);
 void sim_nic_kick(struct sim *s, struct sim_nic *nic);
+void sim_nic_cc_event(struct sim *s, struct sim_nic *nic);
 uint16_t sim_route(struct sim *s, struct sim_switch *sw,
                    const struct sim_pkt *p);
 sim_time_t sim_ser_time(uint64_t bytes, uint64_t rate_bps);

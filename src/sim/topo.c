@@ -88,6 +88,8 @@ static int alloc_nodes(struct sim *s, uint32_t nsw, const uint16_t *nports,
     port_init(s, &n->port, &n->n, 0);
     sim_ev_init(&n->ev);
     n->ev.arg = SIM_EV_NIC;
+    sim_ev_init(&n->cc_ev);
+    n->cc_ev.arg = SIM_EV_NIC_CC;
   }
   return 0;
 }

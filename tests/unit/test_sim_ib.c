@@ -369,6 +369,49 @@ static void test_sm_routes(void) {
   }
 }
 
+/* Congestion spreading: an incast into host 4 (leaf 1) from hosts 1, 2
+ * (leaf 0) and 5, 6, 7 (leaf 1) backs up, credit by credit, through the
+ * spine into leaf 0's uplink, which a victim flow 0 -> 8 (leaf 2) shares
+ * on the same VL. Without IB CC the victim waits behind the incast's
+ * packets; with it the incast's sources are throttled and the victim runs
+ * faster. */
+static double ib_victim(bool cc, uint64_t *fecn, uint64_t *becn) {
+  struct sim_cfg c;
+  ib_switch(&c, 4);
+  c.topo.leaves = 3;
+  c.topo.spines = 1;
+  c.topo.link[1].rate_bps = 400 * GBPS;
+  c.ib.cc.enabled = cc;
+  struct sim *s = mk(&c);
+  if (!s)
+    return 0;
+  uint32_t senders[] = {1, 2, 5, 6, 7};
+  for (int i = 0; i < 5; i++)
+    sim_add_flow(s, senders[i], 4, 16 << 20, 0, SIM_OP_WRITE);
+  int64_t v = sim_add_flow(s, 0, 8, 8 << 20, 200 * SIM_US, SIM_OP_WRITE);
+  CHECK(sim_run(s, SIM_NEVER) == 1);
+  const struct sim_flow *f = sim_flow(s, (uint32_t)v);
+  double fct = (double)(f->finish - f->start) / 1e6;
+  *fecn = sim_stats(s)->fecn_marks;
+  *becn = sim_stats(s)->becns;
+  CHECK_EQ(sim_stats(s)->credit_overruns, 0);
+  sim_del(s);
+  return fct;
+}
+
+static void test_cc_spreading(void) {
+  uint64_t f0, b0, f1, b1;
+  double off = ib_victim(false, &f0, &b0), on = ib_victim(true, &f1, &b1);
+  double ideal = (8 << 20) / (100e9 * 4096 / ib_wire(4096) / 8) * 1e6;
+  printf("ib congestion spreading: victim FCT %.1f us without IB CC, %.1f us "
+         "with it (%llu FECN, %llu BECN), ideal %.1f us\n",
+         off, on, (unsigned long long)f1, (unsigned long long)b1, ideal);
+  CHECK_EQ(f0 + b0, 0);
+  CHECK(f1 > 0 && b1 > 0 && b1 <= f1);
+  CHECK(off > 1.5 * ideal); /* head-of-line blocked */
+  CHECK(on < 0.8 * off);    /* less with IB CC */
+}
+
 /* The same seed gives the same run, event for event. */
 static void test_determinism(void) {
   uint64_t ev[2];
@@ -400,6 +443,7 @@ int main(void) {
   T_RUN(test_incast);
   T_RUN(test_vl_arbitration);
   T_RUN(test_sm_routes);
+  T_RUN(test_cc_spreading);
   T_RUN(test_scenario_keys);
   T_RUN(test_determinism);
   return T_DONE();
