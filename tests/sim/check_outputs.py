@@ -72,7 +72,7 @@ def scenario_copy(src, dst_dir):
     for pat, rep in SHORTEN_DIR.get(sub, []):
         text = re.sub(pat, rep, text)
     for f in glob.glob(os.path.join(os.path.dirname(src), "*")):
-        if not f.endswith(".yaml"):
+        if not f.endswith(".yaml") and os.path.isfile(f):
             shutil.copy(f, dst_dir)
     dst = os.path.join(dst_dir, name)
     with open(dst, "w") as f:
