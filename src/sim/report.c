@@ -404,10 +404,41 @@ static void resolved_json(FILE *f, const struct sim *s) {
     fprintf(f,
             "    \"fabric\": \"infiniband\",\n    \"infiniband\": "
             "{\"vl_buffer\": %llu, \"fc_latency_ns\": %g, \"fc_period_ns\": "
-            "%g, \"grh\": %s, \"vls\": %u},\n",
+            "%g, \"grh\": %s, \"vls\": %u, \"sm\": {\"routing_engine\": "
+            "\"%s\", \"lmc\": %u, \"max_wire_smps\": %u, "
+            "\"smp_processing_ns\": %g, \"route_ns\": %g}, \"cc\": "
+            "{\"enabled\": %s, \"threshold\": %llu, \"marking_rate\": %u, "
+            "\"ccti_increase\": %u, \"ccti_limit\": %u, \"ccti_timer_us\": "
+            "%g, \"ird_step_ns\": %g}},\n",
             (unsigned long long)c->ib.vl_buffer, (double)c->ib.fc_latency / 1e3,
             (double)c->ib.fc_period / 1e3, c->ib.grh ? "true" : "false",
-            c->ib.vls);
+            c->ib.vls, c->ib.sm.engine == SIM_SM_MINHOP ? "minhop" : "ftree",
+            c->ib.sm.lmc, c->ib.sm.max_wire_smps,
+            (double)c->ib.sm.smp_proc / 1e3, (double)c->ib.sm.route_time / 1e3,
+            c->ib.cc.enabled ? "true" : "false",
+            (unsigned long long)c->ib.cc.threshold, c->ib.cc.marking_rate,
+            c->ib.cc.ccti_increase, c->ib.cc.ccti_limit,
+            (double)c->ib.cc.ccti_timer / 1e6, (double)c->ib.cc.ird_step / 1e3);
+  if (c->nfail) {
+    fprintf(f, "    \"failures\": [");
+    for (uint32_t i = 0; i < c->nfail; i++) {
+      const struct sim_failure *x = &c->fail[i];
+      fprintf(f, "%s{\"at_us\": %g, \"switch\": %u", i ? ", " : "",
+              (double)x->at / 1e6, x->sw);
+      if (x->kind == SIM_FAIL_LINK)
+        fprintf(f, ", \"port\": %u", x->port);
+      fprintf(f, ", \"up_after_us\": %g}", (double)x->up_after / 1e6);
+    }
+    if (c->fabric == SIM_FABRIC_IB)
+      fprintf(f, "],\n    \"recovery\": {\"trap_us\": %g},\n",
+              (double)c->recovery.trap / 1e6);
+    else
+      fprintf(f,
+              "],\n    \"recovery\": {\"detection_us\": %g, "
+              "\"convergence_us\": %g},\n",
+              (double)c->recovery.detection / 1e6,
+              (double)c->recovery.convergence / 1e6);
+  }
   if (c->fabric == SIM_FABRIC_IB) {
     for (int tb = 0; tb < 2; tb++) {
       const struct sim_vlarb_ent *e = tb ? c->ib.low : c->ib.high;
