@@ -264,6 +264,12 @@ static void test_scenario_keys(void) {
       {"fabric: infiniband\ninfiniband: {vlarb_low: [[9, 1]]}\n", "vlarb_low"},
       {"fabric: infiniband\ninfiniband: {vlarb_high: [[1, 2, 3]]}\n",
        "[vl, weight]"},
+      {"recovery: {trap_us: 5}\n", "trap_us"},
+      {"fabric: infiniband\nrecovery: {detection_us: 5}\n",
+       "recovery.detection_us"},
+      {"failures: [{at_us: 5}]\n", "'switch'"},
+      {"failures: [{at_us: 5, switch: 1, prot: 2}]\n", "prot"},
+      {"fabric: infiniband\ninfiniband: {cc: {enabled: maybe}}\n", "enabled"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     err[0] = 0;
