@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "uroce/uroce.h"
+#include "mem/pin.h"
 #include "util/bytes.h"
 #include "util/clock.h"
 #include "util/rng.h"
@@ -494,6 +495,12 @@ int uroce_device_open(struct uroce_device **out,
   rv = uroce_eng_new(&dev->eng, &cfg);
   if (rv < 0)
     goto fail;
+  /* Regions are the application's memory: every access probes it first,
+   * so that memory unmapped while registered answers an access error. */
+  rv = uroce_pin_guard_init();
+  if (rv < 0)
+    goto fail;
+  dev->eng->mrs.probe = true;
 
   dev->armed = calloc(UROCE_DEV_MAX_CQ, sizeof(*dev->armed));
   dev->async_fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "api/internal.h"
+#include "mem/pin.h"
 #include "uroce/uroce.h"
 
 #define LOCK(d) pthread_mutex_lock(&(d)->lock)
@@ -48,9 +49,19 @@ int uroce_reg_mr(struct uroce_pd *pd, void *addr, size_t length,
   if (!pd || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_device *dev = dev_of(pd->eng);
+  /* As the kernel does for ibv_reg_mr: the whole range must be mapped now
+   * (writable for any write right), and its pages are locked until the
+   * region goes. */
+  bool write = access & (UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE |
+                         UROCE_ACCESS_REMOTE_ATOMIC);
+  int rv = uroce_pin_lock(addr, length, write);
+  if (rv < 0)
+    return rv;
   LOCK(dev);
-  int rv = uroce_mr_reg(pd, addr, length, access, out);
+  rv = uroce_mr_reg(pd, addr, length, access, out);
   UNLOCK(dev);
+  if (rv < 0)
+    uroce_pin_unlock(addr, length);
   return rv;
 }
 
@@ -58,10 +69,16 @@ int uroce_dereg_mr(struct uroce_mr *mr) {
   if (!mr)
     return UROCE_ERR_INVALID_ARGUMENT;
   const struct uroce_pd *pd = mr->pd;
+  if (!pd)
+    return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_device *dev = dev_of(pd->eng);
+  const void *addr = (const void *)(uintptr_t)mr->iova;
+  uint64_t length = mr->length;
   LOCK(dev);
   int rv = uroce_mr_dereg(mr);
   UNLOCK(dev);
+  if (rv == 0)
+    uroce_pin_unlock(addr, length);
   return rv;
 }
 
