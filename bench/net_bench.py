@@ -248,7 +248,7 @@ def run_condition(name, path, busy):
                     v = None
                 except RuntimeError as e:
                     print("  %s: %s" % (key, str(e)[-300:]), file=sys.stderr)
-                    v = None
+                    v = "err"
                 res.setdefault(key, []).append(v)
     finally:
         for p in loops:
@@ -257,21 +257,23 @@ def run_condition(name, path, busy):
     print("\n%s, %s: %d runs each, interleaved, medians; load average "
           "%s" % (name, "two nice -n 19 busy loops" if busy else "idle",
                   REPS, " ".join("%.1f" % x for x in load)))
-    print("%-36s %12s %12s %7s %5s %14s %12s" % (
-        "test", "uroce", "peer", "ratio", "DNF", "uroce CPU s/GB",
+    print("%-36s %12s %12s %7s %7s %14s %12s" % (
+        "test", "uroce", "peer", "ratio", "DNF/err", "uroce CPU s/GB",
         "peer CPU s/GB"))
 
     def medof(key, i):
-        xs = [v[i] for v in res[key] if v is not None and v[i] is not None]
+        xs = [v[i] for v in res[key]
+              if isinstance(v, tuple) and v[i] is not None]
         return med(xs) if xs else None
     for i, (label, unit, _, _, peer) in enumerate(ROWS):
         u, p = medof(i, 0), medof(peer, 0)
         dnf = sum(1 for v in res[i] if v is None)
+        err = sum(1 for v in res[i] if v == "err")
         uc, pc = medof(i, 1), medof(peer, 1)
         ratio = (u / p) if u and p else float("nan")
-        print("%-36s %12s %12s %6.2fx %5d %14s %12s" % (
+        print("%-36s %12s %12s %6.2fx %7s %14s %12s" % (
             label, "%.2f %s" % (u, unit) if u else "-",
-            "%.2f %s" % (p, unit) if p else "-", ratio, dnf,
+            "%.2f %s" % (p, unit) if p else "-", ratio, "%d/%d" % (dnf, err),
             "%.2f" % uc if uc is not None else "",
             "%.2f" % pc if pc is not None and unit == "GB/s" else ""))
     sys.stdout.flush()
