@@ -138,30 +138,38 @@ static void test_locked(void) {
   uroce_device_close(dev);
 }
 
-/* In a child: with RLIMIT_MEMLOCK at 256 KiB and no privilege to pass it
- * (root gives up CAP_IPC_LOCK by becoming nobody), 128 KiB registers and
- * 1 MiB more fails with ENOMEM. */
+/* In a child: with RLIMIT_MEMLOCK at 256 KiB (or the hard limit, if
+ * lower) and no privilege to pass it (root gives up CAP_IPC_LOCK by
+ * becoming nobody), half the limit registers and four times it fails
+ * with ENOMEM. */
 static void test_memlock_limit(void) {
   pid_t pid = fork();
   CHECK(pid >= 0);
   if (pid == 0) {
-    struct rlimit rl = {256 << 10, 256 << 10};
-    if (setrlimit(RLIMIT_MEMLOCK, &rl) < 0)
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0)
+      _exit(9);
+    rlim_t lim = 256 << 10;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < lim)
+      lim = rl.rlim_max & ~(rlim_t)(pg - 1);
+    rl.rlim_cur = rl.rlim_max = lim;
+    if (lim < 2 * pg || setrlimit(RLIMIT_MEMLOCK, &rl) < 0)
       _exit(10);
     if (geteuid() == 0 && (setgid(65534) < 0 || setuid(65534) < 0))
       _exit(11);
-    uint8_t *small = mmap(NULL, 128 << 10, PROT_READ | PROT_WRITE,
+    size_t small_len = lim / 2 & ~(pg - 1), big_len = 4 * lim;
+    uint8_t *small = mmap(NULL, small_len, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    uint8_t *big = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE,
+    uint8_t *big = mmap(NULL, big_len, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (small == MAP_FAILED || big == MAP_FAILED)
       _exit(12);
     uint64_t before = uroce_pin_locked_bytes();
-    if (uroce_pin_lock(small, 128 << 10, true) != 0)
+    if (uroce_pin_lock(small, small_len, true) != 0)
       _exit(13);
-    if (uroce_pin_lock(big, 1 << 20, true) != -ENOMEM)
+    if (uroce_pin_lock(big, big_len, true) != -ENOMEM)
       _exit(14);
-    uroce_pin_unlock(small, 128 << 10);
+    uroce_pin_unlock(small, small_len);
     _exit(uroce_pin_locked_bytes() == before ? 0 : 15);
   }
   int st = 0;
