@@ -3,7 +3,6 @@
  * the data path (post/poll, called inline through context->ops) and
  * asynchronous events, each over the uroce object of the same name. */
 #include <arpa/inet.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,11 +267,10 @@ UV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq) {
 
 static int op_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc) {
   struct uv_cq *cq = (struct uv_cq *)(void *)ibcq;
+  /* An empty poll runs the device itself, and after a spin budget waits
+   * in the kernel for a packet (src/api): no sched_yield here, which gave
+   * the core to any runnable job, even a niced one. */
   int rv = uroce_poll_cq(cq->ucq, n, (struct uroce_wc *)(void *)wc);
-  /* Programs spin on an empty CQ; the progress thread (the "NIC") needs the
-   * CPU to fill it, and cores are often fewer than spinning threads. */
-  if (rv == 0)
-    sched_yield();
   return rv < 0 ? -uv_errno(rv) : rv;
 }
 

@@ -76,8 +76,9 @@ struct uroce_device_attr {
   const char *addr;     /* local IPv4 or IPv6 address (required) */
   uint16_t port;        /* UDP port; 0 = 4791 (peers must use the same) */
   int progress;         /* enum uroce_progress */
-  int32_t busy_poll_us; /* spin this long after the last work before
-                           sleeping; 0 = default (50), -1 = never spin */
+  int32_t busy_poll_us; /* spin at most this long after the last work
+                           before sleeping (the budget adapts below it);
+                           0 = default (50), -1 = never spin */
   int n_entropy;        /* extra source sockets for ECMP entropy; 0 =
                            default (8), -1 = none */
   uint32_t netdev_mtu;  /* 0 = the MTU of the address's interface */

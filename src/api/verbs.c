@@ -4,13 +4,13 @@
  * reads the engine's single-producer completion ring under a per-CQ
  * consumer lock only, never the device lock. */
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "api/internal.h"
+#include "mem/pin.h"
 #include "uroce/uroce.h"
 
 #define LOCK(d) pthread_mutex_lock(&(d)->lock)
@@ -48,9 +48,19 @@ int uroce_reg_mr(struct uroce_pd *pd, void *addr, size_t length,
   if (!pd || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_device *dev = dev_of(pd->eng);
+  /* As the kernel does for ibv_reg_mr: the whole range must be mapped now
+   * (writable for any write right), and its pages are locked until the
+   * region goes. */
+  bool write = access & (UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE |
+                         UROCE_ACCESS_REMOTE_ATOMIC);
+  int rv = uroce_pin_lock(addr, length, write);
+  if (rv < 0)
+    return rv;
   LOCK(dev);
-  int rv = uroce_mr_reg(pd, addr, length, access, out);
+  rv = uroce_mr_reg(pd, addr, length, access, out);
   UNLOCK(dev);
+  if (rv < 0)
+    uroce_pin_unlock(addr, length);
   return rv;
 }
 
@@ -58,10 +68,16 @@ int uroce_dereg_mr(struct uroce_mr *mr) {
   if (!mr)
     return UROCE_ERR_INVALID_ARGUMENT;
   const struct uroce_pd *pd = mr->pd;
+  if (!pd)
+    return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_device *dev = dev_of(pd->eng);
+  const void *addr = (const void *)(uintptr_t)mr->iova;
+  uint64_t length = mr->length;
   LOCK(dev);
   int rv = uroce_mr_dereg(mr);
   UNLOCK(dev);
+  if (rv == 0)
+    uroce_pin_unlock(addr, length);
   return rv;
 }
 
@@ -289,17 +305,31 @@ int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
     return UROCE_ERR_INVALID_ARGUMENT;
   struct dcq *d = cq->user;
   struct uroce_device *dev = dev_of(cq->eng);
-  /* Inline mode: every poll first makes progress (sends what was
-   * posted, receives, runs timers), as a NIC would have meanwhile. */
-  if (dev->progress == UROCE_PROGRESS_INLINE)
-    uroce_device_progress(dev);
+  /* Inline mode: every poll makes progress (sends what was posted,
+   * receives, runs timers), as a NIC would have meanwhile; once polls
+   * have found nothing for a while, an empty one waits in the kernel for
+   * the next packet or timer (uroce_device_app_turn). */
+  if (dev->progress == UROCE_PROGRESS_INLINE) {
+    int work = uroce_device_progress(dev);
+    pthread_mutex_lock(&d->poll_lock);
+    int rv = uroce_cq_poll(cq, n, wc);
+    pthread_mutex_unlock(&d->poll_lock);
+    if (rv == 0 && n > 0 && !work && uroce_device_app_turn(dev, false)) {
+      pthread_mutex_lock(&d->poll_lock);
+      rv = uroce_cq_poll(cq, n, wc);
+      pthread_mutex_unlock(&d->poll_lock);
+    } else if (rv > 0 || work) {
+      atomic_store(&dev->app_idle_since, 0);
+    }
+    return rv;
+  }
   pthread_mutex_lock(&d->poll_lock);
   int rv = uroce_cq_poll(cq, n, wc);
   pthread_mutex_unlock(&d->poll_lock);
   /* Nothing yet with a progress thread: the polling application makes
    * progress itself while it polls (the thread backs off), as a NIC would
    * have meanwhile, then looks again. */
-  if (dev->progress == UROCE_PROGRESS_THREAD && n > 0) {
+  if (n > 0) {
     if (rv == 0) {
       uroce_device_app_poll(dev);
       pthread_mutex_lock(&d->poll_lock);
