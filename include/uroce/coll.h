@@ -425,10 +425,19 @@ UROCE_EXPORT int uroce_coll_native_ep(const uroce_coll_native *n, void *blob,
  * UROCE_COLL_ERR_MISMATCH (a malformed blob) or a verb's error. */
 UROCE_EXPORT int uroce_coll_native_connect(uroce_coll_native *n,
                                            const void *eps, size_t len);
+/* Ranks on this rank's host that the communicator reaches through shared
+ * memory, itself included (1: none, or shared memory is off). */
+UROCE_EXPORT int uroce_coll_native_nlocal(const uroce_coll_native *n);
+/* How bytes move to host peers: "cma" (process_vm_writev), "copy"
+ * (through the shared segment), "cma+copy", or "off". */
+UROCE_EXPORT const char *uroce_coll_native_shm_mode(const uroce_coll_native *n);
 /* The whole start-up of a rank: env (NULL: parse the process environment),
  * attr (NULL: defaults; addr NULL: $UROCE_ADDR), cfg (NULL: defaults).
- * Opens the device, creates the comm, runs one uroce_coll_rendezvous() of
- * comm info plus endpoint, connects the QPs and the comm, and proves every
+ * A first uroce_coll_rendezvous() finds the ranks on this host, which talk
+ * through shared memory (docs/coll.md; env UROCE_COLL_SHM=0 turns it off);
+ * for the others it opens the device (only then is an address needed).
+ * Creates the comm, runs a second rendezvous of comm info plus endpoint
+ * plus segment, connects the QPs and the comm, and proves every
  * connection with a one-element all-to-all. On failure prints why to stderr
  * and returns the error (UROCE_COLL_ERR_BOOTSTRAP, a rendezvous error, ...).
  * Free with uroce_coll_comm_del(*comm), then uroce_coll_native_del(*n). */
