@@ -19,8 +19,8 @@
  *
  * The sender's WRITE_DONE is queued when the write is posted: the bytes
  * have been copied by then. A local peer that exits is seen through a
- * pidfd (polled every few milliseconds when nothing else arrives) and
- * becomes an error completion that names it. */
+ * pidfd (checked every 20 ms) and becomes, once what it wrote has been
+ * read and a short grace has passed, an error completion that names it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -44,6 +44,10 @@
 #define NENT 512u             /* descriptors per channel, a power of 2 */
 #define DATA_BYTES (4u << 20) /* copy path: byte ring per channel */
 #define LIVE_CHECK_NS 20000000ull
+/* A peer seen gone is reported this much later: an ABORT that a third rank
+ * sent before it (over RoCEv2, slower than a pidfd) names the rank that
+ * failed first. */
+#define DEAD_GRACE_NS 300000000ull
 
 typedef struct shm_ent {
   uint64_t raddr;
@@ -106,12 +110,13 @@ typedef struct done_ent {
 
 struct coll_shm {
   int rank, size, nlocal, on, cma_ok;
-  int *lidx;    /* rank -> local index, or -1 */
-  int *lrank;   /* local index -> rank */
-  int *pid;     /* by local index */
-  int *pidfd;   /* by local index, -1 if none */
-  uint8_t *cma; /* by local index: CMA works to that peer */
-  uint8_t *dead;
+  int *lidx;         /* rank -> local index, or -1 */
+  int *lrank;        /* local index -> rank */
+  int *pid;          /* by local index */
+  int *pidfd;        /* by local index, -1 if none */
+  uint8_t *cma;      /* by local index: CMA works to that peer */
+  uint8_t *dead;     /* 1: gone, not reported yet; 2: reported */
+  uint64_t *dead_at; /* when it was seen gone */
   char name[48];
   char *seg; /* own segment */
   size_t seg_len;
@@ -209,6 +214,7 @@ void coll_shm_del(coll_shm *s) {
   free(s->pidfd);
   free(s->cma);
   free(s->dead);
+  free(s->dead_at);
   free(s->peer_seg);
   free(s->reg);
   free(s->done);
@@ -228,9 +234,10 @@ int coll_shm_new(int rank, int size, const uint8_t *local,
   s->pidfd = malloc((size_t)size * sizeof *s->pidfd);
   s->cma = calloc((size_t)size, 1);
   s->dead = calloc((size_t)size, 1);
+  s->dead_at = calloc((size_t)size, sizeof *s->dead_at);
   s->peer_seg = calloc((size_t)size, sizeof *s->peer_seg);
   if (!s->lidx || !s->lrank || !s->pid || !s->pidfd || !s->cma || !s->dead ||
-      !s->peer_seg) {
+      !s->dead_at || !s->peer_seg) {
     coll_shm_del(s);
     return -ENOMEM;
   }
@@ -487,6 +494,7 @@ int coll_shm_write(coll_shm *s, int peer, const void *p1, size_t l1,
                 s->rank, len, peer, s->pid[i],
                 n < 0 ? strerror(errno) : "short write");
       s->dead[i] = 1;
+      s->dead_at[i] = mono_ns();
       return push_done(s, peer, wr_id);
     }
   } else if (len) {
@@ -530,6 +538,7 @@ static void check_live(coll_shm *s) {
     if (!gone)
       continue;
     s->dead[i] = 1;
+    s->dead_at[i] = mono_ns();
     set_err(s, "rank %d: local peer rank %d (pid %d) exited", s->rank, r,
             s->pid[i]);
   }
@@ -560,7 +569,7 @@ int coll_shm_poll(coll_shm *s, uroce_coll_cqe *q, int max) {
   /* A peer that is gone, once everything it wrote has been read: one error
    * completion that names it. */
   for (int i = 0; i < s->nlocal && got < max; i++) {
-    if (s->dead[i] != 1)
+    if (s->dead[i] != 1 || now < s->dead_at[i] + DEAD_GRACE_NS)
       continue;
     shm_chan *ch = chan_of(s, s->seg, s->lrank[i]);
     if (atomic_load_explicit(&ch->head, memory_order_acquire) !=
