@@ -521,11 +521,34 @@ int uroce_coll_native_connect(uroce_coll_native *n, const void *eps,
 /* ---- whole start-up of a rank --------------------------------------------
  */
 
+typedef struct tcp_rdv {
+  const uroce_coll_env *env;
+  uint64_t timeout_ns;
+} tcp_rdv;
+
+static int tcp_allgather(void *ctx, const void *blob, size_t len, void *all) {
+  tcp_rdv *t = ctx;
+  return uroce_coll_rendezvous(t->env->master_addr, t->env->master_port,
+                               t->env->rank, t->env->size, blob, len, all,
+                               t->timeout_ns);
+}
+
 int uroce_coll_native_setup(const uroce_coll_env *env_in,
                             const uroce_coll_native_attr *attr_in,
                             const uroce_coll_config *cfg, uint64_t timeout_ns,
                             uroce_coll_native **tp_out,
                             uroce_coll_comm **comm_out) {
+  return uroce_coll_native_setup_fn(env_in, attr_in, cfg, timeout_ns, NULL,
+                                    NULL, tp_out, comm_out);
+}
+
+int uroce_coll_native_setup_fn(const uroce_coll_env *env_in,
+                               const uroce_coll_native_attr *attr_in,
+                               const uroce_coll_config *cfg,
+                               uint64_t timeout_ns,
+                               uroce_coll_allgather_fn allgather, void *ag_ctx,
+                               uroce_coll_native **tp_out,
+                               uroce_coll_comm **comm_out) {
   if (!tp_out || !comm_out)
     return UROCE_ERR_INVALID_ARGUMENT;
   *tp_out = NULL;
@@ -557,6 +580,11 @@ int uroce_coll_native_setup(const uroce_coll_env *env_in,
     attr.slots = c.slots;
   uint64_t deadline = mono_ns() + timeout_ns;
   int size = env.size, me = env.rank;
+  tcp_rdv tr = {&env, timeout_ns};
+  if (!allgather) {
+    allgather = tcp_allgather;
+    ag_ctx = &tr;
+  }
 
   /* First rendezvous: who shares this host (docs/coll.md, "Shared
    * memory"). */
@@ -571,8 +599,7 @@ int uroce_coll_native_setup(const uroce_coll_env *env_in,
   if (!hosts || !local)
     goto fail;
   coll_shm_host_blob(me, hb);
-  rc = uroce_coll_rendezvous(env.master_addr, env.master_port, me, size, hb,
-                             sizeof hb, hosts, timeout_ns);
+  rc = allgather(ag_ctx, hb, sizeof hb, hosts);
   if (rc < 0) {
     fprintf(stderr, "uroce coll: rank %d: rendezvous at %s:%u: %s\n", me,
             env.master_addr, env.master_port, uroce_coll_strerror(rc));
@@ -619,8 +646,8 @@ int uroce_coll_native_setup(const uroce_coll_env *env_in,
   if (n->shm)
     coll_shm_seg_blob(n->shm, mine + isz + esz);
   uint64_t now = mono_ns();
-  rc = uroce_coll_rendezvous(env.master_addr, env.master_port, me, size, mine,
-                             bsz, all, deadline > now ? deadline - now : 1);
+  tr.timeout_ns = deadline > now ? deadline - now : 1;
+  rc = allgather(ag_ctx, mine, bsz, all);
   if (rc < 0) {
     fprintf(stderr, "uroce coll: rank %d: rendezvous at %s:%u: %s\n", me,
             env.master_addr, env.master_port, uroce_coll_strerror(rc));
