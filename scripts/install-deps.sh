@@ -10,6 +10,8 @@ build_pkgs=(build-essential cmake pkg-config libpcap-dev libisal-dev libyaml-dev
 test_pkgs=(python3 python3-scapy tshark clang libclang-rt-14-dev iproute2
   ibverbs-utils perftest groff-base)
 test_pkgs+=(tcpdump) # captures for tests/net/dump_e2e.py
+# the torch.distributed backend (torch/) and its test against Gloo
+test_pkgs+=(python3-torch libtorch-dev)
 
 want=("${build_pkgs[@]}")
 case "${1:-build}" in
