@@ -329,6 +329,10 @@ struct ibv_cq_ex *uv_create_cq_ex(struct ibv_context *context,
     errno = EINVAL;
     return NULL;
   }
+  if (attr->comp_vector >= (uint32_t)context->num_comp_vectors) {
+    errno = EINVAL;
+    return NULL;
+  }
   if ((attr->wc_flags & ~(uint64_t)UV_WC_FLAGS) ||
       ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) && attr->flags)) {
     errno = EOPNOTSUPP;

@@ -240,16 +240,27 @@ UV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
                                        void *cq_context,
                                        struct ibv_comp_channel *channel,
                                        int comp_vector) {
+  /* One completion vector (num_comp_vectors): others are refused, as
+   * rxe refuses them. */
+  if (!context || comp_vector < 0 ||
+      comp_vector >= context->num_comp_vectors) {
+    errno = EINVAL;
+    return NULL;
+  }
   struct uv_cq *cq = uv_cq_new(context, cqe, cq_context, channel);
   return cq ? ibv_cq_ex_to_cq(&cq->cqx) : NULL;
 }
 
-/* Growing a CQ in place is not supported; a request that the CQ already
- * meets succeeds. */
-UV_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe) {
-  if (cqe > 0 && cqe <= cq->cqe)
-    return 0;
-  return EOPNOTSUPP;
+/* Both ways; EINVAL when more completions wait than the new size holds. */
+UV_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe) {
+  struct uv_cq *cq = (struct uv_cq *)(void *)ibcq;
+  if (!ibcq || cqe <= 0 || cqe > (1 << 22) - 1)
+    return EINVAL;
+  int rv = uroce_resize_cq(cq->ucq, (uint32_t)cqe);
+  if (rv < 0)
+    return uv_errno(rv);
+  ibcq->cqe = cqe;
+  return 0;
 }
 
 UV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq) {
@@ -423,17 +434,8 @@ static int ah_attr_to_uroce(const struct ibv_ah_attr *a,
     return EINVAL; /* RoCE addresses by GID: a GRH is required */
   if (a->port_num && a->port_num != 1)
     return EINVAL;
-  if (a->grh.sgid_index != UV_GID_INDEX) {
-    /* An easy mistake (-g 0 works on rxe): say why it fails. */
-    static bool told;
-    if (!told)
-      fprintf(stderr,
-              "uroce: source GID index %u is empty; uroce's GID is index "
-              "%d, its address (-g %d / -x %d)\n",
-              a->grh.sgid_index, UV_GID_INDEX, UV_GID_INDEX, UV_GID_INDEX);
-    told = true;
+  if (a->grh.sgid_index >= UV_GID_TBL_LEN)
     return EINVAL;
-  }
   memcpy(u->dgid, a->grh.dgid.raw, 16);
   u->is_global = 1;
   u->traffic_class = a->grh.traffic_class;
@@ -536,7 +538,15 @@ struct ibv_qp *uv_qp_new(struct ibv_context *context,
     errno = EINVAL;
     return NULL;
   }
-  uint32_t supported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  uint32_t supported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+                       IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  /* Create flags (scatter FCS, CVLAN stripping, ...) need a NIC; asking
+   * for none is fine. */
+  if ((init->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+      init->create_flags) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
   if ((init->comp_mask & ~supported) ||
       (init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UC &&
        init->qp_type != IBV_QPT_UD)) {
@@ -693,6 +703,8 @@ UV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
     return uv_errno(rv);
   if (mask & IBV_QP_STATE)
     ibqp->state = attr->qp_state;
+  if (mask & IBV_QP_AV)
+    qp->sgid_index = attr->ah_attr.grh.sgid_index;
   return 0;
 }
 
@@ -725,7 +737,7 @@ UV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
   attr->ah_attr.grh.flow_label = a.ah_attr.flow_label;
   attr->ah_attr.grh.hop_limit = a.ah_attr.hop_limit;
   attr->ah_attr.grh.traffic_class = a.ah_attr.traffic_class;
-  attr->ah_attr.grh.sgid_index = 1;
+  attr->ah_attr.grh.sgid_index = qp->sgid_index;
   attr->ah_attr.is_global = a.ah_attr.is_global;
   attr->ah_attr.port_num = 1;
   attr->pkey_index = a.pkey_index;
@@ -751,8 +763,11 @@ UV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
   return 0;
 }
 
-/* Translates one ibv send WR. Returns 0 or an errno value. */
-int uv_send_wr(const struct ibv_send_wr *w, struct uroce_send_wr *u) {
+/* Translates one ibv send WR for a QP of type qpt: only the fields that
+ * type defines are read (wr.ud is a union member only UD QPs set; an RC
+ * SEND's wr may hold anything there). Returns 0 or an errno value. */
+static int uv_send_wr(const struct ibv_send_wr *w, enum ibv_qp_type qpt,
+                      struct uroce_send_wr *u) {
   memset(u, 0, sizeof(*u));
   switch (w->opcode) {
   case IBV_WR_RDMA_WRITE:
@@ -789,11 +804,13 @@ int uv_send_wr(const struct ibv_send_wr *w, struct uroce_send_wr *u) {
     u->wr.rdma.rkey = w->wr.rdma.rkey;
     break;
   default:
-    if (w->wr.ud.ah) {
-      u->wr.ud.ah = UV_CONTAINER(w->wr.ud.ah, struct uv_ah, ah)->uah;
-      u->wr.ud.remote_qpn = w->wr.ud.remote_qpn;
-      u->wr.ud.remote_qkey = w->wr.ud.remote_qkey;
-    }
+    if (qpt != IBV_QPT_UD)
+      break;
+    if (!w->wr.ud.ah)
+      return EINVAL;
+    u->wr.ud.ah = UV_CONTAINER(w->wr.ud.ah, struct uv_ah, ah)->uah;
+    u->wr.ud.remote_qpn = w->wr.ud.remote_qpn;
+    u->wr.ud.remote_qkey = w->wr.ud.remote_qkey;
     break;
   }
   return 0;
@@ -804,14 +821,11 @@ static int op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
   struct uv_qp *qp = (struct uv_qp *)(void *)ibqp;
   struct uroce_send_wr batch[UV_WR_BATCH];
   struct ibv_send_wr *src[UV_WR_BATCH];
-  bool ud = ibqp->qp_type == IBV_QPT_UD;
   while (wr) {
     unsigned n = 0;
     int e = 0;
     for (; wr && n < UV_WR_BATCH; wr = wr->next, n++) {
-      e = uv_send_wr(wr, &batch[n]);
-      if (!e && ud && !wr->wr.ud.ah)
-        e = EINVAL;
+      e = uv_send_wr(wr, ibqp->qp_type, &batch[n]);
       if (e)
         break;
       src[n] = wr;

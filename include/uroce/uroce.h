@@ -167,6 +167,10 @@ UROCE_EXPORT int uroce_create_cq(struct uroce_device *dev, uint32_t cqe,
  * channel are dropped. */
 UROCE_EXPORT int uroce_destroy_cq(struct uroce_cq *cq);
 UROCE_EXPORT void *uroce_cq_context(const struct uroce_cq *cq);
+/* Grows or shrinks the CQ to cqe entries, keeping the completions not yet
+ * polled. UROCE_ERR_INVALID_ARGUMENT if more of them wait than cqe holds
+ * or cqe is out of range; -ENOMEM. */
+UROCE_EXPORT int uroce_resize_cq(struct uroce_cq *cq, uint32_t cqe);
 /* Takes completions without the device lock. With a progress thread, a
  * poll that finds none runs the device once itself unless another thread
  * is at it (never waiting for it), then looks again. Returns the number

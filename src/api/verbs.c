@@ -280,6 +280,21 @@ int uroce_destroy_cq(struct uroce_cq *cq) {
   return rv;
 }
 
+int uroce_resize_cq(struct uroce_cq *cq, uint32_t cqe) {
+  if (!cq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct dcq *d = cq->user;
+  struct uroce_device *dev = dev_of(cq->eng);
+  /* The device lock holds off the engine (the producer), the poll lock
+   * the consumers. */
+  LOCK(dev);
+  pthread_mutex_lock(&d->poll_lock);
+  int rv = uroce_cq_resize(cq, cqe);
+  pthread_mutex_unlock(&d->poll_lock);
+  UNLOCK(dev);
+  return rv;
+}
+
 void *uroce_cq_context(const struct uroce_cq *cq) {
   return ((struct dcq *)cq->user)->context;
 }
