@@ -285,8 +285,10 @@ int uroce_resize_cq(struct uroce_cq *cq, uint32_t cqe) {
     return UROCE_ERR_INVALID_ARGUMENT;
   struct dcq *d = cq->user;
   struct uroce_device *dev = dev_of(cq->eng);
-  /* The device lock holds off the engine (the producer), the poll lock
-   * the consumers. */
+  /* Work posted before the resize completes first, as on a NIC that had
+   * the time meanwhile; then the device lock holds off the engine (the
+   * producer), the poll lock the consumers. */
+  uroce_device_progress(dev);
   LOCK(dev);
   pthread_mutex_lock(&d->poll_lock);
   int rv = uroce_cq_resize(cq, cqe);
