@@ -407,9 +407,9 @@ UV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context,
   if (max_entries < UV_GID_TBL_LEN)
     return -EINVAL;
   for (uint32_t i = 0; i < UV_GID_TBL_LEN; i++)
-    gid_entry(uv_ctx(context), i,
-              (struct ibv_gid_entry *)(void *)((char *)entries +
-                                               i * entry_size));
+    gid_entry(
+        uv_ctx(context), i,
+        (struct ibv_gid_entry *)(void *)((char *)entries + i * entry_size));
   return UV_GID_TBL_LEN;
 }
 

@@ -242,8 +242,7 @@ UV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
                                        int comp_vector) {
   /* One completion vector (num_comp_vectors): others are refused, as
    * rxe refuses them. */
-  if (!context || comp_vector < 0 ||
-      comp_vector >= context->num_comp_vectors) {
+  if (!context || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
     errno = EINVAL;
     return NULL;
   }
@@ -542,8 +541,7 @@ struct ibv_qp *uv_qp_new(struct ibv_context *context,
                        IBV_QP_INIT_ATTR_CREATE_FLAGS;
   /* Create flags (scatter FCS, CVLAN stripping, ...) need a NIC; asking
    * for none is fine. */
-  if ((init->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
-      init->create_flags) {
+  if ((init->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && init->create_flags) {
     errno = EOPNOTSUPP;
     return NULL;
   }
