@@ -51,6 +51,7 @@ struct uv_pd {
 struct uv_mr {
   struct ibv_mr mr;
   struct uroce_mr *umr;
+  unsigned access; /* as registered, for ibv_rereg_mr */
 };
 
 struct uv_channel {

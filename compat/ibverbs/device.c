@@ -313,6 +313,19 @@ int uv_query_device_ex(struct ibv_context *context,
   fill_device_attr(uv_ctx(context), &full.orig_attr);
   full.phys_port_cnt_ex = 1;
   full.max_wq_type_rq = 0;
+  /* On-demand paging is what uroce always does: it reads and writes a
+   * registration's memory by address when a packet needs it, and pins
+   * nothing. Implicit (whole address space) registration is not
+   * offered. */
+  full.odp_caps.general_caps = IBV_ODP_SUPPORT;
+  full.odp_caps.per_transport_caps.rc_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+      IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+  full.odp_caps.per_transport_caps.uc_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+      IBV_ODP_SUPPORT_SRQ_RECV;
+  full.odp_caps.per_transport_caps.ud_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
   memcpy(attr, &full, attr_size < sizeof(full) ? attr_size : sizeof(full));
   return 0;
 }

@@ -73,13 +73,20 @@ UV_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd) {
 /* ---- memory regions ---- */
 
 /* Access bits uroce honours; the others are hints (relaxed ordering, huge
- * pages, optional-range bits) that change nothing without a real NIC. */
-#define UV_ACCESS_UNSUPPORTED (IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND)
+ * pages, optional-range bits) that change nothing without a real NIC.
+ * IBV_ACCESS_ON_DEMAND is how uroce always works (nothing is pinned); an
+ * implicit on-demand registration of the whole address space is not
+ * offered (IBV_ODP_SUPPORT_IMPLICIT unset). */
+#define UV_ACCESS_UNSUPPORTED IBV_ACCESS_ZERO_BASED
 
 static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
                              uint64_t iova, unsigned access) {
   if (!ibpd) {
     errno = EINVAL;
+    return NULL;
+  }
+  if ((access & IBV_ACCESS_ON_DEMAND) && !addr && length == SIZE_MAX) {
+    errno = EOPNOTSUPP; /* implicit ODP */
     return NULL;
   }
   if ((access & UV_ACCESS_UNSUPPORTED) || iova != (uintptr_t)addr) {
@@ -111,6 +118,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
   mr->mr.lkey = uroce_mr_lkey(mr->umr);
   mr->mr.rkey = uroce_mr_rkey(mr->umr);
   mr->mr.handle = mr->mr.lkey;
+  mr->access = access;
   return &mr->mr;
 }
 
@@ -142,12 +150,54 @@ UV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr) {
   return 0;
 }
 
-/* Changing a registration in place is not supported: deregister and
- * register again. */
-UV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
+/* Changes the registration in place (translation, PD, access), keeping
+ * its keys as rxe and mlx5 do, after the same checks as a registration. */
+UV_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
                            void *addr, size_t length, int access) {
-  errno = EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;
+  if (!ibmr || !flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+      ((flags & IBV_REREG_MR_CHANGE_PD) && !pd) ||
+      ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length))) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  struct uv_mr *mr = UV_CONTAINER(ibmr, struct uv_mr, mr);
+  struct ibv_pd *npd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : ibmr->pd;
+  void *naddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : ibmr->addr;
+  size_t nlen =
+      (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : ibmr->length;
+  unsigned nacc =
+      (flags & IBV_REREG_MR_CHANGE_ACCESS) ? (unsigned)access : mr->access;
+  if ((nacc & UV_ACCESS_UNSUPPORTED) ||
+      ((nacc & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+       !(nacc & IBV_ACCESS_LOCAL_WRITE))) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  int rv = uroce_rereg_mr(mr->umr, UV_CONTAINER(npd, struct uv_pd, pd)->upd,
+                          naddr, nlen, nacc & UROCE_ACCESS_ALL);
+  if (rv < 0) {
+    errno = uv_errno(rv);
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  mr->access = nacc;
+  ibmr->pd = npd;
+  ibmr->addr = naddr;
+  ibmr->length = nlen;
+  return 0;
+}
+
+/* Prefetching is a hint: uroce takes no page faults to avoid. The
+ * arguments are checked as a provider checks them. */
+static int op_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+                        uint32_t flags, struct ibv_sge *sg_list,
+                        uint32_t num_sge) {
+  if (!pd || !sg_list || !num_sge ||
+      (advice != IBV_ADVISE_MR_ADVICE_PREFETCH &&
+       advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+       advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) ||
+      (flags & ~(uint32_t)IBV_ADVISE_MR_FLAG_FLUSH))
+    return EINVAL;
+  return 0;
 }
 
 /* ---- completion channels ---- */
@@ -701,6 +751,14 @@ UV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
     return uv_errno(rv);
   if (mask & IBV_QP_STATE)
     ibqp->state = attr->qp_state;
+  /* A reset QP's completions still in its CQs go, as mlx5 cleans them:
+   * flushes from before would otherwise meet its new work. */
+  if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+    uroce_clean_cq(((struct uv_cq *)(void *)ibqp->send_cq)->ucq, ibqp->qp_num);
+    if (ibqp->recv_cq != ibqp->send_cq)
+      uroce_clean_cq(((struct uv_cq *)(void *)ibqp->recv_cq)->ucq,
+                     ibqp->qp_num);
+  }
   if (mask & IBV_QP_AV)
     qp->sgid_index = attr->ah_attr.grh.sgid_index;
   return 0;
@@ -929,4 +987,5 @@ void uv_set_context_ops(struct uv_context *ctx) {
   v->create_qp_ex = uv_create_qp_ex;
   v->create_cq_ex = uv_create_cq_ex;
   v->create_srq_ex = op_create_srq_ex;
+  v->advise_mr = op_advise_mr;
 }

@@ -211,6 +211,10 @@ int uroce_cq_del(struct uroce_cq *cq);
  * UROCE_ERR_INVALID_ARGUMENT if more than cqe wait or cqe is out of
  * range; -ENOMEM. */
 int uroce_cq_resize(struct uroce_cq *cq, uint32_t cqe);
+/* Drops the completions of QP qpn not yet polled (a QP moved to RESET),
+ * keeping the others in order; the caller holds the producer and
+ * consumers off. Returns how many were dropped. */
+uint32_t uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn);
 /* Takes up to n completions; returns how many, or UROCE_ERR_CQ_OVERFLOW
  * once the ring is empty after an overrun. */
 int uroce_cq_poll(struct uroce_cq *cq, int n, struct uroce_wc *wc);

@@ -167,6 +167,63 @@ class Drop(unittest.TestCase):
         self.assertEqual(sorted(w.wr_id for w in wcs), list(range(6)))
         cq.resize(2)
 
+    def test_odp_caps_and_registration(self):
+        import pyverbs.enums as e
+        from pyverbs.mr import MR
+        from pyverbs.pd import PD
+        caps = self.ctx.query_device_ex().odp_caps
+        self.assertTrue(caps.general_caps & e.IBV_ODP_SUPPORT)
+        self.assertFalse(caps.general_caps & e.IBV_ODP_SUPPORT_IMPLICIT)
+        want = e.IBV_ODP_SUPPORT_SEND | e.IBV_ODP_SUPPORT_RECV | \
+            e.IBV_ODP_SUPPORT_WRITE | e.IBV_ODP_SUPPORT_READ
+        self.assertEqual(caps.rc_odp_caps & want, want)
+        pd = PD(self.ctx)
+        MR(pd, 4096, e.IBV_ACCESS_ON_DEMAND | e.IBV_ACCESS_LOCAL_WRITE).close()
+
+    def test_rereg_keeps_keys_and_checks_access(self):
+        import pyverbs.enums as e
+        from pyverbs.mr import MR
+        from pyverbs.pd import PD
+        from pyverbs.pyverbs_error import PyverbsRDMAError
+        pd, pd2 = PD(self.ctx), PD(self.ctx)
+        mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
+        keys = (mr.lkey, mr.rkey)
+        mr.rereg(flags=e.IBV_REREG_MR_CHANGE_ACCESS, pd=None, addr=0,
+                 length=0, access=e.IBV_ACCESS_LOCAL_WRITE |
+                 e.IBV_ACCESS_REMOTE_WRITE)
+        mr.rereg(flags=e.IBV_REREG_MR_CHANGE_PD, pd=pd2, addr=0, length=0,
+                 access=0)
+        self.assertEqual((mr.lkey, mr.rkey), keys)
+        with self.assertRaises(PyverbsRDMAError):  # remote write, no local
+            mr.rereg(flags=e.IBV_REREG_MR_CHANGE_ACCESS, pd=None, addr=0,
+                     length=0, access=e.IBV_ACCESS_REMOTE_WRITE)
+        mr.rereg(flags=e.IBV_REREG_MR_CHANGE_PD, pd=pd, addr=0, length=0,
+                 access=0)
+        mr.close()
+
+    def test_reset_cleans_the_qps_completions(self):
+        import pyverbs.enums as e
+        from pyverbs.addr import AH, AHAttr, GlobalRoute
+        from pyverbs.mr import MR
+        from pyverbs.qp import QPAttr
+        from pyverbs.wr import SGE, SendWR
+        import time
+        pd, cq, (a, b) = self.traffic_pair()
+        smr = MR(pd, 64, e.IBV_ACCESS_LOCAL_WRITE)
+        gr = GlobalRoute(dgid=self.ctx.query_gid(1, 1), sgid_index=1)
+        ah = AH(pd, attr=AHAttr(gr=gr, is_global=1, port_num=1))
+        for qp, n in ((a, 3), (b, 2)):
+            for i in range(n):
+                wr = SendWR(wr_id=qp.qp_num, num_sge=1,
+                            sg=[SGE(smr.buf, 64, smr.lkey)])
+                wr.set_wr_ud(ah, 0x99, 0x1234)
+                qp.post_send(wr)
+        time.sleep(0.2)  # all five sent and completed
+        a.modify(QPAttr(qp_state=e.IBV_QPS_RESET), e.IBV_QP_STATE)
+        wcs = self.poll(cq, 2)
+        self.assertEqual({w.qp_num for w in wcs}, {b.qp_num})
+        self.assertEqual(cq.poll(1)[0], 0)
+
     def test_create_flags(self):
         import pyverbs.enums as e
         from pyverbs.cq import CQ
