@@ -25,6 +25,10 @@
  * link-local address (docs/verbs.md). */
 #define UV_GID_TBL_LEN 2
 #define UV_GID_INDEX 1
+/* The table's size as the port reports it: entries past the two are
+ * empty (the null GID; ibv_query_gid_ex says ENODATA), as most of a real
+ * device's table is. */
+#define UV_GID_TBL_SIZE 16
 
 struct uv_device {
   struct ibv_device dev; /* what ibv_get_device_list hands out */
@@ -45,7 +49,13 @@ struct uv_context {
 
 struct uv_pd {
   struct ibv_pd pd;
-  struct uroce_pd *upd;
+  struct uroce_pd *upd; /* a parent domain's is its protection domain's */
+  /* A parent domain: the protection domain it wraps (NULL for a plain
+   * PD), its thread domain and the context its allocators get. */
+  struct uv_pd *parent_of;
+  struct ibv_td *td;
+  void *pd_context;
+  unsigned children; /* parent domains over this PD */
 };
 
 struct uv_mr {

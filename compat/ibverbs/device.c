@@ -342,7 +342,7 @@ int uv_query_port(struct ibv_context *context, uint8_t port_num,
   p.state = IBV_PORT_ACTIVE;
   p.max_mtu = IBV_MTU_4096;
   p.active_mtu = (enum ibv_mtu)uroce_device_active_mtu(ctx->udev);
-  p.gid_tbl_len = UV_GID_TBL_LEN;
+  p.gid_tbl_len = UV_GID_TBL_SIZE;
   p.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
   p.max_msg_sz = UROCE_MAX_MSG;
   p.pkey_tbl_len = 1;
@@ -370,11 +370,14 @@ UV_EXPORT int ibv_query_port(struct ibv_context *context, uint8_t port_num,
 UV_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num,
                             int index, union ibv_gid *gid) {
   if (!context || !gid || port_num != 1 || index < 0 ||
-      index >= UV_GID_TBL_LEN) {
+      index >= UV_GID_TBL_SIZE) {
     errno = EINVAL;
     return -1;
   }
-  memcpy(gid->raw, uv_ctx(context)->gid[index], 16);
+  if (index < UV_GID_TBL_LEN)
+    memcpy(gid->raw, uv_ctx(context)->gid[index], 16);
+  else
+    memset(gid->raw, 0, 16); /* empty, as libibverbs reports one */
   return 0;
 }
 
@@ -382,11 +385,11 @@ UV_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num,
  * RoCE v1, 1 is RoCE v2. */
 UV_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
                                  unsigned int index, unsigned int *type) {
-  if (!context || !type || port_num != 1 || index >= UV_GID_TBL_LEN) {
+  if (!context || !type || port_num != 1 || index >= UV_GID_TBL_SIZE) {
     errno = EINVAL;
     return -1;
   }
-  *type = 1;
+  *type = index < UV_GID_TBL_LEN; /* libibverbs says v1 for an empty one */
   return 0;
 }
 

@@ -63,11 +63,77 @@ UV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context) {
 
 UV_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd) {
   struct uv_pd *pd = UV_CONTAINER(ibpd, struct uv_pd, pd);
+  if (pd->parent_of) { /* a parent domain: its PD stays */
+    __atomic_sub_fetch(&pd->parent_of->children, 1, __ATOMIC_RELAXED);
+    free(pd);
+    return 0;
+  }
+  if (__atomic_load_n(&pd->children, __ATOMIC_RELAXED))
+    return EBUSY;
   int rv = uroce_dealloc_pd(pd->upd);
   if (rv < 0)
     return uv_errno(rv);
   free(pd);
   return 0;
+}
+
+/* ---- thread and parent domains ---- */
+
+/* uroce serialises a device's work itself, so a thread domain is a
+ * handle that promises nothing more. */
+static struct ibv_td *op_alloc_td(struct ibv_context *context,
+                                  struct ibv_td_init_attr *attr) {
+  if (!attr || attr->comp_mask) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct ibv_td *td = calloc(1, sizeof(*td));
+  if (!td) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  td->context = context;
+  return td;
+}
+
+static int op_dealloc_td(struct ibv_td *td) {
+  free(td);
+  return 0;
+}
+
+/* A parent domain stands for its protection domain wherever a PD is
+ * taken. Its allocators are accepted and never called: uroce's queues
+ * live in the engine, not in buffers the program could place (mlx5 calls
+ * them for its rings; a provider with nothing to allocate does not). */
+static struct ibv_pd *
+op_alloc_parent_domain(struct ibv_context *context,
+                       struct ibv_parent_domain_init_attr *attr) {
+  if (!attr || !attr->pd ||
+      (attr->comp_mask & ~(uint32_t)(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+                                     IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)) ||
+      ((attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) &&
+       (!attr->alloc || !attr->free))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct uv_pd *base = UV_CONTAINER(attr->pd, struct uv_pd, pd);
+  if (base->parent_of || attr->pd->context != context) {
+    errno = EINVAL; /* a parent domain over a parent domain */
+    return NULL;
+  }
+  struct uv_pd *pd = calloc(1, sizeof(*pd));
+  if (!pd) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  pd->pd.context = context;
+  pd->upd = base->upd;
+  pd->parent_of = base;
+  pd->td = attr->td;
+  if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
+    pd->pd_context = attr->pd_context;
+  __atomic_add_fetch(&base->children, 1, __ATOMIC_RELAXED);
+  return &pd->pd;
 }
 
 /* ---- memory regions ---- */
@@ -988,4 +1054,7 @@ void uv_set_context_ops(struct uv_context *ctx) {
   v->create_cq_ex = uv_create_cq_ex;
   v->create_srq_ex = op_create_srq_ex;
   v->advise_mr = op_advise_mr;
+  v->alloc_td = op_alloc_td;
+  v->dealloc_td = op_dealloc_td;
+  v->alloc_parent_domain = op_alloc_parent_domain;
 }
