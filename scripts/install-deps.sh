@@ -12,6 +12,9 @@ test_pkgs=(python3 python3-scapy tshark clang libclang-rt-14-dev iproute2
 test_pkgs+=(tcpdump) # captures for tests/net/dump_e2e.py
 # the torch.distributed backend (torch/) and its test against Gloo
 test_pkgs+=(python3-torch libtorch-dev)
+# UCX over the drop-in (tests/net/ucx_e2e.py, bench/ucx_bench.sh) and
+# rdma-core's pyverbs (tests/net/pyverbs_e2e.py, scripts/rdma-core-tests.sh)
+test_pkgs+=(ucx-utils libucx-dev python3-pyverbs)
 
 want=("${build_pkgs[@]}")
 case "${1:-build}" in

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "run_dev.h"
 #include "tool.h"
 
 #ifndef UROCE_COMPAT_BUILD_LIBDIR
@@ -212,17 +213,26 @@ int cmd_run(int argc, char **argv) {
 
   char **args = argv + i;
   if (ns) {
-    /* ip netns exec keeps the environment set above. */
+    /* ip netns exec keeps the environment set above, and remounts /sys:
+     * this program runs again inside, to make the device entries there. */
     int n = argc - i;
-    char **v = calloc((size_t)n + 5, sizeof(*v));
-    if (!v)
+    char **v = calloc((size_t)n + 10, sizeof(*v));
+    static char exe[PATH_MAX]; /* outlives this block: v points into it */
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (!v || len <= 0)
       return 1;
-    v[0] = "ip";
-    v[1] = "netns";
-    v[2] = "exec";
-    v[3] = (char *)ns;
-    memcpy(v + 4, args, (size_t)n * sizeof(*v));
+    exe[len] = 0;
+    const char *pre[] = {"ip",  "netns",  "exec", ns,  exe,
+                         "run", "--addr", addr,   "--"};
+    memcpy(v, pre, sizeof(pre));
+    memcpy(v + 9, args, (size_t)n * sizeof(*v));
     args = v;
+  } else if (!getenv("UROCE_NO_DEVNODES")) {
+    const char *name = getenv("UROCE_DEV_NAME");
+    if (run_dev_setup(name && *name ? name : "uroce0", "uverbs0", addr) < 0)
+      fprintf(stderr, "uroce run: going on without /dev/infiniband and "
+                      "/sys/class/infiniband: the drop-in works, but "
+                      "middleware that looks there (UCX) finds no device\n");
   }
   fflush(NULL);
   execvp(args[0], args);

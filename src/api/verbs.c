@@ -81,6 +81,32 @@ int uroce_dereg_mr(struct uroce_mr *mr) {
   return rv;
 }
 
+int uroce_rereg_mr(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
+                   size_t length, uint32_t access) {
+  if (!mr || !pd || !mr->pd || (!addr && length))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_pd *old = (struct uroce_pd *)mr->pd;
+  if (old->eng != pd->eng)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(pd->eng);
+  LOCK(dev);
+  /* In place, under the device lock: a packet sees the region before or
+   * after, whole; its keys stay, as rxe and mlx5 keep them. */
+  int rv = UROCE_ERR_INVALID_ARGUMENT;
+  if (mr->state != MR_FREE) {
+    old->refs--;
+    pd->refs++;
+    mr->pd = pd;
+    mr->iova = (uint64_t)(uintptr_t)addr;
+    mr->length = length;
+    mr->access = access;
+    mr->state = MR_VALID;
+    rv = 0;
+  }
+  UNLOCK(dev);
+  return rv;
+}
+
 uint32_t uroce_mr_lkey(const struct uroce_mr *mr) {
   return mr->lkey;
 }
@@ -294,6 +320,36 @@ int uroce_destroy_cq(struct uroce_cq *cq) {
     free(d);
   }
   return rv;
+}
+
+int uroce_resize_cq(struct uroce_cq *cq, uint32_t cqe) {
+  if (!cq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct dcq *d = cq->user;
+  struct uroce_device *dev = dev_of(cq->eng);
+  /* Work posted before the resize completes first, as on a NIC that had
+   * the time meanwhile; then the device lock holds off the engine (the
+   * producer), the poll lock the consumers. */
+  uroce_device_progress(dev);
+  LOCK(dev);
+  pthread_mutex_lock(&d->poll_lock);
+  int rv = uroce_cq_resize(cq, cqe);
+  pthread_mutex_unlock(&d->poll_lock);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_clean_cq(struct uroce_cq *cq, uint32_t qp_num) {
+  if (!cq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct dcq *d = cq->user;
+  struct uroce_device *dev = dev_of(cq->eng);
+  LOCK(dev);
+  pthread_mutex_lock(&d->poll_lock);
+  int n = (int)uroce_cq_clean(cq, qp_num);
+  pthread_mutex_unlock(&d->poll_lock);
+  UNLOCK(dev);
+  return n;
 }
 
 void *uroce_cq_context(const struct uroce_cq *cq) {

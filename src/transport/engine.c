@@ -320,6 +320,36 @@ int uroce_cq_del(struct uroce_cq *cq) {
   return 0;
 }
 
+int uroce_cq_resize(struct uroce_cq *cq, uint32_t cqe) {
+  if (!cq || cqe == 0 || cqe > (1u << 22) || cq->head - cq->tail > cqe)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_wc *ring = eng_alloc(cq->eng, (size_t)cqe * sizeof(*ring));
+  if (!ring)
+    return -ENOMEM;
+  /* head and tail keep counting: an armed CQ's mark stays meaningful. */
+  for (uint32_t i = cq->tail; i != cq->head; i++)
+    ring[i % cqe] = cq->ring[i % cq->size];
+  eng_free(cq->eng, cq->ring);
+  cq->ring = ring;
+  cq->size = cqe;
+  return 0;
+}
+
+uint32_t uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn) {
+  /* From the newest back, the kept ones packed against head: the tail
+   * moves forward past the dropped ones, as a poll would move it. */
+  uint32_t keep = cq->head;
+  for (uint32_t i = cq->head; i != cq->tail;) {
+    i--;
+    struct uroce_wc wc = cq->ring[i % cq->size];
+    if (wc.qp_num != qpn)
+      cq->ring[--keep % cq->size] = wc;
+  }
+  uint32_t dropped = keep - cq->tail;
+  __atomic_store_n(&cq->tail, keep, __ATOMIC_RELEASE);
+  return dropped;
+}
+
 /* The ring is single-producer (the engine) single-consumer (whoever
  * polls): head and tail are published with release and read with acquire
  * so that a device's application thread can poll while its progress
