@@ -529,6 +529,9 @@ UV_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *context,
 
 /* ---- queue pairs ---- */
 
+/* Set by uroce_ibv_create_gsi_qp around its uv_qp_new. */
+static __thread bool tl_gsi;
+
 struct ibv_qp *uv_qp_new(struct ibv_context *context,
                          struct ibv_qp_init_attr_ex *init) {
   if (!init || !(init->comp_mask & IBV_QP_INIT_ATTR_PD) || !init->pd ||
@@ -558,7 +561,7 @@ struct ibv_qp *uv_qp_new(struct ibv_context *context,
   a.cap.max_send_sge = init->cap.max_send_sge;
   a.cap.max_recv_sge = init->cap.max_recv_sge;
   a.cap.max_inline_data = init->cap.max_inline_data;
-  a.qp_type = init->qp_type;
+  a.qp_type = tl_gsi ? UROCE_QPT_GSI : init->qp_type;
   a.sq_sig_all = init->sq_sig_all;
   struct uv_pd *pd = UV_CONTAINER(init->pd, struct uv_pd, pd);
   int rv = uroce_create_qp(pd->upd, &a, &qp->uqp);
@@ -588,6 +591,29 @@ struct ibv_qp *uv_qp_new(struct ibv_context *context,
   }
   ctx_add_qp(uv_ctx(context), qp);
   return q;
+}
+
+/* Private to uroce's librdmacm drop-in (version node UROCE_PRIVATE_1): QP1,
+ * the GSI QP that carries the CM's MADs, a UD QP to every verb. */
+UV_EXPORT struct ibv_qp *uroce_ibv_create_gsi_qp(struct ibv_pd *pd,
+                                                 struct ibv_qp_init_attr *init) {
+  if (!pd || !init || init->qp_type != IBV_QPT_UD || init->srq) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct ibv_qp_init_attr_ex x;
+  memset(&x, 0, sizeof(x));
+  x.send_cq = init->send_cq;
+  x.recv_cq = init->recv_cq;
+  x.cap = init->cap;
+  x.qp_type = IBV_QPT_UD;
+  x.sq_sig_all = init->sq_sig_all;
+  x.comp_mask = IBV_QP_INIT_ATTR_PD;
+  x.pd = pd;
+  tl_gsi = true;
+  struct ibv_qp *qp = uv_qp_new(pd->context, &x);
+  tl_gsi = false;
+  return qp;
 }
 
 UV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
@@ -751,8 +777,11 @@ UV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
   return 0;
 }
 
-/* Translates one ibv send WR. Returns 0 or an errno value. */
-int uv_send_wr(const struct ibv_send_wr *w, struct uroce_send_wr *u) {
+/* Translates one ibv send WR for a QP of type qpt: only the fields that
+ * type defines are read (wr.ud is a union member only UD QPs set; an RC
+ * SEND's wr may hold anything there). Returns 0 or an errno value. */
+static int uv_send_wr(const struct ibv_send_wr *w, enum ibv_qp_type qpt,
+                      struct uroce_send_wr *u) {
   memset(u, 0, sizeof(*u));
   switch (w->opcode) {
   case IBV_WR_RDMA_WRITE:
@@ -789,11 +818,13 @@ int uv_send_wr(const struct ibv_send_wr *w, struct uroce_send_wr *u) {
     u->wr.rdma.rkey = w->wr.rdma.rkey;
     break;
   default:
-    if (w->wr.ud.ah) {
-      u->wr.ud.ah = UV_CONTAINER(w->wr.ud.ah, struct uv_ah, ah)->uah;
-      u->wr.ud.remote_qpn = w->wr.ud.remote_qpn;
-      u->wr.ud.remote_qkey = w->wr.ud.remote_qkey;
-    }
+    if (qpt != IBV_QPT_UD)
+      break;
+    if (!w->wr.ud.ah)
+      return EINVAL;
+    u->wr.ud.ah = UV_CONTAINER(w->wr.ud.ah, struct uv_ah, ah)->uah;
+    u->wr.ud.remote_qpn = w->wr.ud.remote_qpn;
+    u->wr.ud.remote_qkey = w->wr.ud.remote_qkey;
     break;
   }
   return 0;
@@ -804,14 +835,11 @@ static int op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
   struct uv_qp *qp = (struct uv_qp *)(void *)ibqp;
   struct uroce_send_wr batch[UV_WR_BATCH];
   struct ibv_send_wr *src[UV_WR_BATCH];
-  bool ud = ibqp->qp_type == IBV_QPT_UD;
   while (wr) {
     unsigned n = 0;
     int e = 0;
     for (; wr && n < UV_WR_BATCH; wr = wr->next, n++) {
-      e = uv_send_wr(wr, &batch[n]);
-      if (!e && ud && !wr->wr.ud.ah)
-        e = EINVAL;
+      e = uv_send_wr(wr, ibqp->qp_type, &batch[n]);
       if (e)
         break;
       src[n] = wr;

@@ -1,0 +1,222 @@
+#!/usr/bin/python3
+"""Unmodified Debian 12 rdma_cm programs (rdmacm-utils, perftest) over
+uroce's librdmacm.so.1 and libibverbs.so.1 drop-ins, two processes on one
+host (endpoints 127.0.0.2 and 127.0.0.3), each started through `uroce run`.
+The connection manager speaks the InfiniBand CM protocol on QP1, so each
+case also checks, in a capture of the client, that the CM MADs it expects
+crossed the wire (decoded by `uroce dump`).
+
+Cases: rping with data verification (-V) in both directions of RDMA READ
+and WRITE, ucmatose (RC, 2 connections), udaddy (UD via SIDR), rdma_server
+/ rdma_client (the synchronous API: rdma_getaddrinfo, rdma_create_ep,
+rdma_get_request), ib_write_bw -R, and a connection to a port nobody
+listens on, which the peer's CM must reject (REJ, invalid service ID) at
+once rather than let time out.
+
+Run it in a network namespace of its own (CTest does, with unshare -n): the
+servers listen on fixed ports. Prints one line per case and
+`N passed, M failed`; exits non-zero if any failed or a program is
+missing (unless --allow-missing)."""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+results = []
+
+
+def report(name, ok, detail=""):
+    results.append((name, ok))
+    print("%-46s %s %s" % (name, "ok" if ok else "FAIL", detail), flush=True)
+
+
+def urun(uroce, addr, argv, pcap=None):
+    c = [uroce, "run", "--addr", addr]
+    if pcap:
+        c += ["--pcap", pcap]
+    return c + ["--"] + argv
+
+
+def run_pair(uroce, argv_srv, argv_cli, pcap, timeout=60, settle=1.0):
+    """Starts the server, then the client; a client rejected because the
+    server was not listening yet (REJ, invalid service ID) tries again."""
+    s = subprocess.Popen(urun(uroce, "127.0.0.2", argv_srv),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
+    time.sleep(settle)
+    deadline = time.time() + timeout
+    while True:
+        c = subprocess.run(urun(uroce, "127.0.0.3", argv_cli, pcap),
+                           capture_output=True, text=True,
+                           timeout=max(5, deadline - time.time()))
+        out_c = c.stdout + c.stderr
+        if (c.returncode == 0 or "REJECTED" not in out_c or
+                time.time() > deadline - 15 or s.poll() is not None):
+            break
+        time.sleep(0.5)
+    try:
+        out_s, _ = s.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        s.kill()
+        out_s = s.communicate()[0] + "\n<server timed out>"
+    return s.returncode, c.returncode, out_s, out_c
+
+
+def mads(uroce, pcap):
+    """The CM messages in a capture, in order, as `uroce dump` names them."""
+    out = subprocess.run([uroce, "dump", pcap], capture_output=True,
+                         text=True).stdout
+    return re.findall(r"\| CM (\w+) ", out)
+
+
+def expect_mads(got, want):
+    """want appear in got in this order (others may come between)."""
+    i = 0
+    for m in got:
+        if i < len(want) and m == want[i]:
+            i += 1
+    return i == len(want)
+
+
+def case(name, uroce, tmp, srv, cli, check, want_mads, timeout=60,
+         forbid=()):
+    pcap = os.path.join(tmp, re.sub(r"\W+", "_", name) + ".pcap")
+    t0 = time.time()
+    rs, rc, out_s, out_c = run_pair(uroce, srv, cli, pcap, timeout)
+    why = None
+    if rs != 0 or rc != 0:
+        why = "exit codes server %s client %s" % (rs, rc)
+    else:
+        why = check(out_s, out_c)
+    if not why:
+        got = mads(uroce, pcap)
+        if not expect_mads(got, want_mads) or set(got) & set(forbid):
+            why = "CM MADs %s, expected %s in order%s" % (
+                got, want_mads, ", none of %s" % list(forbid) if forbid else "")
+    report(name, why is None, why or "(%.1fs)" % (time.time() - t0))
+    if why:
+        print("---- server\n%s\n---- client\n%s" % (out_s[-2000:],
+                                                    out_c[-2000:]))
+
+
+def check_rping(count):
+    def check(out_s, out_c):
+        for who, out in (("server", out_s), ("client", out_c)):
+            n = re.findall(r"ping data: rdma-ping-(\d+):", out)
+            if [int(x) for x in n] != list(range(count)):
+                return "%s printed %d of %d pings" % (who, len(n), count)
+        if re.search(r"(?i)error|failed|miscompare", out_s + out_c):
+            return "error in output"
+        return None
+    return check
+
+
+def check_status0(out_s, out_c):
+    for who, out in (("server", out_s), ("client", out_c)):
+        if "return status 0" not in out or "data transfers complete" not in out:
+            return "%s did not complete its transfers" % who
+    return None
+
+
+def check_sync(out_s, out_c):
+    if "rdma_server: end 0" not in out_s or "rdma_client: end 0" not in out_c:
+        return "no clean end"
+    return None
+
+
+def check_bw(size, iters):
+    def check(out_s, out_c):
+        for who, out in (("server", out_s), ("client", out_c)):
+            if re.search(r"(?i)\b(error|failed|unable)\b", out):
+                return "%s: error in output" % who
+            rows = [l.split() for l in out.splitlines()
+                    if re.match(r"^\s*%d\s+%d\s" % (size, iters), l)]
+            if not rows:
+                return "%s: no result row for %d x %d" % (who, size, iters)
+            if not float(rows[-1][3]) > 0:
+                return "%s: zero bandwidth" % who
+        return None
+    return check
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uroce", required=True)
+    ap.add_argument("--allow-missing", action="store_true")
+    a = ap.parse_args()
+    uroce = os.path.abspath(a.uroce)
+    need = ["rping", "ucmatose", "udaddy", "rdma_server", "rdma_client",
+            "ib_write_bw"]
+    missing = [p for p in need if not shutil.which(p)]
+    if missing:
+        print("missing programs: %s (apt-get install rdmacm-utils perftest)"
+              % " ".join(missing))
+        return 0 if a.allow_missing else 1
+    tmp = tempfile.mkdtemp(prefix="rdmacm_e2e.")
+    conn = ["REQ", "REP", "RTU", "DREQ", "DREP"]
+    case("rping -V -C 20", uroce, tmp,
+         ["rping", "-s", "-a", "127.0.0.2", "-p", "7174", "-C", "20", "-V",
+          "-v"],
+         ["rping", "-c", "-a", "127.0.0.2", "-p", "7174", "-C", "20", "-V",
+          "-v"], check_rping(20), conn)
+    case("rping -V -S 32768 -C 5", uroce, tmp,
+         ["rping", "-s", "-a", "127.0.0.2", "-p", "7175", "-C", "5", "-V",
+          "-S", "32768"],
+         ["rping", "-c", "-a", "127.0.0.2", "-p", "7175", "-C", "5", "-V",
+          "-S", "32768"], lambda s, c: None, conn)
+    case("ucmatose -c 2 -C 10", uroce, tmp,
+         ["ucmatose", "-b", "127.0.0.2", "-p", "7176", "-c", "2", "-C", "10"],
+         ["ucmatose", "-s", "127.0.0.2", "-p", "7176", "-c", "2", "-C", "10"],
+         check_status0, ["REQ", "REQ", "REP", "REP", "RTU", "RTU"])
+    case("udaddy -c 2 -C 10", uroce, tmp,
+         ["udaddy", "-b", "127.0.0.2", "-c", "2", "-C", "10"],
+         ["udaddy", "-s", "127.0.0.2", "-c", "2", "-C", "10"],
+         check_status0, ["SIDR_REQ", "SIDR_REP", "SIDR_REP"],
+         forbid=["DREQ", "REQ"])
+    case("rdma_server / rdma_client", uroce, tmp,
+         ["rdma_server", "-s", "127.0.0.2", "-p", "7178"],
+         ["rdma_client", "-s", "127.0.0.2", "-p", "7178"], check_sync,
+         ["REQ", "REP", "RTU"])
+    case("ib_write_bw -R 64K x 500", uroce, tmp,
+         ["ib_write_bw", "-R", "-d", "uroce0", "-x", "1", "-p", "18600",
+          "-s", "65536", "-n", "500"],
+         ["ib_write_bw", "-R", "-d", "uroce0", "-x", "1", "-p", "18600",
+          "-s", "65536", "-n", "500", "127.0.0.2"], check_bw(65536, 500),
+         ["REQ", "REP", "RTU"], timeout=90)
+
+    # Nobody listens: the peer's CM answers the REQ with a REJ at once.
+    pcap = os.path.join(tmp, "rej.pcap")
+    # (udaddy listens in the UDP port space: the CM runs, no TCP listener)
+    srv = subprocess.Popen(urun(uroce, "127.0.0.2", ["udaddy", "-b",
+                                                     "127.0.0.2"]),
+                           stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    t0 = time.time()
+    c = subprocess.run(urun(uroce, "127.0.0.3",
+                            ["rping", "-c", "-a", "127.0.0.2", "-p", "7180",
+                             "-C", "1"], pcap),
+                       capture_output=True, text=True, timeout=60)
+    dt = time.time() - t0
+    srv.kill()
+    srv.wait()
+    out = c.stdout + c.stderr
+    got = mads(uroce, pcap)
+    ok = (c.returncode != 0 and "REJECTED" in out and dt < 10 and
+          expect_mads(got, ["REQ", "REJ"]))
+    report("rping to a port nobody listens on", ok,
+           "(%.1fs, REJ)" % dt if ok else "rc %s, %.1fs, MADs %s: %s" %
+           (c.returncode, dt, got, out.strip()[-300:]))
+
+    npass = sum(1 for _, ok in results if ok)
+    print("%d passed, %d failed" % (npass, len(results) - npass))
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0 if npass == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
