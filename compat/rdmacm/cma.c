@@ -337,6 +337,8 @@ static struct cma_chan *chan_of(struct cma_id *p) {
 
 static struct cma_ev *ev_new(struct cma_id *p, enum rdma_cm_event_type type,
                              int status) {
+  if (!p->id.channel) /* its channel was destroyed under it */
+    return NULL;
   struct cma_ev *e = calloc(1, sizeof(*e));
   if (!e)
     return NULL;
@@ -414,7 +416,9 @@ static int make_qp_attr(struct cma_id *p, struct ibv_qp_attr *a, int *mask) {
       return EINVAL;
     a->path_mtu = p->mtu;
     a->dest_qp_num = p->rqpn;
-    a->rq_psn = p->rpsn;
+    /* The starting PSN a side puts in its REQ or REP is the one it will
+     * receive from: the peer's sends start at it (docs/rdmacm.md). */
+    a->rq_psn = p->psn;
     a->max_dest_rd_atomic = p->resp_res ? p->resp_res : 1;
     a->min_rnr_timer = 12;
     fill_ah_attr(&a->ah_attr, p->rgid);
@@ -422,7 +426,7 @@ static int make_qp_attr(struct cma_id *p, struct ibv_qp_attr *a, int *mask) {
              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
     return 0;
   case IBV_QPS_RTS:
-    a->sq_psn = p->psn;
+    a->sq_psn = ud ? p->psn : p->rpsn;
     *mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
     if (ud)
       return 0;
@@ -582,6 +586,9 @@ static void on_req(const struct uroce_cm_msg *m, const uint8_t gid[16]) {
   c->mtu = m->mtu < g.mtu ? m->mtu : g.mtu;
   c->retry_count = m->retry_count;
   c->rnr_retry = m->rnr_retry;
+  /* What rdma_accept(id, NULL) grants: all the peer asked for. */
+  c->resp_res = m->init_depth;
+  c->init_depth = m->resp_res;
   c->psn = rnd() & 0xFFFFFF;
   struct cma_ev *e = ev_new(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
   if (!e)
@@ -869,6 +876,50 @@ static void *cm_thread(void *arg) {
   return NULL;
 }
 
+/* At exit, as the kernel does when a process's rdma_cm file closes: each
+ * connection still up gets a DREQ, so that the peer does not wait out its
+ * own DREQ's retries on a CM that is gone. Signaled sends, polled for a
+ * moment so that they leave before the device closes. */
+__attribute__((destructor)) static void cm_fini(void) {
+  if (g.inited != 1)
+    return;
+  pthread_mutex_lock(&g.lock);
+  int sent = 0;
+  for (struct cma_id *p = g.ids; p; p = p->next) {
+    if (p->id.qp_type == IBV_QPT_UD || !p->ah ||
+        (p->state != ST_EST && p->state != ST_REP_SENT))
+      continue;
+    struct uroce_cm_msg m = {.attr_id = UROCE_CM_DREQ, .tid = p->tid};
+    m.local_id = p->lcid;
+    m.remote_id = p->rcid;
+    m.qpn = p->rqpn;
+    uint8_t mad[UROCE_MAD_LEN];
+    if (uroce_cm_build(&m, mad))
+      continue;
+    struct ibv_sge sge = {.addr = (uintptr_t)mad, .length = UROCE_MAD_LEN};
+    struct ibv_send_wr wr = {.sg_list = &sge,
+                             .num_sge = 1,
+                             .opcode = IBV_WR_SEND,
+                             .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED},
+                       *bad;
+    wr.wr.ud.ah = p->ah;
+    wr.wr.ud.remote_qpn = 1;
+    wr.wr.ud.remote_qkey = UROCE_GSI_QKEY;
+    if (ibv_post_send(g.qp1, &wr, &bad) == 0)
+      sent++;
+    p->state = ST_DISC;
+  }
+  uint64_t end = now_ns() + 200000000ull;
+  while (sent > 0 && now_ns() < end) {
+    struct ibv_wc wc[8];
+    int n = ibv_poll_cq(g.cq, 8, wc);
+    for (int i = 0; i < n; i++)
+      if (!(wc[i].opcode & IBV_WC_RECV))
+        sent--;
+  }
+  pthread_mutex_unlock(&g.lock);
+}
+
 /* ---- event channels ---- */
 
 RC_EXPORT struct rdma_event_channel *rdma_create_event_channel(void) {
@@ -898,6 +949,12 @@ RC_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *ch) {
     e->owner->events--;
     free(e);
   }
+  /* Ids still on it (a misuse) get no more events rather than a dangling
+   * channel. */
+  for (struct cma_id *p = g.ids; p; p = p->next)
+    if (p->id.channel == ch)
+      p->id.channel = NULL;
+  pthread_cond_broadcast(&g.cond);
   pthread_mutex_unlock(&g.lock);
   close(c->ch.fd);
   free(c);
@@ -1047,7 +1104,7 @@ RC_EXPORT int rdma_destroy_id(struct rdma_cm_id *id) {
   unlink_id(p);
   /* Events not yet taken go; taken ones must be acknowledged first. */
   struct cma_chan *c = chan_of(p);
-  for (struct cma_ev **pe = &c->head; *pe;) {
+  for (struct cma_ev **pe = c ? &c->head : NULL; pe && *pe;) {
     struct cma_ev *e = *pe;
     if (e->ev.id == id || e->owner == p) {
       *pe = e->next;
@@ -1057,10 +1114,12 @@ RC_EXPORT int rdma_destroy_id(struct rdma_cm_id *id) {
       pe = &e->next;
     }
   }
-  c->tail = NULL;
-  for (struct cma_ev *e = c->head; e; e = e->next)
-    c->tail = e;
-  while (p->events)
+  if (c) {
+    c->tail = NULL;
+    for (struct cma_ev *e = c->head; e; e = e->next)
+      c->tail = e;
+  }
+  while (p->events && p->id.channel)
     pthread_cond_wait(&g.cond, &g.lock);
   pthread_mutex_unlock(&g.lock);
   if (p->ah)
@@ -1277,8 +1336,9 @@ RC_EXPORT int rdma_connect(struct rdma_cm_id *id,
     pthread_mutex_unlock(&g.lock);
     return sync_wait(p, RDMA_CM_EVENT_ESTABLISHED, NULL);
   }
-  p->resp_res = conn ? conn->responder_resources : 0;
-  p->init_depth = conn ? conn->initiator_depth : 0;
+  /* Without parameters, as librdmacm: the most the device offers. */
+  p->resp_res = conn ? conn->responder_resources : 16;
+  p->init_depth = conn ? conn->initiator_depth : 16;
   if (p->resp_res > 16)
     p->resp_res = 16;
   if (p->init_depth > 16)
@@ -1353,8 +1413,10 @@ RC_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn) {
     pthread_mutex_unlock(&g.lock);
     return fail(EINVAL);
   }
-  p->resp_res = conn ? conn->responder_resources : 0;
-  p->init_depth = conn ? conn->initiator_depth : 0;
+  if (conn) { /* else what the REQ asked for (on_req) */
+    p->resp_res = conn->responder_resources;
+    p->init_depth = conn->initiator_depth;
+  }
   if (p->resp_res > 16)
     p->resp_res = 16;
   if (p->init_depth > 16)
