@@ -207,11 +207,11 @@ def cases():
                                    "10"],
                 ["udaddy", "-s", "{a}", "-c", "2", "-C", "10"], "status0",
                 ["SIDR_REQ", "SIDR_REP"], port=7174),
-        # perftest -R connects twice (its data exchange, then the test
-        # QPs); its server listens for the second only after setting up
-        # its buffers, which takes the TCG VM over a second, and a client
-        # that asks earlier is rejected (REJ, no listener), as between
-        # two kernels. So only the VM is the client here.
+        # perftest's server creates its listening id only after its TCP
+        # handshake, which the TCG VM can take longer over than our
+        # client: that client is rejected (no listener) and perftest's
+        # retry reuses destroyed ids and crashes (docs/rdmacm.md). So
+        # only the VM is the client here.
         cm_case("rdma_cm ib_write_bw -R", ["ib_write_bw", "-R", "-F", "-x",
                                            "{g}", "-p", "{p}", "-n", "200"],
                 ["ib_write_bw", "-R", "-F", "-x", "{g}", "-p", "{p}", "-n",
