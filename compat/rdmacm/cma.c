@@ -37,6 +37,7 @@ struct ibv_qp *uroce_ibv_create_gsi_qp(struct ibv_pd *pd,
 #define CM_MAX_TRIES 15
 #define UDP_QKEY 0x01234567u
 #define CMA_HDR_LEN 36
+#define MAX_BACKLOG 1024 /* unanswered requests per listener, at most */
 #define IB_PS_SID 0x0000000001000000ull /* RDMA_IB_IP_PS_* prefix */
 
 enum st {
@@ -79,6 +80,7 @@ struct cma_id {
   uint8_t mad[UROCE_MAD_LEN];
   int tries;
   uint64_t deadline;     /* ns, 0 = no retransmission pending */
+  int backlog;           /* a listener's bound on unanswered requests */
   struct cma_id *listen; /* a connection's listener (never followed: it
                             may be gone); NULL for others */
   uint8_t resp_res, init_depth, mtu, rnr_retry, retry_count;
@@ -521,7 +523,18 @@ static bool parse_cma_hdr(struct cma_id *c, const uint8_t *h) {
   return true;
 }
 
+/* Requests of l's the user has not answered yet. */
+static int pending(const struct cma_id *l) {
+  int n = 0;
+  for (struct cma_id *p = g.ids; p; p = p->next)
+    n +=
+        p->listen == l && (p->state == ST_REQ_RCVD || p->state == ST_SIDR_RCVD);
+  return n;
+}
+
 static struct cma_id *child_new(struct cma_id *l, const uint8_t gid[16]) {
+  if (pending(l) >= l->backlog) /* a peer cannot make us allocate more */
+    return NULL;
   struct cma_id *c = calloc(1, sizeof(*c));
   if (!c)
     return NULL;
@@ -572,8 +585,10 @@ static void on_req(const struct uroce_cm_msg *m, const uint8_t gid[16]) {
     return;
   }
   struct cma_id *c = child_new(l, gid);
-  if (!c)
+  if (!c) {
+    reply_to(m, gid, UROCE_CM_REJ, 3); /* no resources: backlog full */
     return;
+  }
   if (!parse_cma_hdr(c, m->priv))
     memcpy(&c->id.route.addr.src_storage, &g.addr, sizeof(g.addr));
   sa_set_port(&c->id.route.addr.src_addr, sa_port(&l->id.route.addr.src_addr));
@@ -1264,7 +1279,6 @@ RC_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms) {
 }
 
 RC_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog) {
-  (void)backlog;
   if (!id)
     return fail(EINVAL);
   struct cma_id *p = priv_of(id);
@@ -1274,8 +1288,10 @@ RC_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog) {
     rv = bind_locked(p, NULL);
   if (!rv && p->state != ST_BOUND)
     rv = EINVAL;
-  if (!rv)
+  if (!rv) {
     p->state = ST_LISTEN;
+    p->backlog = backlog > 0 && backlog < MAX_BACKLOG ? backlog : MAX_BACKLOG;
+  }
   pthread_mutex_unlock(&g.lock);
   return rv ? fail(rv) : 0;
 }
