@@ -19,12 +19,16 @@ servers listen on fixed ports. Prints one line per case and
 missing (unless --allow-missing)."""
 import argparse
 import os
+import random
 import re
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 results = []
 
@@ -145,6 +149,125 @@ def check_bw(size, iters):
     return check
 
 
+# ---- a hostile peer: RoCEv2 UD packets to QP1 made here ----
+
+def icrc(ip, udp, rest):
+    """RoCEv2 ICRC (IPv4) over the masked headers: CRC-32 of 8 bytes of
+    ones, the IP header with TOS, TTL and checksum ones, the UDP header
+    with checksum ones, the BTH with byte 4 ones, and the rest."""
+    ip = bytearray(ip)
+    ip[1] = ip[8] = 0xFF
+    ip[10:12] = b"\xff\xff"
+    udp = bytearray(udp)
+    udp[6:8] = b"\xff\xff"
+    rest = bytearray(rest)
+    rest[4] = 0xFF
+    return zlib.crc32(b"\xff" * 8 + bytes(ip) + bytes(udp) + bytes(rest))
+
+
+def gsi_packet(src, dst, sport, mad, psn):
+    """UDP payload: BTH (UD SEND only to QP1) + DETH (GSI Q_Key, source QP
+    1) + mad + ICRC, for a datagram sent with DF (IP ID 0, as Linux sends
+    a DF datagram from an unconnected socket)."""
+    bth = struct.pack(">BBHII", 0x64, 0, 0xFFFF, 1, psn & 0xFFFFFF)
+    deth = struct.pack(">II", 0x80010000, 1)
+    body = bth + deth + mad
+    n = 8 + len(body) + 4
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + n, 0, 0x4000, 64, 17, 0,
+                     socket.inet_aton(src), socket.inet_aton(dst))
+    udp = struct.pack(">HHHH", sport, 4791, n, 0)
+    return body + struct.pack("<I", icrc(ip, udp, body))
+
+
+def mad_hdr(attr, method=3, tid=0):
+    return struct.pack(">BBBBHHQHHI", 1, 7, 2, method, 0, 0, tid, attr, 0, 0)
+
+
+def hostile_case(uroce, tmp):
+    """Thousands of random and malformed CM MADs (right ICRC, so they reach
+    the CM) at a process whose rping server listens; then a REQ for a
+    service nobody offers must still get its REJ, and a real rping client
+    must still connect and verify its data."""
+    me, peer = "127.0.0.99", "127.0.0.2"
+    srv = subprocess.Popen(urun(uroce, peer, ["rping", "-s", "-a", peer, "-p",
+                                              "7190", "-C", "3", "-V"]),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    time.sleep(1.0)
+    sk = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sk.setsockopt(socket.IPPROTO_IP, 10, 2)  # IP_MTU_DISCOVER: DO (DF)
+    sk.bind((me, 4791))
+    sk.settimeout(0.01)
+    r = random.Random(26)
+    sent = 0
+    for i in range(4000):
+        attr = r.choice([0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17,
+                         0x18, 0x19, 0x01, 0xFFFF])
+        body = bytes(r.randrange(256) for _ in range(232))
+        mad = mad_hdr(attr, method=r.choice([3, 3, 3, 1, 0x81]),
+                      tid=r.getrandbits(64)) + body
+        k = r.random()
+        if k < 0.1:
+            mad = mad[:r.randrange(256)]          # short
+        elif k < 0.15:
+            mad = mad + bytes(r.randrange(1, 64))  # long
+        elif k < 0.2:
+            mad = bytes([r.randrange(256)]) + mad[1:]  # base version
+        try:
+            sk.sendto(gsi_packet(me, peer, 4791, mad, i), (peer, 4791))
+            sent += 1
+        except OSError:
+            pass
+        if i % 200 == 0:
+            try:
+                while sk.recv(4096):
+                    pass
+            except OSError:
+                pass
+    # A REQ for a service nobody offers: the CM must still answer REJ 8.
+    req = bytearray(mad_hdr(0x10, tid=0x2626) + bytes(232))
+    struct.pack_into(">I", req, 24, 0x12345678)             # local comm ID
+    struct.pack_into(">Q", req, 32, 0x0000000001060000 | 7191)
+    struct.pack_into(">I", req, 56, 0x000042 << 8)           # QPN
+    req[24 + 140] = 0x00
+    req[24 + 141] = 0x40  # rdma_cm IP header: IPv4
+    try:
+        while sk.recv(4096):
+            pass
+    except OSError:
+        pass
+    sk.settimeout(3)
+    sk.sendto(gsi_packet(me, peer, 4791, bytes(req), 9999), (peer, 4791))
+    rej = None
+    end = time.time() + 3
+    while time.time() < end and rej is None:
+        try:
+            d = sk.recv(4096)
+        except OSError:
+            break
+        m = d[20:20 + 256]
+        if len(m) == 256 and struct.unpack(">H", m[16:18])[0] == 0x12 and \
+                struct.unpack(">I", m[28:32])[0] == 0x12345678:
+            rej = struct.unpack(">H", m[34:36])[0]
+    sk.close()
+    c = subprocess.run(urun(uroce, "127.0.0.3",
+                            ["rping", "-c", "-a", peer, "-p", "7190", "-C",
+                             "3", "-V", "-v"]),
+                       capture_output=True, text=True, timeout=60)
+    try:
+        out_s = srv.communicate(timeout=20)[0]
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        out_s = srv.communicate()[0] + "<server timed out>"
+    ok = (rej == 8 and c.returncode == 0 and srv.returncode == 0 and
+          len(re.findall(r"ping data: rdma-ping-", c.stdout)) == 3)
+    report("4000 hostile MADs, then REJ and rping", ok,
+           "(%d sent, REJ reason %s)" % (sent, rej) if ok else
+           "REJ %s, client rc %s, server rc %s\n%s\n%s" % (
+               rej, c.returncode, srv.returncode, (c.stdout + c.stderr)[-500:],
+               out_s[-500:]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroce", required=True)
@@ -215,6 +338,8 @@ def main():
     report("rping to a port nobody listens on", ok,
            "(%.1fs, REJ)" % dt if ok else "rc %s, %.1fs, MADs %s: %s" %
            (c.returncode, dt, got, out.strip()[-300:]))
+
+    hostile_case(uroce, tmp)
 
     npass = sum(1 for _, ok in results if ok)
     print("%d passed, %d failed" % (npass, len(results) - npass))
