@@ -1226,6 +1226,16 @@ RC_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src,
   memset(&a->dst_storage, 0, sizeof(a->dst_storage));
   memcpy(&a->dst_storage, dst, sa_len(dst));
   addr_to_gid(dst, p->rgid);
+  if (dst->sa_family == AF_INET6 && !memcmp(p->rgid, v4pfx, 12)) {
+    /* ::ffff:a.b.c.d (what getaddrinfo gives with AI_V4MAPPED) is IPv4 */
+    struct sockaddr_in *s4 = &a->dst_sin;
+    uint16_t port = htons(sa_port(dst));
+    memset(&a->dst_storage, 0, sizeof(a->dst_storage));
+    s4->sin_family = AF_INET;
+    s4->sin_port = port;
+    memcpy(&s4->sin_addr, p->rgid + 12, 4);
+    dst = &a->dst_addr;
+  }
   /* RoCEv2 over uroce: the peer's GID is its IP address (IPv4-mapped);
    * the kernel routes the UDP datagrams, so there is no neighbour to
    * resolve. A destination of another family than ours is unreachable. */

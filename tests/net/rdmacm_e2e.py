@@ -45,16 +45,17 @@ def urun(uroce, addr, argv, pcap=None):
     return c + ["--"] + argv
 
 
-def run_pair(uroce, argv_srv, argv_cli, pcap, timeout=60, settle=1.0):
+def run_pair(uroce, argv_srv, argv_cli, pcap, timeout=60, settle=1.0,
+             addrs=("127.0.0.2", "127.0.0.3")):
     """Starts the server, then the client; a client rejected because the
     server was not listening yet (REJ, invalid service ID) tries again."""
-    s = subprocess.Popen(urun(uroce, "127.0.0.2", argv_srv),
+    s = subprocess.Popen(urun(uroce, addrs[0], argv_srv),
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True)
     time.sleep(settle)
     deadline = time.time() + timeout
     while True:
-        c = subprocess.run(urun(uroce, "127.0.0.3", argv_cli, pcap),
+        c = subprocess.run(urun(uroce, addrs[1], argv_cli, pcap),
                            capture_output=True, text=True,
                            timeout=max(5, deadline - time.time()))
         out_c = c.stdout + c.stderr
@@ -87,10 +88,11 @@ def expect_mads(got, want):
 
 
 def case(name, uroce, tmp, srv, cli, check, want_mads, timeout=60,
-         forbid=(), times=1):
+         forbid=(), times=1, addrs=("127.0.0.2", "127.0.0.3")):
     pcap = os.path.join(tmp, re.sub(r"\W+", "_", name) + ".pcap")
     t0 = time.time()
-    rs, rc, out_s, out_c = run_pair(uroce, srv, cli, pcap, timeout)
+    rs, rc, out_s, out_c = run_pair(uroce, srv, cli, pcap, timeout,
+                                    addrs=addrs)
     why = None
     if rs != 0 or rc != 0:
         why = "exit codes server %s client %s" % (rs, rc)
@@ -295,6 +297,15 @@ def main():
           "-S", "32768"],
          ["rping", "-c", "-a", "127.0.0.2", "-p", "7175", "-C", "5", "-V",
           "-S", "32768"], lambda s, c: None, conn)
+    # IPv6: GIDs are the addresses themselves (this namespace's own lo)
+    v6 = ("fd77::2", "fd77::3")
+    for a in v6:
+        subprocess.run(["ip", "addr", "add", a + "/128", "dev", "lo",
+                        "nodad"], stderr=subprocess.DEVNULL)
+    case("rping -V -C 5 over IPv6", uroce, tmp,
+         ["rping", "-s", "-a", v6[0], "-p", "7181", "-C", "5", "-V", "-v"],
+         ["rping", "-c", "-a", v6[0], "-p", "7181", "-C", "5", "-V", "-v"],
+         check_rping(5), conn, addrs=v6)
     case("ucmatose -c 2 -C 10", uroce, tmp,
          ["ucmatose", "-b", "127.0.0.2", "-p", "7176", "-c", "2", "-C", "10"],
          ["ucmatose", "-s", "127.0.0.2", "-p", "7176", "-c", "2", "-C", "10"],
