@@ -13,7 +13,10 @@ tshark on the tap (what really travelled) and by uroce itself (`--pcap`),
 and each capture goes through `uroce dump --json`: every packet decodes,
 no ICRC is bad, and both addresses sent packets.
 
-The cases run in three groups: IPv4 at the test bed's MTU 1500, then IPv6
+The rdma_cm cases (rping, ucmatose, udaddy, ib_write_bw -R) connect through
+uroce's librdmacm drop-in and the kernel's rdma_cm: CM MADs on QP1, which
+the tap capture must hold. The cases run in three groups: IPv4 at the test
+bed's MTU 1500, then IPv6
 (fd99::1 and fd99::2 added to the tap and the VM's eth0 for the run), then
 jumbo frames (the tap and eth0 set to MTU 9000 at run time, rxe's active
 MTU following to 4096; both are put back at the end). The 5% loss case on
