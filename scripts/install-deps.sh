@@ -6,9 +6,9 @@
 set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config libpcap-dev libisal-dev libyaml-dev zlib1g-dev gnuplot-nox
-  libibverbs-dev)
+  libibverbs-dev librdmacm-dev)
 test_pkgs=(python3 python3-scapy tshark clang libclang-rt-14-dev iproute2
-  ibverbs-utils perftest groff-base)
+  ibverbs-utils rdmacm-utils perftest groff-base)
 test_pkgs+=(tcpdump) # captures for tests/net/dump_e2e.py
 # the torch.distributed backend (torch/) and its test against Gloo
 test_pkgs+=(python3-torch libtorch-dev)

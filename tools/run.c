@@ -1,6 +1,6 @@
 /* uroce run: runs an unmodified verbs program on uroce. It puts the
- * libibverbs.so.1 drop-in (and the provider stand-ins perftest links) first
- * on the library path, gives the process its own endpoint address, and
+ * libibverbs.so.1 and librdmacm.so.1 drop-ins (and the provider stand-ins
+ * perftest links) first on the library path, gives the process its own endpoint address, and
  * optionally runs it inside a network namespace. */
 #include <errno.h>
 #include <limits.h>
@@ -29,9 +29,10 @@ static void usage(FILE *out) {
           "[--pcap FILE] [--dev NAME] [--rx-drop P] [--stats] -- PROGRAM "
           "[ARGS...]\n"
           "\n"
-          "Runs PROGRAM with uroce's libibverbs.so.1, so that an unmodified\n"
-          "verbs program (ibv_rc_pingpong, ib_write_bw, ...) runs over\n"
-          "RoCEv2 in UDP with no RDMA NIC. Its device is uroce0.\n"
+          "Runs PROGRAM with uroce's libibverbs.so.1 and librdmacm.so.1, so\n"
+          "that an unmodified verbs or rdma_cm program (ibv_rc_pingpong,\n"
+          "ib_write_bw, rping, ...) runs over RoCEv2 in UDP with no RDMA\n"
+          "NIC. Its device is uroce0.\n"
           "\n"
           "  --addr IP    the endpoint address (IPv4 or IPv6) of this "
           "process\n"

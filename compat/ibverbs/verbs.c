@@ -644,6 +644,9 @@ UV_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *context,
 
 /* ---- queue pairs ---- */
 
+/* Set by uroce_ibv_create_gsi_qp around its uv_qp_new. */
+static __thread bool tl_gsi;
+
 struct ibv_qp *uv_qp_new(struct ibv_context *context,
                          struct ibv_qp_init_attr_ex *init) {
   if (!init || !(init->comp_mask & IBV_QP_INIT_ATTR_PD) || !init->pd ||
@@ -680,7 +683,7 @@ struct ibv_qp *uv_qp_new(struct ibv_context *context,
   a.cap.max_send_sge = init->cap.max_send_sge;
   a.cap.max_recv_sge = init->cap.max_recv_sge;
   a.cap.max_inline_data = init->cap.max_inline_data;
-  a.qp_type = init->qp_type;
+  a.qp_type = tl_gsi ? UROCE_QPT_GSI : init->qp_type;
   a.sq_sig_all = init->sq_sig_all;
   struct uv_pd *pd = UV_CONTAINER(init->pd, struct uv_pd, pd);
   int rv = uroce_create_qp(pd->upd, &a, &qp->uqp);
@@ -710,6 +713,29 @@ struct ibv_qp *uv_qp_new(struct ibv_context *context,
   }
   ctx_add_qp(uv_ctx(context), qp);
   return q;
+}
+
+/* Private to uroce's librdmacm drop-in (version node UROCE_PRIVATE_1): QP1,
+ * the GSI QP that carries the CM's MADs, a UD QP to every verb. */
+UV_EXPORT struct ibv_qp *uroce_ibv_create_gsi_qp(struct ibv_pd *pd,
+                                                 struct ibv_qp_init_attr *init) {
+  if (!pd || !init || init->qp_type != IBV_QPT_UD || init->srq) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct ibv_qp_init_attr_ex x;
+  memset(&x, 0, sizeof(x));
+  x.send_cq = init->send_cq;
+  x.recv_cq = init->recv_cq;
+  x.cap = init->cap;
+  x.qp_type = IBV_QPT_UD;
+  x.sq_sig_all = init->sq_sig_all;
+  x.comp_mask = IBV_QP_INIT_ATTR_PD;
+  x.pd = pd;
+  tl_gsi = true;
+  struct ibv_qp *qp = uv_qp_new(pd->context, &x);
+  tl_gsi = false;
+  return qp;
 }
 
 UV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,

@@ -177,13 +177,18 @@ struct uroce_qp *eng_qp_lookup(const struct uroce_eng *eng, uint32_t qpn) {
   }
 }
 
-int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp) {
+int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp, bool gsi) {
   if (eng->nqp >= eng->cfg.max_qp)
     return UROCE_ERR_CAPS;
-  uint32_t qpn;
-  do /* QPNs 0 and 1 are the special QPs; 0xFFFFFF is multicast */
-    qpn = (uint32_t)eng_rand(eng) & 0xFFFFFF;
-  while (qpn < 2 || qpn == 0xFFFFFF || eng_qp_lookup(eng, qpn));
+  uint32_t qpn = 1; /* the GSI QP's number */
+  if (gsi) {
+    if (eng_qp_lookup(eng, qpn))
+      return UROCE_ERR_BUSY;
+  } else {
+    do /* QPNs 0 and 1 are the special QPs; 0xFFFFFF is multicast */
+      qpn = (uint32_t)eng_rand(eng) & 0xFFFFFF;
+    while (qpn < 2 || qpn == 0xFFFFFF || eng_qp_lookup(eng, qpn));
+  }
   qp->qpn = qpn;
   uint32_t i = qp_slot(eng, qpn);
   while (eng->qp_hash[i])

@@ -330,7 +330,8 @@ struct uroce_eng {
 };
 
 /* ---- engine.c ---- */
-int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp);
+/* Gives qp a free random QPN, or 1 when gsi (UROCE_ERR_BUSY if taken). */
+int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp, bool gsi);
 void eng_qp_detach(struct uroce_eng *eng, struct uroce_qp *qp);
 struct uroce_qp *eng_qp_lookup(const struct uroce_eng *eng, uint32_t qpn);
 void *eng_alloc(struct uroce_eng *eng, size_t n);
