@@ -26,7 +26,7 @@ const char *const uroce_comp_state_names[COMPST_COUNT] = {
 
 void comp_reset(struct uroce_qp *qp) {
   qp->comp.psn = qp->attr_sq_psn;
-  qp->comp.gap_events = 0;
+  qp->comp.rereqs = 0;
 }
 
 static bool outstanding(const struct uroce_qp *qp) {
@@ -38,7 +38,7 @@ static void progress(struct uroce_qp *qp, uint64_t now, uint64_t bytes) {
   qp->req.retry_left = qp->retry_cnt;
   qp->req.rnr_left = qp->rnr_retry;
   qp->req.probe = false;
-  qp->comp.gap_events = 0;
+  qp->comp.rereqs = 0;
   qp->req.rto_deadline = outstanding(qp) && rto_ns(qp) != UINT64_MAX
                              ? now + rto_ns(qp)
                              : UINT64_MAX;
@@ -114,20 +114,49 @@ static bool use_retry(struct uroce_qp *qp) {
   return true;
 }
 
-/* Evidence that a READ response or atomic ack before comp.psn's successor
- * was lost: a later response, or an ACK beyond the READ. Every packet
- * still in flight after the loss brings the same evidence, and going back
- * on each one restarts the responder's stream again and again (hundreds of
- * times per loss on a long READ). Going back on the first only hangs on the
- * timeout when that one re-request is lost too. So go back on the 1st,
- * 2nd, 4th, 8th ... piece of evidence for the same comp.psn: a handful of
- * re-requests per loss, spread over the stream. comp.psn only moves
- * through progress(), which starts the count again. */
-static bool gap_retry(struct uroce_qp *qp) {
-  if (qp->comp.gap_events == UINT32_MAX)
-    return false;
-  uint32_t n = ++qp->comp.gap_events;
-  return (n & (n - 1)) == 0;
+/* Evidence at psn (a later response, or an ACK or NAK beyond the READ or
+ * atomic) that the response at comp.psn was lost. Every packet the
+ * responder sent after the loss brings the same evidence; re-requesting on
+ * each restarts the responder's stream again and again (and rxe's replays
+ * pile up). So re-request once and wait for the answer: the responder
+ * starts again at comp.psn, while the stream from before, still arriving,
+ * only climbs. Evidence at or below the highest seen since is the answer,
+ * without comp.psn: that re-request's response was lost too. Re-request
+ * again on the 1st such packet, after a second failure on the 2nd, then
+ * the 4th ... (up to 64): a loss pattern that took the first answer's
+ * first packet is unlikely to take a later one's. */
+static bool gap_retry(struct uroce_qp *qp, uint32_t psn) {
+  struct comp *c = &qp->comp;
+  if (c->rereqs && !c->replay) {
+    if (uroce_psn_cmp(psn, c->rereq_hi) > 0) { /* the stream from before */
+      c->rereq_hi = psn;
+      return false;
+    }
+    c->replay = true;
+    c->replay_ev = 0;
+  }
+  if (c->rereqs) {
+    uint32_t shift = c->rereqs - 1u < 6 ? c->rereqs - 1u : 6;
+    if (++c->replay_ev < 1u << shift)
+      return false;
+  }
+  if (c->rereqs < UINT8_MAX)
+    c->rereqs++;
+  c->replay = false;
+  c->rereq_hi = psn;
+  return true;
+}
+
+/* A READ re-requested again because the answer lost comp.psn again: the
+ * loss may be periodic and the answer (the rest of the READ) as long as its
+ * period, which takes the same packet each time. Starting the answer one
+ * PSN earlier per failure (a few duplicate responses) moves comp.psn to
+ * another place in that pattern. */
+static void back_off(struct uroce_qp *qp) {
+  struct swqe *w = oldest(qp);
+  if (qp->comp.rereqs >= 2 && w && w->opcode == UROCE_WR_RDMA_READ &&
+      uroce_psn_cmp(qp->comp.psn, w->first_psn) > 0)
+    qp->req.back = qp->comp.rereqs - 1u;
 }
 
 /* ---- response packets in: one function per state ---- */
@@ -153,7 +182,7 @@ static enum comp_state drop(struct comp_pkt *c, enum uroce_drop why) {
 /* Evidence that a READ response or atomic ack was lost: go back now
  * (gap_retry), or else carry on with the state otherwise. */
 static enum comp_state on_gap(struct comp_pkt *c, enum comp_state otherwise) {
-  return gap_retry(c->qp) ? COMPST_ERROR_RETRY : otherwise;
+  return gap_retry(c->qp, c->psn) ? COMPST_ERROR_RETRY : otherwise;
 }
 
 static enum comp_state get_wqe(struct comp_pkt *c) {
@@ -245,7 +274,7 @@ static enum comp_state check_resp(struct comp_pkt *c) {
   if (!(w && wr_is_rd_atomic(w->opcode) &&
         uroce_psn_cmp(c->psn, w->last_psn) <= 0) &&
       !ack_before(c)) {
-    if (gap_retry(qp))
+    if (gap_retry(qp, c->psn))
       return COMPST_ERROR_RETRY;
     qp->eng->stats.drops[UROCE_DROP_PSN]++;
     return COMPST_UPDATE;
@@ -258,7 +287,7 @@ static enum comp_state check_resp(struct comp_pkt *c) {
       read != (w->opcode == UROCE_WR_RDMA_READ))
     return drop(c, UROCE_DROP_RESPONSE);
   if (c->psn != qp->comp.psn) { /* a gap inside a READ's responses */
-    if (gap_retry(qp))
+    if (gap_retry(qp, c->psn))
       return COMPST_ERROR_RETRY;
     return drop(c, UROCE_DROP_PSN);
   }
@@ -319,6 +348,7 @@ static enum comp_state error_retry(struct comp_pkt *c) {
     return oldest(qp) ? COMPST_ERROR : COMPST_DONE;
   }
   go_back(qp, qp->comp.psn, c->now);
+  back_off(qp);
   qp_drain_sq(qp);
   return COMPST_DONE;
 }
@@ -420,7 +450,11 @@ void comp_timeout(struct uroce_qp *qp, uint64_t now) {
     fail_wqe(qp, oldest(qp), UROCE_WC_RETRY_EXC_ERR);
     return;
   }
-  qp->comp.gap_events = 0;
+  /* Anything after this is the answer to it (gap_retry). */
+  if (!qp->comp.rereqs)
+    qp->comp.rereqs = 1;
+  qp->comp.replay = true;
+  qp->comp.replay_ev = 0;
   /* Probe with one packet before resending a whole window into a path
    * that may be down (and so that the resent rounds do not line up with a
    * periodic loss pattern). */

@@ -145,6 +145,10 @@ struct req {
   uint64_t pace_deadline;
   uint8_t retry_left, rnr_left;
   bool probe; /* after a timeout: one packet out until something is acked */
+  /* The next READ request, sent from the middle of its READ at psn, starts
+   * this many PSNs earlier (comp.c back_off: a re-request whose answer
+   * lost its first packet again). */
+  uint32_t back;
 };
 
 /* Completer states (comp.c): the steps of handling one response, each a
@@ -172,10 +176,16 @@ extern const char *const uroce_comp_state_names[COMPST_COUNT];
 
 struct comp {
   uint32_t psn; /* oldest PSN not yet acknowledged */
-  /* Evidence, since comp.psn last moved, that a READ response or atomic
-   * ack was lost: how many times it came. The requester goes back on the
-   * 1st, 2nd, 4th, 8th ... (comp.c gap_retry). */
-  uint32_t gap_events;
+  /* Recovery of a lost READ response or atomic ack at comp.psn (comp.c
+   * gap_retry), all cleared when comp.psn moves: re-requests made for it,
+   * whether the responder's answer to the latest has started arriving
+   * (without comp.psn), how many packets of it did, and the highest PSN of
+   * evidence seen since the latest (the stream from before it, which only
+   * climbs). */
+  uint8_t rereqs;
+  bool replay;
+  uint32_t replay_ev;
+  uint32_t rereq_hi;
 };
 
 /* Responder states (resp.c): the steps of handling one request, each a

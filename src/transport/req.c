@@ -33,6 +33,7 @@ void req_reset(struct uroce_qp *qp) {
   r->retry_left = qp->retry_cnt;
   r->rnr_left = qp->rnr_retry;
   r->probe = false;
+  r->back = 0;
 }
 
 /* Places the gather cursor at byte off of w. */
@@ -62,6 +63,7 @@ void req_rewind(struct uroce_qp *qp, uint32_t psn) {
         r->off = w->length;
       seek(r, w, r->off);
       r->pkts_since_ackreq = 0;
+      r->back = 0;
       return;
     }
   }
@@ -69,6 +71,7 @@ void req_rewind(struct uroce_qp *qp, uint32_t psn) {
   r->psn = psn;
   r->off = r->sge_i = r->sge_off = 0;
   r->pkts_since_ackreq = 0;
+  r->back = 0;
 }
 
 static uint32_t rd_atomic_outstanding(struct uroce_qp *qp) {
@@ -226,7 +229,7 @@ int req_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
   bool rc = qp->type == UROCE_QPT_RC;
   uint8_t base = qp_opcode_base(qp);
   uint32_t left = w->length - r->off;
-  uint32_t n = 0, psns = 1;
+  uint32_t n = 0, psns = 1, back = 0;
   bool first = r->off == 0 && uroce_psn_cmp(r->psn, w->first_psn) == 0;
   bool last = true, se = false;
   uint8_t opcode;
@@ -254,6 +257,8 @@ int req_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
   case UROCE_WR_RDMA_READ:
     opcode = UROCE_OP_READ_REQ;
     psns = (uint32_t)uroce_psn_diff(w->last_psn, r->psn) + 1;
+    back = r->back < r->off / qp->mtu ? r->back : r->off / qp->mtu;
+    r->back = 0;
     break;
   case UROCE_WR_ATOMIC_CMP_AND_SWP:
     opcode = UROCE_OP_CMP_SWAP;
@@ -278,13 +283,15 @@ int req_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
       r->pkts_since_ackreq = 0;
   }
   uint32_t dqpn = qp->type == UROCE_QPT_UD ? w->dqpn : qp->dest_qpn;
-  qp_put_bth(qp, h, opcode, se, pad, dqpn, ackreq, r->psn);
+  qp_put_bth(qp, h, opcode, se, pad, dqpn, ackreq,
+             uroce_psn_add(r->psn, UROCE_PSN_MASK + 1 - back));
   if (op->mask & UROCE_OPM_HDR(UROCE_HDR_DETH))
     uroce_deth_put(h + op->offset[UROCE_HDR_DETH], w->qkey, qp->qpn);
   if (op->mask & UROCE_OPM_HDR(UROCE_HDR_RETH)) {
     if (w->opcode == UROCE_WR_RDMA_READ)
-      uroce_reth_put(h + op->offset[UROCE_HDR_RETH], w->raddr + r->off, w->rkey,
-                     w->length - r->off);
+      uroce_reth_put(h + op->offset[UROCE_HDR_RETH],
+                     w->raddr + r->off - back * qp->mtu, w->rkey,
+                     w->length - r->off + back * qp->mtu);
     else
       uroce_reth_put(h + op->offset[UROCE_HDR_RETH], w->raddr, w->rkey,
                      w->length);

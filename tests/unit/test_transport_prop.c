@@ -42,8 +42,18 @@ struct op {
   uint64_t orig;
 };
 
+/* Scenario families: the mixed one (every operation and impairment), and
+ * READ-loss: long READs whose responses are lost at random with a finite
+ * retry count, where each loss must cost one re-request (two if the
+ * re-request's response is lost too), never a retry counter spent on
+ * responses still in flight behind a single loss. */
+enum mode { MODE_MIXED, MODE_READ_LOSS };
+static const char *const mode_names[] = {"mixed", "read-loss"};
+
 struct scen {
   uint64_t seed;
+  enum mode mode;
+  uint8_t retry_cnt;
   uint32_t type, mtu;
   int nops;
   struct op ops[MAX_OPS];
@@ -98,9 +108,83 @@ static bool needs_recv(uint32_t op) {
          op == UROCE_WR_SEND_WITH_INV || op == UROCE_WR_RDMA_WRITE_WITH_IMM;
 }
 
-/* Lays out the slices: atomic words first, then each op's pieces. */
+static void layout(struct scen *s);
+static void place(struct scen *s, struct op *o);
+
+/* READ-loss: RC, mostly long READs (with a few WRITEs and SENDs between
+ * them), every READ response path impaired by random or burst loss, the
+ * request path clean, several READs outstanding. */
+static void gen_read_loss(struct scen *s, struct netsim *ns) {
+  memset(s->ops, 0, sizeof(s->ops));
+  s->type = UROCE_QPT_RC;
+  s->mtu = 1 + rnd(5);
+  uint32_t mtub = uroce_mtu_bytes((int)s->mtu);
+  s->nops = 1 + (int)rnd(12);
+  s->srq = false;
+  s->late_recv = false;
+  s->nvictim[0] = s->nvictim[1] = 0;
+  s->arena[0] = s->arena[1] = 64 + 8 * NWORDS;
+  struct ns_link *rsp = &ns->link[1][0];
+  for (int a = 0; a < 2; a++)
+    ns->link[a][1 - a].delay_ns = 200 + rnd(5000);
+  rsp->loss = 0.002 + rnd01() * 0.028;
+  if (rnd(100) < 20) {
+    rsp->ge_good_bad = 0.005;
+    rsp->ge_bad_good = 0.5;
+    rsp->ge_bad_loss = 0.5;
+  }
+  /* At this loss a retry count of 3 is spent only if one packet is lost
+   * four times running (p^4 < 1e-6). */
+  s->retry_cnt = 3;
+  for (int i = 0; i < s->nops; i++) {
+    struct op *o = &s->ops[i];
+    uint32_t k = rnd(100);
+    o->opcode = k < 70 ? UROCE_WR_RDMA_READ
+                : k < 85 ? UROCE_WR_RDMA_WRITE
+                         : UROCE_WR_SEND;
+    o->len = o->opcode == UROCE_WR_RDMA_READ
+                 ? mtub * (4 + rnd(125)) + rnd(mtub)
+                 : rnd(4 * mtub + 1);
+    if (o->len > 1 << 19)
+      o->len = 1 << 19;
+    o->nsge = 1 + rnd(3);
+    o->flags = rnd(100) < 80 ? UROCE_SEND_SIGNALED : 0;
+  }
+  layout(s);
+}
+
+/* An op's slices, with a little misalignment (atomics stay aligned): its
+ * buffer at the requester, and at the responder its target or receive
+ * buffer. */
+static void place(struct scen *s, struct op *o) {
+  uint32_t gap = rnd(16);
+  o->loc_off = s->arena[o->dir] + gap;
+  if (is_atomic(o->opcode))
+    o->loc_off = (o->loc_off + 7) & ~7ull;
+  s->arena[o->dir] = o->loc_off + o->len;
+  if (is_atomic(o->opcode))
+    return;
+  uint32_t rlen = o->len;
+  if (needs_recv(o->opcode) && o->opcode != UROCE_WR_RDMA_WRITE_WITH_IMM) {
+    o->recv_cap = o->len + (rnd(3) == 0 ? rnd(100) : 0);
+    if (s->type == UROCE_QPT_UD)
+      o->recv_cap += 40;
+    o->rnsge = 1 + rnd(rnd(4) == 0 ? 16 : 3);
+    rlen = o->recv_cap;
+  }
+  o->rem_off = s->arena[1 - o->dir] + rnd(16);
+  s->arena[1 - o->dir] = o->rem_off + rlen;
+}
+
+/* Lays out every op's slices, atomic words first. */
+static void layout(struct scen *s) {
+  for (int i = 0; i < s->nops; i++)
+    place(s, &s->ops[i]);
+}
+
 static void gen(struct scen *s, struct netsim *ns) {
   memset(s->ops, 0, sizeof(s->ops));
+  s->retry_cnt = 7;
   uint32_t r = rnd(100);
   s->type = r < 80 ? UROCE_QPT_RC : r < 90 ? UROCE_QPT_UC : UROCE_QPT_UD;
   s->mtu = 1 + rnd(5);
@@ -202,24 +286,7 @@ static void gen(struct scen *s, struct netsim *ns) {
       if (o->len > 256 || is_atomic(o->opcode))
         o->flags &= ~(uint32_t)UROCE_SEND_INLINE;
     }
-    /* Slices, with a little misalignment (atomics stay aligned). */
-    uint32_t gap = rnd(16);
-    o->loc_off = s->arena[o->dir] + gap;
-    if (is_atomic(o->opcode))
-      o->loc_off = (o->loc_off + 7) & ~7ull;
-    s->arena[o->dir] = o->loc_off + o->len;
-    if (is_atomic(o->opcode))
-      continue;
-    uint32_t rlen = o->len;
-    if (needs_recv(o->opcode) && o->opcode != UROCE_WR_RDMA_WRITE_WITH_IMM) {
-      o->recv_cap = o->len + (rnd(3) == 0 ? rnd(100) : 0);
-      if (ud)
-        o->recv_cap += 40;
-      o->rnsge = 1 + rnd(rnd(4) == 0 ? 16 : 3);
-      rlen = o->recv_cap;
-    }
-    o->rem_off = s->arena[1 - o->dir] + rnd(16);
-    s->arena[1 - o->dir] = o->rem_off + rlen;
+    place(s, o);
   }
 }
 
@@ -437,12 +504,15 @@ static void dump_wc(const char *what, const struct uroce_wc *wc, int n) {
 }
 
 /* Runs one scenario; returns true if it passed. */
-static bool run_one(uint64_t seed, bool verbose, bool trace) {
+static bool run_one(enum mode mode, uint64_t seed, bool verbose, bool trace) {
   struct scen s;
   struct world *w = calloc(1, sizeof(*w));
   bool ok = true;
   rng = seed * 0xD1B54A32D192ED03ull + 17;
+  if (mode != MODE_MIXED)
+    rng ^= (uint64_t)mode << 56;
   s.seed = seed;
+  s.mode = mode;
   s.verbose = verbose;
   struct uroce_eng_cfg cfg;
   memset(&cfg, 0, sizeof(cfg));
@@ -452,7 +522,10 @@ static bool run_one(uint64_t seed, bool verbose, bool trace) {
     return false;
   }
   w->ns.trace = trace;
-  gen(&s, &w->ns);
+  if (mode == MODE_READ_LOSS)
+    gen_read_loss(&s, &w->ns);
+  else
+    gen(&s, &w->ns);
   struct tp_opts o;
   tp_opts_default(&o);
   o.type = s.type;
@@ -463,6 +536,7 @@ static bool run_one(uint64_t seed, bool verbose, bool trace) {
   o.max_send_wr = MAX_OPS;
   o.max_recv_wr = MAX_OPS;
   o.use_srq = s.srq;
+  o.retry_cnt = s.retry_cnt;
   for (int d = 0; d < 2; d++) {
     o.memlen = s.arena[d] + 64;
     if (tp_end_init(&w->end[d], w->ns.eng[d], w->ns.gid[d], &o))
@@ -580,16 +654,37 @@ static bool run_one(uint64_t seed, bool verbose, bool trace) {
         }
       }
   }
+  const struct uroce_eng_stats *st = uroce_eng_stats(w->ns.eng[0]);
+  if (mode == MODE_READ_LOSS) {
+    /* One re-request per lost response, another when the re-request's
+     * own response is lost: never more than two per loss. */
+    uint64_t lost = w->ns.stats.lost;
+    if (st->go_backs > 2 * lost + 2) {
+      ok = false;
+      fprintf(stderr, "seed %llu: %llu go-backs for %llu lost packets\n",
+              (unsigned long long)seed, (unsigned long long)st->go_backs,
+              (unsigned long long)lost);
+    }
+  }
+  if (getenv("UROCE_PROP_STATS"))
+    printf("stats %llu mode %d lost %llu go_backs %llu timeouts %llu sent "
+           "%llu\n",
+           (unsigned long long)seed, mode, (unsigned long long)w->ns.stats.lost,
+           (unsigned long long)st->go_backs, (unsigned long long)st->timeouts,
+           (unsigned long long)w->ns.stats.sent);
   if (!ok || verbose) {
     fprintf(stderr,
             "seed %llu: %s mtu %u ops %d srq %d late %d loss %.3f/%.3f "
-            "sent %llu lost %llu dup %llu t=%llu ns\n",
+            "every %u/%u burst %d/%d sent %llu lost %llu dup %llu "
+            "t=%llu ns\n",
             (unsigned long long)seed,
             s.type == UROCE_QPT_RC   ? "RC"
             : s.type == UROCE_QPT_UC ? "UC"
                                      : "UD",
             uroce_mtu_bytes((int)s.mtu), s.nops, s.srq, s.late_recv,
             w->ns.link[0][1].loss, w->ns.link[1][0].loss,
+            w->ns.link[0][1].every_nth, w->ns.link[1][0].every_nth,
+            w->ns.link[0][1].ge_good_bad > 0, w->ns.link[1][0].ge_good_bad > 0,
             (unsigned long long)w->ns.stats.sent,
             (unsigned long long)w->ns.stats.lost,
             (unsigned long long)w->ns.stats.duplicated,
@@ -601,8 +696,9 @@ static bool run_one(uint64_t seed, bool verbose, bool trace) {
               i, s.ops[i].dir, s.ops[i].opcode, s.ops[i].len, s.ops[i].nsge,
               s.ops[i].flags, s.ops[i].err);
     if (!ok)
-      fprintf(stderr, "rerun: UROCE_PROP_SEED=%llu %s\n",
-              (unsigned long long)seed, "test_transport_prop");
+      fprintf(stderr, "rerun: UROCE_PROP_MODE=%s UROCE_PROP_SEED=%llu %s\n",
+              mode_names[mode], (unsigned long long)seed,
+              "test_transport_prop");
   }
 out:
   for (int d = 0; d < 2; d++) {
@@ -620,16 +716,25 @@ out:
 static long n_scenarios = 10000;
 static uint64_t base_seed = 1;
 
-static void test_property(void) {
+static void run_many(enum mode mode, long n) {
   int failed = 0;
-  for (long i = 0; i < n_scenarios; i++) {
-    bool ok = run_one(base_seed + (uint64_t)i, false, false);
+  for (long i = 0; i < n; i++) {
+    bool ok = run_one(mode, base_seed + (uint64_t)i, false, false);
     CHECK(ok);
     if (!ok && ++failed >= 5)
       break;
   }
-  printf("%ld scenarios from seed %llu\n", n_scenarios,
+  printf("%ld %s scenarios from seed %llu\n", n, mode_names[mode],
          (unsigned long long)base_seed);
+}
+
+static void test_property(void) {
+  run_many(MODE_MIXED, n_scenarios);
+}
+
+/* A tenth as many again: long READs under response loss. */
+static void test_read_loss(void) {
+  run_many(MODE_READ_LOSS, (n_scenarios + 9) / 10);
 }
 
 int main(int argc, char **argv) {
@@ -642,10 +747,17 @@ int main(int argc, char **argv) {
     base_seed = strtoull(e, 0, 0);
   if ((e = getenv("UROCE_PROP_SEED"))) {
     const char *tr = getenv("UROCE_PROP_TRACE");
-    bool ok = run_one(strtoull(e, 0, 0), true, tr && *tr == '1');
+    const char *m = getenv("UROCE_PROP_MODE");
+    enum mode mode = MODE_MIXED;
+    for (int i = 0; m && i < (int)(sizeof(mode_names) / sizeof(*mode_names));
+         i++)
+      if (!strcmp(m, mode_names[i]))
+        mode = (enum mode)i;
+    bool ok = run_one(mode, strtoull(e, 0, 0), true, tr && *tr == '1');
     CHECK(ok);
     return T_DONE();
   }
   T_RUN(test_property);
+  T_RUN(test_read_loss);
   return T_DONE();
 }
