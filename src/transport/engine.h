@@ -105,8 +105,10 @@ struct uroce_eng_stats {
   uint64_t rx_pkts, tx_pkts;
   uint64_t drops[UROCE_DROP_COUNT];
   uint64_t naks_tx, rnr_naks_tx, acks_tx;
-  uint64_t go_backs;  /* go-back-N restarts (NAK, timeout, RNR) */
-  uint64_t retx_pkts; /* request packets sent again after a restart */
+  uint64_t go_backs;     /* go-back-N restarts (NAK, timeout, RNR) */
+  uint64_t back_refused; /* QPs whose responder ignored an earlier-start
+                            READ re-request (comp.c back_off) */
+  uint64_t retx_pkts;    /* request packets sent again after a restart */
   uint64_t timeouts;
   uint64_t cnps_tx, cnps_rx, ce_rx;
   uint64_t async_lost; /* async events lost to a full event ring */

@@ -186,6 +186,12 @@ struct comp {
   bool replay;
   uint32_t replay_ev;
   uint32_t rereq_hi;
+  /* A READ re-request that starts before an earlier one (comp.c
+   * back_off; rxe ignores them) awaits the responder's verdict, with the
+   * highest response PSN seen since it went; no_back: one was ignored,
+   * and the QP no longer backs off. */
+  bool back_wait, no_back;
+  uint32_t back_hi;
 };
 
 /* Responder states (resp.c): the steps of handling one request, each a
