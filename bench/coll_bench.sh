@@ -1,17 +1,28 @@
 #!/bin/bash
-# Allreduce bus bandwidth, 8 ranks on this host, side by side in one run:
-#   uroce coll-bench (uroce launch, one uroce device per rank, RC QPs over
-#   UDP on loopback) vs Open MPI's MPI_Allreduce over TCP (--mca btl
-#   tcp,self) vs PyTorch's Gloo backend (torch.distributed, TCP loopback).
+# Allreduce bus bandwidth, side by side in one run, in two layouts:
+#
+#  LAYOUT=host (default): RANKS ranks on this host (one table per count in
+#   RANKS, default "2 4"): uroce coll-bench (uroce launch; the ranks find
+#   each other on the host and use shared memory) vs Open MPI's
+#   MPI_Allreduce with its default transports (shared memory) vs PyTorch's
+#   Gloo backend (TCP loopback).
+#  LAYOUT=hosts: two hosts, network namespaces joined by a veth
+#   (10.77.0.0/16, made and removed here; root), PER_HOST ranks on each
+#   (one table per count in PER_HOST, default "1 2"): uroce (shared memory
+#   inside a host, RoCEv2 between; one uroce launch --nnodes 2 per host) vs
+#   Open MPI over TCP (--mca btl tcp,self; mpirun starts each host's ranks
+#   through ip netns exec) vs Gloo (TCP).
 # float32 sum, sizes MIN..MAX bytes by factor 4; busbw = size/time *
 # 2(n-1)/n (nccl-tests). Like with like: out of place (separate send and
 # receive buffers) uroce against MPI_Allreduce; in place uroce against
 # MPI_Allreduce with MPI_IN_PLACE and against Gloo (whose all_reduce works
 # in place). The three take turns for ROUNDS rounds; the table gives each
 # one's median busbw and, per mode, uroce / best(other), with the range of
-# that ratio over the rounds.
+# that ratio over the rounds, and the load average before and after.
 #
-#   bench/coll_bench.sh [BUILD_DIR]   env: RANKS=8 MIN=1K MAX=256M ROUNDS=5
+#   bench/coll_bench.sh [BUILD_DIR]
+#   env: LAYOUT=host|hosts RANKS="2 4" PER_HOST="1 2" MIN=1K MAX=256M
+#        ROUNDS=5
 #
 # Installs openmpi-bin, libopenmpi-dev and python3-torch with apt-get when
 # they are missing. With more ranks than cores every contender is
@@ -22,7 +33,14 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")
 BUILD=${1:-$ROOT/build}
 UROCE=${UROCE:-$BUILD/uroce}
-RANKS=${RANKS:-8}
+LAYOUT=${LAYOUT:-host}
+RANKS=${RANKS:-2 4}
+PER_HOST=${PER_HOST:-1 2}
+case $LAYOUT in host | hosts) ;; *)
+  echo "LAYOUT must be host or hosts" >&2
+  exit 2
+  ;;
+esac
 MIN=${MIN:-1K}
 MAX=${MAX:-256M}
 ROUNDS=${ROUNDS:-5}
@@ -74,7 +92,13 @@ if [ -n "$OLD_CC" ] && [ "$OLD_CC" != cubic ]; then
     echo "# TCP congestion control stays $OLD_CC (cannot set cubic)" >&2
   fi
 fi
+NSA=hx-coll-ba$$
+NSB=hx-coll-bb$$
 cleanup() {
+  if [ "$LAYOUT" = hosts ]; then
+    ip netns del "$NSA" 2>/dev/null || true
+    ip netns del "$NSB" 2>/dev/null || true
+  fi
   rm -rf "$TMP"
   [ $SET_CC = 0 ] || sysctl -q -w net.ipv4.tcp_congestion_control="$OLD_CC"
 }
@@ -151,10 +175,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def worker(rank, n, port, plan):
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+def worker(local, n, first, addr, ifname, port, plan):
+    rank = first + local
+    os.environ["GLOO_SOCKET_IFNAME"] = ifname
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
+    dist.init_process_group("gloo", init_method="tcp://%s:%d" % (addr, port),
                             rank=rank, world_size=n)
     for bytes_, warm, iters in plan:
         x = torch.arange(bytes_ // 4, dtype=torch.float32).remainder_(7)
@@ -173,12 +198,15 @@ def worker(rank, n, port, plan):
 
 
 if __name__ == "__main__":
-    n, port = int(sys.argv[1]), int(sys.argv[2])
-    a = sys.argv[3:]
+    # world size, first rank here, ranks here, master address, interface,
+    # port, plan
+    n, first, nlocal = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    addr, ifname, port = sys.argv[4], sys.argv[5], int(sys.argv[6])
+    a = sys.argv[7:]
     plan = [(int(a[i]), int(a[i + 1]), int(a[i + 2]))
             for i in range(0, len(a), 3)]
-    mp.start_processes(worker, args=(n, port, plan), nprocs=n, join=True,
-                       start_method="fork")
+    mp.start_processes(worker, args=(n, first, addr, ifname, port, plan),
+                       nprocs=nlocal, join=True, start_method="fork")
 EOF
 
 PLAN=()
@@ -187,25 +215,58 @@ for b in "${SIZES[@]}"; do
   PLAN+=("$b" "$w" "$i")
 done
 
-echo "# $(nproc) cores, $RANKS ranks, allreduce float32 sum, $MIN..$MAX," \
-  "$ROUNDS rounds" >&2
+if [ "$LAYOUT" = hosts ]; then
+  ip netns add "$NSA"
+  ip netns add "$NSB"
+  ip link add hxcb$$a type veth peer name hxcb$$b
+  ip link set hxcb$$a netns "$NSA"
+  ip link set hxcb$$b netns "$NSB"
+  for i in 1 2; do
+    ip -n "$NSA" addr add 10.77.1.$i/16 dev hxcb$$a
+    ip -n "$NSB" addr add 10.77.2.$i/16 dev hxcb$$b
+  done
+  for ns in "$NSA" "$NSB"; do ip -n "$ns" link set lo up; done
+  ip -n "$NSA" link set hxcb$$a mtu 9000 up
+  ip -n "$NSB" link set hxcb$$b mtu 9000 up
+  sleep 1
+  # mpirun's remote shell: "host" is a namespace
+  cat >"$TMP/nsexec" <<'EOF'
+#!/bin/sh
+ns=$1
+shift
+exec ip netns exec "$ns" sh -c "$*"
+EOF
+  chmod +x "$TMP/nsexec"
+fi
 
-# ---- uroce: every size in one run, as MPI and Gloo below ----------------
-# The same plan (size, warm-up, iterations) for all three. One launch per
-# size used to time uroce in processes seconds old, against MPI and Gloo
-# processes that had run the smaller sizes: the first few tens of
-# collectives of 8 fresh ranks on 2 cores run 2-3x slower (1 MiB: 7-12 ms
-# instead of 2.5 for the first 5-8 calls; no retransmits, not page faults,
-# with or without pinning), which 3 warm-up calls did not cover.
 UPLAN=""
 for ((k = 0; k < ${#PLAN[@]}; k += 3)); do
   UPLAN+="${UPLAN:+,}${PLAN[k]}:${PLAN[k + 1]}:${PLAN[k + 2]}"
 done
-run_uroce() { # round
+# uroce: every size in one run, as MPI and Gloo below. One launch per
+# size used to time uroce in processes seconds old, against MPI and Gloo
+# processes that had run the smaller sizes (the first few tens of
+# collectives of fresh ranks run 2-3x slower).
+run_uroce() { # round ranks-per-host
   : >"$TMP/uroce.$1.txt"
-  if "$UROCE" launch -n "$RANKS" --base-addr 127.0.2.161 -- "$UROCE" \
-    coll-bench -o allreduce -d float32 -r sum --plan "$UPLAN" -J \
-    >"$TMP/u.json"; then
+  local ok=1
+  if [ "$LAYOUT" = host ]; then
+    "$UROCE" launch -n "$2" -- "$UROCE" coll-bench -o allreduce -d float32 \
+      -r sum --plan "$UPLAN" -J >"$TMP/u.json" || ok=0
+  else
+    local port=$((21000 + RANDOM % 20000))
+    ip netns exec "$NSB" "$UROCE" launch -n "$2" --nnodes 2 --node-rank 1 \
+      --master-addr 10.77.1.1 --master-port $port --base-addr 10.77.2.1 -- \
+      "$UROCE" coll-bench -o allreduce -d float32 -r sum --plan "$UPLAN" \
+      -J >/dev/null &
+    local pb=$!
+    ip netns exec "$NSA" "$UROCE" launch -n "$2" --nnodes 2 --node-rank 0 \
+      --master-addr 10.77.1.1 --master-port $port --base-addr 10.77.1.1 -- \
+      "$UROCE" coll-bench -o allreduce -d float32 -r sum --plan "$UPLAN" \
+      -J >"$TMP/u.json" || ok=0
+    wait $pb || ok=0
+  fi
+  if [ $ok = 1 ]; then
     $PY - "$TMP/u.json" >>"$TMP/uroce.$1.txt" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -218,39 +279,70 @@ EOF
 }
 
 [ $HAVE_MPI = 0 ] || mpicc -O2 -o "$TMP/mpi_allreduce" "$TMP/mpi_allreduce.c"
-run_mpi() { # round
+run_mpi() { # round ranks-per-host
   : >"$TMP/mpi.$1.txt"
   [ $HAVE_MPI = 1 ] || return 0
-  mpirun --allow-run-as-root --oversubscribe -np "$RANKS" --mca btl tcp,self \
-    --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-    "$TMP/mpi_allreduce" "${PLAN[@]}" >"$TMP/mpi.$1.txt" 2>"$TMP/mpi.err" ||
-    { echo "# mpirun failed:" >&2; tail -5 "$TMP/mpi.err" >&2; }
+  if [ "$LAYOUT" = host ]; then
+    # Open MPI's default transports: shared memory between local ranks
+    mpirun --allow-run-as-root --oversubscribe -np "$2" \
+      "$TMP/mpi_allreduce" "${PLAN[@]}" >"$TMP/mpi.$1.txt" 2>"$TMP/mpi.err" ||
+      { echo "# mpirun failed:" >&2; tail -5 "$TMP/mpi.err" >&2; }
+  else
+    ip netns exec "$NSA" mpirun --allow-run-as-root --oversubscribe \
+      -np $((2 * $2)) --host "$NSA:$2,$NSB:$2" --mca routed direct \
+      --mca plm_rsh_agent "$TMP/nsexec" \
+      --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/16 \
+      --mca oob_tcp_if_include 10.77.0.0/16 \
+      "$TMP/mpi_allreduce" "${PLAN[@]}" >"$TMP/mpi.$1.txt" 2>"$TMP/mpi.err" ||
+      { echo "# mpirun failed:" >&2; tail -5 "$TMP/mpi.err" >&2; }
+  fi
 }
 [ $HAVE_MPI = 1 ] ||
   echo "# Open MPI could not be installed: its column is empty" >&2
 
-run_gloo() { # round
+run_gloo() { # round ranks-per-host
   : >"$TMP/gloo.$1.txt"
   [ $HAVE_GLOO = 1 ] || return 0
-  local port=$((29000 + RANDOM % 1000))
-  $PY "$TMP/gloo_allreduce.py" "$RANKS" "$port" "${PLAN[@]}" \
-    >"$TMP/gloo.$1.txt" 2>"$TMP/gloo.err" ||
-    { echo "# gloo failed:" >&2; tail -5 "$TMP/gloo.err" >&2; }
+  local port=$((21000 + RANDOM % 20000))
+  if [ "$LAYOUT" = host ]; then
+    $PY "$TMP/gloo_allreduce.py" "$2" 0 "$2" 127.0.0.1 lo "$port" \
+      "${PLAN[@]}" >"$TMP/gloo.$1.txt" 2>"$TMP/gloo.err" ||
+      { echo "# gloo failed:" >&2; tail -5 "$TMP/gloo.err" >&2; }
+  else
+    ip netns exec "$NSB" $PY "$TMP/gloo_allreduce.py" $((2 * $2)) "$2" "$2" \
+      10.77.1.1 hxcb$$b "$port" "${PLAN[@]}" >/dev/null 2>"$TMP/gloo.err.b" &
+    local pb=$!
+    ip netns exec "$NSA" $PY "$TMP/gloo_allreduce.py" $((2 * $2)) 0 "$2" \
+      10.77.1.1 hxcb$$a "$port" "${PLAN[@]}" >"$TMP/gloo.$1.txt" \
+      2>"$TMP/gloo.err" ||
+      { echo "# gloo failed:" >&2; tail -5 "$TMP/gloo.err" >&2; }
+    wait $pb || true
+  fi
 }
 [ $HAVE_GLOO = 1 ] ||
   echo "# python3-torch could not be installed: the Gloo column is empty" >&2
 
-# The contenders take turns, round after round: a busy spell of a shared
-# host then lands on one round of each rather than on one contender's
-# only run, and the table gives each one's median.
-for ((r = 1; r <= ROUNDS; r++)); do
-  run_uroce $r
-  run_mpi $r
-  run_gloo $r
-  echo "#   round $r of $ROUNDS done" >&2
-done
-
-$PY - "$RANKS" "$ROUNDS" "$TMP" <<'EOF'
+if [ "$LAYOUT" = host ]; then COUNTS=$RANKS; else COUNTS=$PER_HOST; fi
+for per in $COUNTS; do
+  [[ $per =~ ^[1-9][0-9]{0,2}$ ]] ||
+    { echo "rank counts must be whole numbers" >&2; exit 2; }
+  if [ "$LAYOUT" = host ]; then n=$per; where="on this host"; else
+    n=$((2 * per)); where="on 2 hosts (netns over veth), $per per host"; fi
+  load0=$(cut -d' ' -f1-3 /proc/loadavg)
+  echo "# $(nproc) cores, $n ranks $where, allreduce float32 sum," \
+    "$MIN..$MAX, $ROUNDS rounds, load average $load0" >&2
+  # The contenders take turns, round after round: a busy spell of a shared
+  # host then lands on one round of each rather than on one contender's
+  # only run, and the table gives each one's median.
+  for ((r = 1; r <= ROUNDS; r++)); do
+    run_uroce $r "$per"
+    run_mpi $r "$per"
+    run_gloo $r "$per"
+    echo "#   round $r of $ROUNDS done" >&2
+  done
+  load1=$(cut -d' ' -f1-3 /proc/loadavg)
+  echo "# $n ranks $where; load average $load0 before, $load1 after"
+  $PY - "$n" "$ROUNDS" "$TMP" <<'EOF'
 import statistics
 import sys
 n, rounds, tmp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -323,3 +415,4 @@ print("# ratio: uroce's median / the best other's median in the same mode;")
 print("# per round: the lowest and highest of uroce / best other, round by "
       "round")
 EOF
+done

@@ -1,24 +1,27 @@
 #!/usr/bin/python3
 """uroce over real UDP next to the kernel's TCP and UDP, side by side in one
-run, on loopback and across a veth pair between two network namespaces:
+run, on loopback (and across a veth pair between two network namespaces
+unless VETH=0), in two conditions: as idle as the machine is, and with two
+`nice -n 19` busy loops running (a laptop or CI runner whose cores are
+shared). Rows (issue 25's table):
 
-  - 64 KiB RDMA WRITE bandwidth (uroce perf write bw) vs one iperf3 TCP
-    stream;
-  - 64 B SEND latency (uroce perf send lat, half round trip) vs sockperf
-    UDP ping-pong (half round trip);
-  - a uroce WRITE bandwidth sweep from 2 B to 8 MiB.
+  - 64 KiB RDMA WRITE bandwidth: `uroce perf write bw`, inline progress and
+    with the progress thread (what unmodified verbs programs get), and
+    perftest's `ib_write_bw -s 65536` over the libibverbs drop-in, each
+    against one iperf3 TCP stream; CPU seconds per GB moved (both sides
+    together) next to TCP's;
+  - 64 B SEND latency (half round trip, median): `uroce perf send lat`
+    inline and `ib_send_lat -s 64` over the drop-in, against sockperf UDP
+    ping-pong.
 
-The WRITE rows also show uroce with its progress thread (what unmodified
-verbs programs get), spinning on the CQ and sleeping on its completion
-channel (--events, perftest's -e), and with --tx-gather (payload handed to
-the kernel straight from registered memory instead of staged per GSO
-send).
-
-Each pair is measured REPS times, interleaved, and the medians are
-compared. CPU use is user+system seconds per second of wall time (1.0 =
-one core busy) for each side. Goals (issue 4): WRITE bw >= 1.0x iperf3,
-latency <= 1.5x sockperf. Needs root for the veth part; installs iperf3
-and sockperf if missing."""
+Each row is measured REPS times, interleaved, and the medians are
+compared; a run that does not finish within its limit is counted and
+shown as DNF. The load average is printed with each condition. Goals
+(issue 25), in both conditions: ib_write_bw >= 1.0x iperf3, progress
+thread >= 0.8x inline, ib_send_lat <= 1.5x sockperf, no DNF. Needs root
+for the veth part; installs iperf3, sockperf and perftest if missing.
+Run it in a network namespace of its own on a shared machine (fixed
+ports): ip netns exec NS bench/net_bench.py"""
 import json
 import os
 import re
@@ -33,11 +36,14 @@ ROOT = os.path.dirname(HERE)
 UROCE = os.environ.get("UROCE", os.path.join(ROOT, "build", "uroce"))
 NETNS = os.path.join(ROOT, "tests", "net", "netns.sh")
 REPS = int(os.environ.get("REPS", "3"))
-SECS = float(os.environ.get("SECS", "3"))
+SECS = int(os.environ.get("SECS", "3"))
 
 
-def ensure(pkgs):
-    missing = [p for p in pkgs if not shutil.which(p)]
+PACKAGE = {"ib_write_bw": "perftest"}
+
+
+def ensure(progs):
+    missing = [PACKAGE.get(p, p) for p in progs if not shutil.which(p)]
     if missing:
         subprocess.run(["apt-get", "install", "-y", "-qq"] + missing,
                        check=True, stdout=subprocess.DEVNULL,
@@ -65,6 +71,43 @@ def cpu_of(tf):
         return float("nan")
 
 
+def cpu_secs(tf):
+    try:
+        u, s_, e = open(tf).read().split()[-3:]
+        os.unlink(tf)
+        return float(u) + float(s_)
+    except (OSError, ValueError):
+        return float("nan")
+
+
+class DNF(Exception):
+    pass
+
+
+def pair_abs(srv_cmd, cli_cmd, srv_ns, cli_ns, limit, settle=0.4):
+    """Like pair, but CPU in seconds (both sides summed), and DNF when the
+    client does not finish within limit seconds."""
+    s, stf = timed(ns(srv_ns) + srv_cmd)
+    time.sleep(settle)
+    c, ctf = timed(ns(cli_ns) + cli_cmd)
+    try:
+        out_c = c.communicate(timeout=limit)[0]
+    except subprocess.TimeoutExpired:
+        c.kill()
+        s.kill()
+        c.communicate()
+        s.communicate()
+        cpu_secs(stf)
+        cpu_secs(ctf)
+        raise DNF()
+    try:
+        out_s = s.communicate(timeout=20)[0]
+    except subprocess.TimeoutExpired:
+        s.kill()
+        out_s = s.communicate()[0]
+    return out_s, out_c, cpu_secs(stf) + cpu_secs(ctf)
+
+
 def pair(srv_cmd, cli_cmd, srv_ns, cli_ns, settle=0.4):
     s, stf = timed(ns(srv_ns) + srv_cmd)
     time.sleep(settle)
@@ -78,127 +121,183 @@ def pair(srv_cmd, cli_cmd, srv_ns, cli_ns, settle=0.4):
     return out_s, out_c, cpu_of(stf), cpu_of(ctf)
 
 
-def uroce_bw(path, size=65536, extra=()):
-    srv_a, cli_a, sn, cn = path
-    iters = str(max(200, int(3e9 * SECS / max(size, 1))))
-    args = ["write", "bw", "-s", str(size), "-n", iters, "--json"] + list(extra)
-    os_, oc, scpu, ccpu = pair([UROCE, "perf"] + args + ["--addr", srv_a],
-                               [UROCE, "perf"] + args + ["--addr", cli_a,
-                                                         srv_a], sn, cn)
-    j = [json.loads(l) for l in oc.splitlines() if l.startswith("{")]
-    if not j:
-        raise RuntimeError("uroce perf failed: " + oc + os_)
-    return j[-1]["bw_gb_s"], scpu, ccpu
-
-
-def iperf_bw(path):
-    srv_a, cli_a, sn, cn = path
-    # TCP CUBIC, Debian's default, whatever the host's default is: some
-    # hosts default to BBR, whose pacing holds a loopback or veth stream
-    # to a quarter of what CUBIC reaches (14 vs 56 Gb/s on one of ours),
-    # which would flatter uroce.
-    os_, oc, scpu, ccpu = pair(["iperf3", "-s", "-1", "-B", srv_a, "-p",
-                                "5299"],
-                               ["iperf3", "-c", srv_a, "-B", cli_a, "-p",
-                                "5299", "-t", str(SECS), "-l", "64K", "-J",
-                                "-C", "cubic"],
-                               sn, cn)
-    j = json.loads(oc)
-    return j["end"]["sum_received"]["bits_per_second"] / 1e9, scpu, ccpu
-
-
-def uroce_lat(path):
-    srv_a, cli_a, sn, cn = path
-    args = ["send", "lat", "-s", "64", "-n", str(int(SECS * 60000)), "--json"]
-    os_, oc, scpu, ccpu = pair([UROCE, "perf"] + args + ["--addr", srv_a],
-                               [UROCE, "perf"] + args + ["--addr", cli_a,
-                                                         srv_a], sn, cn)
-    j = [json.loads(l) for l in oc.splitlines() if l.startswith("{")]
-    if not j:
-        raise RuntimeError("uroce perf failed: " + oc + os_)
-    return j[-1]["t_typical_us"], j[-1]["t_avg_us"], scpu, ccpu
-
-
-def sockperf_lat(path):
-    srv_a, cli_a, sn, cn = path
-    os_, oc, scpu, ccpu = pair(["timeout", str(SECS + 8), "sockperf",
-                                "server", "-i", srv_a, "-p", "11299"],
-                               ["sockperf", "ping-pong", "-i", srv_a, "-p",
-                                "11299", "-m", "64", "-t", str(SECS),
-                                "--client_ip", cli_a], sn, cn)
-    med = re.search(r"percentile 50\.000 =\s+([\d.]+)", oc)
-    avg = re.search(r"avg-latency=([\d.]+)", oc)
-    if not med:
-        raise RuntimeError("sockperf failed: " + oc)
-    return float(med.group(1)), float(avg.group(1)), scpu, ccpu
-
-
 def med(xs):
     return statistics.median(xs)
 
 
-def run_path(name, path, rows):
-    bw_u, bw_t, bw_e, bw_g, bw_i, lat_u, lat_s = [], [], [], [], [], [], []
-    for _ in range(REPS):
-        bw_i.append(iperf_bw(path))
-        bw_u.append(uroce_bw(path))
-        bw_t.append(uroce_bw(path, extra=["--progress", "thread"]))
-        bw_e.append(uroce_bw(path, extra=["--progress", "thread", "--events"]))
-        bw_g.append(uroce_bw(path, extra=["--tx-gather"]))
-        lat_s.append(sockperf_lat(path))
-        lat_u.append(uroce_lat(path))
-    u = med([x[0] for x in bw_u])
-    i = med([x[0] for x in bw_i])
-    t = med([x[0] for x in bw_t])
-    g = med([x[0] for x in bw_g])
-    e = med([x[0] for x in bw_e])
-    rows.append((name, "64 KiB WRITE bw vs iperf3 TCP", "%.2f Gb/s" % u,
-                 "%.2f Gb/s" % i, u / i,
-                 "%.2f / %.2f" % (med([x[2] for x in bw_u]),
-                                  med([x[1] for x in bw_u])),
-                 "%.2f / %.2f" % (med([x[2] for x in bw_i]),
-                                  med([x[1] for x in bw_i]))))
-    rows.append((name, "  same, uroce with progress thread", "%.2f Gb/s" % t,
-                 "%.2f Gb/s" % i, t / i,
-                 "%.2f / %.2f" % (med([x[2] for x in bw_t]),
-                                  med([x[1] for x in bw_t])), ""))
-    rows.append((name, "  same, progress thread + --events", "%.2f Gb/s" % e,
-                 "%.2f Gb/s" % i, e / i,
-                 "%.2f / %.2f" % (med([x[2] for x in bw_e]),
-                                  med([x[1] for x in bw_e])), ""))
-    rows.append((name, "  same, uroce --tx-gather (no staging)",
-                 "%.2f Gb/s" % g, "%.2f Gb/s" % i, g / i,
-                 "%.2f / %.2f" % (med([x[2] for x in bw_g]),
-                                  med([x[1] for x in bw_g])), ""))
-    u = med([x[0] for x in lat_u])
-    s = med([x[0] for x in lat_s])
-    rows.append((name, "64 B SEND lat (median) vs sockperf",
-                 "%.2f us" % u, "%.2f us" % s, u / s,
-                 "%.2f / %.2f" % (med([x[3] for x in lat_u]),
-                                  med([x[2] for x in lat_u])),
-                 "%.2f / %.2f" % (med([x[3] for x in lat_s]),
-                                  med([x[2] for x in lat_s]))))
+# ---- issue 25's table: each function returns (figure, cpu s per GB or
+# None) or raises DNF ----
+
+LIMIT = SECS * 4 + 30
+
+
+def t_iperf(path):
+    srv_a, cli_a, sn, cn = path
+    os_, oc, cpu = pair_abs(["iperf3", "-s", "-1", "-B", srv_a, "-p", "5299"],
+                            ["iperf3", "-c", srv_a, "-B", cli_a, "-p", "5299",
+                             "-t", str(SECS), "-l", "64K", "-J", "-C",
+                             "cubic"], sn, cn, LIMIT)
+    j = json.loads(oc)
+    r = j["end"]["sum_received"]
+    return r["bits_per_second"] / 8e9, cpu / (r["bytes"] / 1e9)
+
+
+def t_perf_bw(path, extra=()):
+    srv_a, cli_a, sn, cn = path
+    args = ["write", "bw", "-s", "65536", "-D", str(SECS), "--json"] + \
+        list(extra)
+    os_, oc, cpu = pair_abs([UROCE, "perf"] + args + ["--addr", srv_a],
+                            [UROCE, "perf"] + args + ["--addr", cli_a, srv_a],
+                            sn, cn, LIMIT)
+    j = [json.loads(l) for l in oc.splitlines() if l.startswith("{")]
+    if not j:
+        raise RuntimeError("uroce perf failed: " + oc + os_)
+    moved = j[-1]["bytes"] * j[-1]["iterations"]  # bytes: message size
+    return j[-1]["bw_gb_s"] / 8, cpu / (moved / 1e9)
+
+
+def perftest(path, prog, args, port):
+    srv_a, cli_a, sn, cn = path
+    run = [UROCE, "run"]
+    os_, oc, cpu = pair_abs(run + ["--addr", srv_a, "--", prog] + args +
+                            ["-p", str(port)],
+                            run + ["--addr", cli_a, "--", prog] + args +
+                            ["-p", str(port), srv_a], sn, cn, LIMIT, 0.8)
+    rows = [l.split() for l in oc.splitlines()
+            if re.match(r"^\s*\d+\s+\d+\s", l)]
+    if not rows:
+        raise RuntimeError(prog + " failed: " + oc[-600:] + os_[-600:])
+    return rows[-1], cpu
+
+
+def t_ib_write_bw(path):
+    row, cpu = perftest(path, "ib_write_bw",
+                        ["-x", "1", "-s", "65536", "-D", str(int(SECS))],
+                        18590)
+    # #bytes #iterations BW-peak BW-average MsgRate, MB/s = 2^20 B/s
+    gbs = float(row[3]) * 2**20 / 1e9
+    return gbs, cpu / (gbs * int(SECS))
+
+
+def t_sockperf(path):
+    srv_a, cli_a, sn, cn = path
+    os_, oc, cpu = pair_abs(["timeout", str(SECS + 8), "sockperf", "server",
+                             "-i", srv_a, "-p", "11299"],
+                            ["sockperf", "ping-pong", "-i", srv_a, "-p",
+                             "11299", "-m", "64", "-t", str(SECS),
+                             "--client_ip", cli_a], sn, cn, LIMIT)
+    m = re.search(r"percentile 50\.000 =\s+([\d.]+)", oc)
+    if not m:
+        raise RuntimeError("sockperf failed: " + oc)
+    return float(m.group(1)), None
+
+
+def t_perf_lat(path, extra=()):
+    srv_a, cli_a, sn, cn = path
+    args = ["send", "lat", "-s", "64", "-n", str(int(SECS * 20000)),
+            "--json"] + list(extra)
+    os_, oc, cpu = pair_abs([UROCE, "perf"] + args + ["--addr", srv_a],
+                            [UROCE, "perf"] + args + ["--addr", cli_a, srv_a],
+                            sn, cn, LIMIT)
+    j = [json.loads(l) for l in oc.splitlines() if l.startswith("{")]
+    if not j:
+        raise RuntimeError("uroce perf failed: " + oc + os_)
+    return j[-1]["t_typical_us"], None
+
+
+def t_ib_send_lat(path):
+    row, cpu = perftest(path, "ib_send_lat",
+                        ["-x", "1", "-s", "64", "-n", str(int(SECS * 20000))],
+                        18591)
+    # #bytes #iterations t_min t_max t_typical t_avg ...
+    return float(row[4]), None
+
+
+ROWS = [
+    ("64 KiB WRITE bw, uroce perf inline", "GB/s", t_perf_bw, (),
+     "iperf3"),
+    ("  same, --progress thread", "GB/s", t_perf_bw,
+     (["--progress", "thread"],), "iperf3"),
+    ("ib_write_bw -s 65536 (drop-in)", "GB/s", t_ib_write_bw, (), "iperf3"),
+    ("64 B SEND lat, uroce perf inline", "us", t_perf_lat, (), "sockperf"),
+    ("  same, --progress thread", "us", t_perf_lat,
+     (["--progress", "thread"],), "sockperf"),
+    ("ib_send_lat -s 64 (drop-in)", "us", t_ib_send_lat, (), "sockperf"),
+]
+PEERS = {"iperf3": t_iperf, "sockperf": t_sockperf}
+
+
+def busy_loops(n):
+    return [subprocess.Popen(["nice", "-n", "19", "sh", "-c",
+                              "while :; do :; done"]) for _ in range(n)]
+
+
+def run_condition(name, path, busy):
+    loops = busy_loops(2) if busy else []
+    res = {}
+    load = []
+    try:
+        for _ in range(REPS):
+            load.append(os.getloadavg()[0])
+            jobs = [(k, fn, ()) for k, fn in PEERS.items()] + \
+                [(i, r[2], r[3]) for i, r in enumerate(ROWS)]
+            for key, fn, args in jobs:
+                try:
+                    v = fn(path, *args)
+                except DNF:
+                    v = None
+                except RuntimeError as e:
+                    print("  %s: %s" % (key, str(e)[-300:]), file=sys.stderr)
+                    v = "err"
+                res.setdefault(key, []).append(v)
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    print("\n%s, %s: %d runs each, interleaved, medians; load average "
+          "%s" % (name, "two nice -n 19 busy loops" if busy else "idle",
+                  REPS, " ".join("%.1f" % x for x in load)))
+    print("%-36s %12s %12s %7s %7s %14s %12s" % (
+        "test", "uroce", "peer", "ratio", "DNF/err", "uroce CPU s/GB",
+        "peer CPU s/GB"))
+
+    def medof(key, i):
+        xs = [v[i] for v in res[key]
+              if isinstance(v, tuple) and v[i] is not None]
+        return med(xs) if xs else None
+    for i, (label, unit, _, _, peer) in enumerate(ROWS):
+        u, p = medof(i, 0), medof(peer, 0)
+        dnf = sum(1 for v in res[i] if v is None)
+        err = sum(1 for v in res[i] if v == "err")
+        uc, pc = medof(i, 1), medof(peer, 1)
+        ratio = (u / p) if u and p else float("nan")
+        print("%-36s %12s %12s %6.2fx %7s %14s %12s" % (
+            label, "%.2f %s" % (u, unit) if u else "-",
+            "%.2f %s" % (p, unit) if p else "-", ratio, "%d/%d" % (dnf, err),
+            "%.2f" % uc if uc is not None else "",
+            "%.2f" % pc if pc is not None and unit == "GB/s" else ""))
+    sys.stdout.flush()
 
 
 def main():
-    ensure(["iperf3", "sockperf"])
-    rows = []
+    ensure(["iperf3", "sockperf", "ib_write_bw"])
     lo = ("127.0.0.71", "127.0.0.72", None, None)
-    run_path("loopback", lo, rows)
-    veth = None
-    if os.geteuid() == 0:
+    for busy in (False, True):
+        run_condition("loopback", lo, busy)
+    if os.geteuid() == 0 and os.environ.get("VETH", "1") != "0":
         subprocess.run([NETNS, "up", "bench"], check=True)
         veth = ("10.77.0.1", "10.77.0.2", "uroce-abench", "uroce-bbench")
         try:
-            run_path("veth", veth, rows)
+            for busy in (False, True):
+                run_condition("veth", veth, busy)
         finally:
             subprocess.run([NETNS, "down", "bench"])
-    print("\n%d runs each, interleaved; medians. CPU = cores busy "
-          "(client / server)." % REPS)
-    print("%-9s %-36s %12s %12s %7s %14s %14s" % (
-        "path", "test", "uroce", "peer", "ratio", "uroce CPU", "peer CPU"))
-    for r in rows:
-        print("%-9s %-36s %12s %12s %6.2fx %14s %14s" % r)
+    if os.environ.get("SWEEP", "0") != "0":
+        sweep(lo)
+    return 0
+
+
+def sweep(lo):
     print("\nuroce WRITE bandwidth sweep, loopback (one run per size):")
     print("%10s %12s %12s" % ("bytes", "Gb/s", "Mpps"))
     size = 2
@@ -216,7 +315,6 @@ def main():
         else:
             print("%10d failed: %s" % (size, (oc + os_)[-200:]))
         size *= 4
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds uroce's Debian packages with dpkg-deb alone (no debhelper, no
 # source package), the split Debian uses for a library:
-#   uroce          the program, its man pages, the libibverbs.so.1 drop-in
+#   uroce          the program, its man pages, the libibverbs.so.1 and
+#                  librdmacm.so.1 drop-ins
 #   liburoce0      liburoce.so.0
 #   liburoce-dev   headers, liburoce.so, liburoce.a, uroce.pc, CMake package
 # Depends come from dpkg-shlibdeps, so they name what the binaries link.
@@ -116,9 +117,10 @@ control liburoce-dev libdevel \
   "package (find_package(uroce): uroce::uroce, uroce::uroce_static)."
 
 control uroce net "$(depends uroce)" \
-  "userspace RoCEv2 stack (tools and libibverbs drop-in)" \
-  "The uroce command: perf (perftest-like), run (unmodified verbs" \
-  "programs over a drop-in libibverbs.so.1), dump, sim (a fabric" \
+  "userspace RoCEv2 stack (tools, libibverbs and librdmacm drop-ins)" \
+  "The uroce command: perf (perftest-like), run (unmodified verbs and" \
+  "rdma_cm programs over drop-in libibverbs.so.1 and librdmacm.so.1)," \
+  "dump, sim (a fabric" \
   "simulator), launch and coll-bench (collectives), pktgen."
 
 for pkg in liburoce0 liburoce-dev uroce; do

@@ -286,7 +286,8 @@ static void fill(bench *b, int kind, int dt, int op, const shape *s,
  * long loops run the device now and then, so that a peer's retransmit
  * timer never takes a busy rank for a dead one. */
 static void keep_alive(const bench *b, size_t i) {
-  if ((i & 0x3fff) == 0 && b->o->progress == UROCE_PROGRESS_INLINE)
+  if ((i & 0x3fff) == 0 && b->o->progress == UROCE_PROGRESS_INLINE &&
+      uroce_coll_native_device(b->nat))
     uroce_device_progress(uroce_coll_native_device(b->nat));
 }
 
@@ -863,16 +864,19 @@ int cmd_coll_bench(int argc, char **argv) {
     if (o.json)
       printf("{\"ranks\": %d, \"check\": %s, \"iters\": %d, \"warmup\": %d, "
              "\"progress\": \"%s\", \"reduce_impl\": \"%s\", "
-             "\"results\": [",
+             "\"host_ranks\": %d, \"shm\": \"%s\", \"results\": [",
              b.size, o.check ? "true" : "false", o.iters, o.warmup,
              o.progress == UROCE_PROGRESS_THREAD ? "thread" : "inline",
-             uroce_coll_reduce_impl());
+             uroce_coll_reduce_impl(), uroce_coll_native_nlocal(b.nat),
+             uroce_coll_native_shm_mode(b.nat));
     else
       printf("# uroce coll-bench: %d ranks, %d iterations (%d warm-up), "
-             "check %s, progress %s, reductions %s\n",
+             "check %s, progress %s, reductions %s, %d ranks on rank 0's "
+             "host (shared memory: %s)\n",
              b.size, o.iters, o.warmup, o.check ? "on" : "off",
              o.progress == UROCE_PROGRESS_THREAD ? "thread" : "inline",
-             uroce_coll_reduce_impl());
+             uroce_coll_reduce_impl(), uroce_coll_native_nlocal(b.nat),
+             uroce_coll_native_shm_mode(b.nat));
   }
   for (int k = 0; k < o.ncolls; k++) {
     int kind = o.colls[k];
@@ -915,7 +919,7 @@ int cmd_coll_bench(int argc, char **argv) {
                                    b.size, &one, 1, all, 60ull * 1000000000)
            : -ENOMEM;
   free(all);
-  if (o.stats) {
+  if (o.stats && uroce_coll_native_device(b.nat)) {
     struct uroce_device_stats st;
     uroce_device_get_stats(uroce_coll_native_device(b.nat), &st);
     fprintf(stderr,

@@ -1,10 +1,13 @@
-/* uroce launch: start N local ranks of a program, torchrun style.
+/* uroce launch: start N local ranks of a program, torchrun style, on one
+ * node of a job of one or more nodes.
  *
  * Every rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
- * MASTER_ADDR, MASTER_PORT and its own endpoint address UROCE_ADDR
- * (base + rank). Signals are forwarded; when a rank fails the others get a
- * grace period to notice and exit by themselves, then SIGTERM, then
- * SIGKILL. The exit status is 0 only if every rank exited 0. */
+ * GROUP_RANK, MASTER_ADDR, MASTER_PORT (torch.distributed's store), the
+ * collectives' own rendezvous UROCE_MASTER_ADDR/UROCE_MASTER_PORT (another
+ * port, so the two never collide) and its endpoint address UROCE_ADDR
+ * (base + local rank). Signals are forwarded; when a rank fails the others get
+ * a grace period to notice and exit by themselves, then SIGTERM, then SIGKILL.
+ * The exit status is 0 only if every rank exited 0. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -31,14 +34,27 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: uroce launch -n N [OPTIONS] -- PROGRAM [ARGS...]\n"
           "Starts N local ranks of PROGRAM, each with RANK, WORLD_SIZE,\n"
-          "LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and its\n"
-          "own endpoint address UROCE_ADDR set (the variables torchrun\n"
-          "sets, plus the address).\n\n"
-          "  -n, --nproc N        ranks to start (1..4096)\n"
-          "  --base-addr ADDR     rank r gets ADDR + r (IPv4; default\n"
-          "                       127.0.1.1)\n"
-          "  --master-addr ADDR   rendezvous address (default: rank 0's)\n"
-          "  --master-port P      rendezvous TCP port (default: a free one)\n"
+          "LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
+          "MASTER_PORT (the variables torchrun sets), UROCE_MASTER_ADDR and\n"
+          "UROCE_MASTER_PORT (the collectives' rendezvous, on a port of its\n"
+          "own) and its endpoint address UROCE_ADDR set.\n\n"
+          "  -n, --nproc, --nproc-per-node N\n"
+          "                       ranks to start on this node (1..4096)\n"
+          "  --nnodes M           nodes in the job (default 1); every node\n"
+          "                       runs uroce launch with the same -n\n"
+          "  --node-rank K        this node (0..M-1; default 0): its ranks\n"
+          "                       are K*N .. K*N+N-1\n"
+          "  --base-addr ADDR     local rank r gets ADDR + r (IPv4; default\n"
+          "                       127.0.1.1); ranks of one node talk through\n"
+          "                       shared memory, so only ranks with peers on\n"
+          "                       other nodes use it\n"
+          "  --master-addr ADDR   node 0's address (required with --nnodes\n"
+          "                       > 1; default: local rank 0's)\n"
+          "  --master-port P      torch.distributed's store port (default:\n"
+          "                       a free one; 29500 with --nnodes > 1)\n"
+          "  --uroce-port P       the collectives' rendezvous port (default:\n"
+          "                       a free one; master port + 1 with --nnodes\n"
+          "                       > 1)\n"
           "  --grace SEC          after a rank fails, how long the others may\n"
           "                       take to fail by themselves before they are\n"
           "                       terminated (default 10)\n"
@@ -53,22 +69,29 @@ static double mono_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* A TCP port that is free on addr now (the kernel's choice). */
-static int free_port(const char *addr) {
+/* A TCP port that is free on addr now (the kernel's choice), other than
+ * not (0: any). */
+static int free_port(const char *addr, int not ) {
   struct sockaddr_in a = {0};
   a.sin_family = AF_INET;
   if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
     return -1;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    return -1;
-  socklen_t len = sizeof a;
   int port = -1;
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
+  for (int tries = 0; tries < 16 && (port < 0 || port == not ); tries++) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+      return -1;
+    socklen_t len = sizeof a;
+    a.sin_port = 0;
+    port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+      port = ntohs(a.sin_port);
+    close(fd);
+    if (port < 0)
+      return -1;
+  }
+  return port == not ? -1 : port;
 }
 
 /* "rank 1 (pid 42) killed by SIGKILL (Killed)": strsignal alone gives
@@ -92,6 +115,10 @@ static void signal_all(const pid_t *pids, const int *alive, int n, int sig) {
 int cmd_launch(int argc, char **argv) {
   static const struct option longs[] = {
       {"nproc", required_argument, 0, 'n'},
+      {"nproc-per-node", required_argument, 0, 'n'},
+      {"nnodes", required_argument, 0, 'N'},
+      {"node-rank", required_argument, 0, 'K'},
+      {"uroce-port", required_argument, 0, 'U'},
       {"base-addr", required_argument, 0, 'B'},
       {"master-addr", required_argument, 0, 'M'},
       {"master-port", required_argument, 0, 'P'},
@@ -99,7 +126,7 @@ int cmd_launch(int argc, char **argv) {
       {"quiet", no_argument, 0, 'q'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
-  int n = 0, quiet = 0, port = 0;
+  int n = 0, quiet = 0, port = 0, uport = 0, nnodes = 1, node = 0;
   double grace = 10;
   const char *base = "127.0.1.1", *master = NULL;
   int c;
@@ -120,6 +147,21 @@ int cmd_launch(int argc, char **argv) {
       if (arg_port("launch", "--master-port", optarg, &p) < 0)
         return 2;
       port = p;
+      break;
+    }
+    case 'N':
+      if (arg_int("launch", "--nnodes", optarg, 1, 4096, &nnodes) < 0)
+        return 2;
+      break;
+    case 'K':
+      if (arg_int("launch", "--node-rank", optarg, 0, 4095, &node) < 0)
+        return 2;
+      break;
+    case 'U': {
+      uint16_t p;
+      if (arg_port("launch", "--uroce-port", optarg, &p) < 0)
+        return 2;
+      uport = p;
       break;
     }
     case 'g':
@@ -146,6 +188,23 @@ int cmd_launch(int argc, char **argv) {
                     "(uroce launch -n N -- PROGRAM [ARGS...])\n");
     return 2;
   }
+  if (node >= nnodes) {
+    fprintf(stderr, "uroce launch: --node-rank %d: the job has %d node(s)\n",
+            node, nnodes);
+    return 2;
+  }
+  if ((uint64_t)n * (uint64_t)nnodes > 0xffff) {
+    fprintf(stderr, "uroce launch: %d nodes x %d ranks: more than 65535\n",
+            nnodes, n);
+    return 2;
+  }
+  if (nnodes > 1 && !master) {
+    fprintf(stderr,
+            "uroce launch: --nnodes %d needs --master-addr (node "
+            "0's address)\n",
+            nnodes);
+    return 2;
+  }
   char **prog = argv + optind;
   struct in_addr b;
   if (inet_pton(AF_INET, base, &b) != 1) {
@@ -166,9 +225,28 @@ int cmd_launch(int argc, char **argv) {
     inet_ntop(AF_INET, &b, master_buf, sizeof master_buf);
     master = master_buf;
   }
-  if (!port && (port = free_port(master)) <= 0) {
-    fprintf(stderr, "uroce launch: no free TCP port on %s\n", master);
-    return 1;
+  if (nnodes > 1) {
+    /* every node must agree without talking: fixed defaults */
+    if (!port)
+      port = 29500;
+    if (!uport)
+      uport = port + 1 <= 65535 ? port + 1 : port - 1;
+  } else {
+    if (!port && (port = free_port(master, 0)) <= 0) {
+      fprintf(stderr, "uroce launch: no free TCP port on %s\n", master);
+      return 1;
+    }
+    if (!uport && (uport = free_port(master, port)) <= 0) {
+      fprintf(stderr, "uroce launch: no free TCP port on %s\n", master);
+      return 1;
+    }
+  }
+  if (uport == port) {
+    fprintf(stderr,
+            "uroce launch: --uroce-port %d is torch.distributed's "
+            "MASTER_PORT too\n",
+            uport);
+    return 2;
   }
 
   pid_t *pids = calloc((size_t)n, sizeof *pids);
@@ -200,11 +278,15 @@ int cmd_launch(int argc, char **argv) {
       struct in_addr a = {htonl(base_h + (uint32_t)r)};
       char addr[INET_ADDRSTRLEN];
       inet_ntop(AF_INET, &a, addr, sizeof addr);
-      snprintf(v, sizeof v, "%d", r);
+      snprintf(v, sizeof v, "%d", node * n + r);
       setenv("RANK", v, 1);
+      snprintf(v, sizeof v, "%d", r);
       setenv("LOCAL_RANK", v, 1);
-      snprintf(v, sizeof v, "%d", n);
+      snprintf(v, sizeof v, "%d", node);
+      setenv("GROUP_RANK", v, 1);
+      snprintf(v, sizeof v, "%d", n * nnodes);
       setenv("WORLD_SIZE", v, 1);
+      snprintf(v, sizeof v, "%d", n);
       setenv("LOCAL_WORLD_SIZE", v, 1);
       setenv("MASTER_ADDR", master, 1);
       snprintf(v, sizeof v, "%d", port);
@@ -213,8 +295,9 @@ int cmd_launch(int argc, char **argv) {
       /* a launcher's own variables must not outrank ours */
       unsetenv("UROCE_RANK");
       unsetenv("UROCE_SIZE");
-      unsetenv("UROCE_MASTER_ADDR");
-      unsetenv("UROCE_MASTER_PORT");
+      setenv("UROCE_MASTER_ADDR", master, 1);
+      snprintf(v, sizeof v, "%d", uport);
+      setenv("UROCE_MASTER_PORT", v, 1);
       execvp(prog[0], prog);
       fprintf(stderr, "uroce launch: %s: %s\n", prog[0], strerror(errno));
       _exit(127);

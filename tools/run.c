@@ -1,6 +1,6 @@
 /* uroce run: runs an unmodified verbs program on uroce. It puts the
- * libibverbs.so.1 drop-in (and the provider stand-ins perftest links) first
- * on the library path, gives the process its own endpoint address, and
+ * libibverbs.so.1 and librdmacm.so.1 drop-ins (and the provider stand-ins
+ * perftest links) first on the library path, gives the process its own endpoint address, and
  * optionally runs it inside a network namespace. */
 #include <errno.h>
 #include <limits.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "run_dev.h"
 #include "tool.h"
 
 #ifndef UROCE_COMPAT_BUILD_LIBDIR
@@ -28,9 +29,10 @@ static void usage(FILE *out) {
           "[--pcap FILE] [--dev NAME] [--rx-drop P] [--stats] -- PROGRAM "
           "[ARGS...]\n"
           "\n"
-          "Runs PROGRAM with uroce's libibverbs.so.1, so that an unmodified\n"
-          "verbs program (ibv_rc_pingpong, ib_write_bw, ...) runs over\n"
-          "RoCEv2 in UDP with no RDMA NIC. Its device is uroce0.\n"
+          "Runs PROGRAM with uroce's libibverbs.so.1 and librdmacm.so.1, so\n"
+          "that an unmodified verbs or rdma_cm program (ibv_rc_pingpong,\n"
+          "ib_write_bw, rping, ...) runs over RoCEv2 in UDP with no RDMA\n"
+          "NIC. Its device is uroce0.\n"
           "\n"
           "  --addr IP    the endpoint address (IPv4 or IPv6) of this "
           "process\n"
@@ -212,17 +214,26 @@ int cmd_run(int argc, char **argv) {
 
   char **args = argv + i;
   if (ns) {
-    /* ip netns exec keeps the environment set above. */
+    /* ip netns exec keeps the environment set above, and remounts /sys:
+     * this program runs again inside, to make the device entries there. */
     int n = argc - i;
-    char **v = calloc((size_t)n + 5, sizeof(*v));
-    if (!v)
+    char **v = calloc((size_t)n + 10, sizeof(*v));
+    static char exe[PATH_MAX]; /* outlives this block: v points into it */
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (!v || len <= 0)
       return 1;
-    v[0] = "ip";
-    v[1] = "netns";
-    v[2] = "exec";
-    v[3] = (char *)ns;
-    memcpy(v + 4, args, (size_t)n * sizeof(*v));
+    exe[len] = 0;
+    const char *pre[] = {"ip",  "netns",  "exec", ns,  exe,
+                         "run", "--addr", addr,   "--"};
+    memcpy(v, pre, sizeof(pre));
+    memcpy(v + 9, args, (size_t)n * sizeof(*v));
     args = v;
+  } else if (!getenv("UROCE_NO_DEVNODES")) {
+    const char *name = getenv("UROCE_DEV_NAME");
+    if (run_dev_setup(name && *name ? name : "uroce0", "uverbs0", addr) < 0)
+      fprintf(stderr, "uroce run: going on without /dev/infiniband and "
+                      "/sys/class/infiniband: the drop-in works, but "
+                      "middleware that looks there (UCX) finds no device\n");
   }
   fflush(NULL);
   execvp(args[0], args);

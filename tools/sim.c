@@ -25,8 +25,9 @@ struct opts {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: uroce sim [OPTIONS] SCENARIO.yaml\n"
-          "       uroce sim [OPTIONS] --compare A.yaml B.yaml\n\n"
-          "Simulates a RoCEv2 fabric packet by packet and writes, into the\n"
+          "       uroce sim [OPTIONS] --compare A.yaml B.yaml [C.yaml ...]\n\n"
+          "Simulates a RoCEv2 or InfiniBand fabric packet by packet and "
+          "writes, into the\n"
           "output folder: summary.json (FCT and slowdown, throughput, link\n"
           "utilisation, drops, PFC pauses, ECN marks, queues, collective\n"
           "results, the resolved scenario), CSV series (flows, FCT CDF,\n"
@@ -36,7 +37,7 @@ static void usage(FILE *f) {
           "figure means.\n\n"
           "options:\n"
           "  -o, --out DIR      output folder (default sim-out/NAME; with\n"
-          "                     --compare, DIR/A and DIR/B)\n"
+          "                     --compare, DIR/A, DIR/B, ...; up to 8)\n"
           "  --seed N           override the scenario's seed\n"
           "  --stop-us T        stop at T microseconds of simulated time\n"
           "  -q, --quiet        no progress bar\n"
@@ -125,59 +126,91 @@ static int run_one(const char *path, const struct opts *o, const char *dir,
   return rc;
 }
 
-static int compare(const char *a, const char *b, const struct opts *o) {
+/* Runs n scenarios into DIR/A, DIR/B, ...; one table (compare.txt too)
+ * and one set of plots over all of them. */
+static int compare(int n, char **paths, const struct opts *o) {
   const char *base = o->out ? o->out : "sim-out/compare";
-  char da[1024], db[1024], na[256], nb[256];
-  snprintf(da, sizeof da, "%s/A", base);
-  snprintf(db, sizeof db, "%s/B", base);
-  struct sim_summary sa, sb;
-  int rc = run_one(a, o, da, na, sizeof na, &sa);
-  if (rc)
-    return rc;
-  rc = run_one(b, o, db, nb, sizeof nb, &sb);
-  if (rc)
-    return rc;
-  printf("\nA = %s (%s), B = %s (%s)\n", na, a, nb, b);
-  sim_report_compare(stdout, na, &sa, nb, &sb);
+  static char names[SIM_COMPARE_MAX][256];
+  const char *np[SIM_COMPARE_MAX];
+  struct sim_summary sums[SIM_COMPARE_MAX];
+  bool coll = true, flows = true;
+  for (int i = 0; i < n; i++) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%c", base, 'A' + i);
+    int rc = run_one(paths[i], o, dir, names[i], sizeof names[i], &sums[i]);
+    if (rc)
+      return rc;
+    np[i] = names[i];
+    coll &= sums[i].coll_sizes > 0;
+    flows &= !sums[i].coll_sizes && sums[i].done;
+  }
   char path[1100];
   snprintf(path, sizeof path, "%s/compare.txt", base);
   FILE *f = fopen(path, "w");
-  if (f) {
-    fprintf(f, "A = %s (%s), B = %s (%s)\n", na, a, nb, b);
-    sim_report_compare(f, na, &sa, nb, &sb);
-    fclose(f);
+  for (int k = 0; k < 2; k++) {
+    FILE *out = k ? f : stdout;
+    if (!out)
+      continue;
+    fputc('\n', out);
+    for (int i = 0; i < n; i++)
+      fprintf(out, "%c = %s (%s)\n", 'A' + i, names[i], paths[i]);
+    sim_report_compare(out, (uint32_t)n, np, sums);
   }
+  if (f)
+    fclose(f);
   snprintf(path, sizeof path, "%s/compare.gp", base);
   f = fopen(path, "w");
-  if (f) {
-    fprintf(f, "set datafile separator ','\n"
-               "set terminal pngcairo size 900,560 noenhanced\n"
-               "set grid\nset key bottom right\n");
-    if (sa.coll_sizes && sb.coll_sizes)
-      /* Collectives have no flows: compare bus bandwidth per size. */
+  if (!f)
+    return 0;
+  fprintf(f, "set datafile separator ','\n"
+             "set terminal pngcairo size 900,560 noenhanced\n"
+             "set grid\nset key bottom right\n");
+  if (coll) {
+    /* Collectives have no flows: compare bus bandwidth per size. */
+    uint64_t lo = sums[0].coll_min_bytes, hi = sums[0].coll_bytes;
+    for (int i = 1; i < n; i++) {
+      lo = sums[i].coll_min_bytes < lo ? sums[i].coll_min_bytes : lo;
+      hi = sums[i].coll_bytes > hi ? sums[i].coll_bytes : hi;
+    }
+    fprintf(f,
+            "set output 'compare_coll_busbw.png'\n"
+            "set title 'bus bandwidth'\nset logscale x 2\n"
+            "set format x '%%.0b %%BB'\nset xlabel 'size'\nset xrange "
+            "[%g:%g]\nset ylabel 'busbw (GB/s)'\nset yrange [0:*]\nplot ",
+            (double)lo / 2, (double)hi * 2);
+    for (int i = 0; i < n; i++)
       fprintf(f,
-              "set output 'compare_coll_busbw.png'\n"
-              "set title 'bus bandwidth: %s vs %s'\nset logscale x 2\n"
-              "set format x '%%.0b %%BB'\nset xlabel 'size'\n"
-              "set ylabel 'busbw (GB/s)'\nset yrange [0:*]\n"
-              "plot 'A/coll.csv' every ::1 using 1:6 with linespoints lw 2 "
-              "title 'A: %s', 'B/coll.csv' every ::1 using 1:6 with "
-              "linespoints lw 2 title 'B: %s', 'A/coll.csv' every ::1 using "
-              "1:8 with lines dt 2 lc rgb 'gray40' title 'bound (A)'\n",
-              na, nb, na, nb);
-    else if (!sa.coll_sizes && !sb.coll_sizes && sa.done && sb.done)
+              "'%c/coll.csv' every ::1 using 1:6 with linespoints lw 2 "
+              "title '%c: %s', ",
+              'A' + i, 'A' + i, names[i]);
+    fprintf(f, "'A/coll.csv' every ::1 using 1:8 with lines dt 2 lc rgb "
+               "'gray40' title 'bound (A)'\n");
+  } else if (flows) {
+    fprintf(f, "set logscale x\nset output 'compare_fct_cdf.png'\n"
+               "set title 'FCT CDF'\n"
+               "set xlabel 'FCT (us)'\nset ylabel 'fraction of flows'\nplot ");
+    for (int i = 0; i < n; i++)
       fprintf(f,
-              "set logscale x\nset output 'compare_fct_cdf.png'\n"
-              "set title 'FCT CDF: %s vs %s'\n"
-              "set xlabel 'FCT (us)'\nset ylabel 'fraction of flows'\n"
-              "plot 'A/fct_cdf.csv' every ::1 using 1:2 with steps lw 2 "
-              "title 'A: %s', 'B/fct_cdf.csv' every ::1 using 1:2 with steps "
-              "lw 2 title 'B: %s'\n",
-              na, nb, na, nb);
-    fclose(f);
-    if (o->plots)
-      tool_gnuplot("sim", base, "compare.gp");
+              "%s'%c/fct_cdf.csv' every ::1 using 1:2 with steps lw 2 "
+              "title '%c: %s'",
+              i ? ", " : "", 'A' + i, 'A' + i, names[i]);
+    fprintf(f, "\n");
   }
+  /* Every run's aggregate receive rate over time. */
+  fprintf(f,
+          "unset logscale\nset format x '%%g'\nset key bottom left opaque box\n"
+          "set output 'compare_throughput.png'\n"
+          "set title 'aggregate receive rate'\nset xlabel 'time (us)'\n"
+          "set ylabel 'Gb/s'\nset yrange [0:*]\nplot ");
+  for (int i = 0; i < n; i++)
+    fprintf(f,
+            "%s'%c/throughput.csv' every ::1 using 1:2 with lines lw 2 "
+            "title '%c: %s'",
+            i ? ", " : "", 'A' + i, 'A' + i, names[i]);
+  fprintf(f, "\n");
+  fclose(f);
+  if (o->plots)
+    tool_gnuplot("sim", base, "compare.gp");
   return 0;
 }
 
@@ -239,12 +272,12 @@ int cmd_sim(int argc, char **argv) {
     }
   }
   int n = argc - optind;
-  if (cmp ? n != 2 : n != 1) {
+  if (cmp ? n < 2 || n > SIM_COMPARE_MAX : n != 1) {
     usage(stderr);
     return 2;
   }
   if (cmp)
-    return compare(argv[optind], argv[optind + 1], &o);
+    return compare(n, argv + optind, &o);
   char name[256];
   struct sim_summary sum;
   return run_one(argv[optind], &o, o.out, name, sizeof name, &sum);

@@ -17,13 +17,18 @@
 #define UV_CONTAINER(p, type, member)                                          \
   ((type *)(void *)((char *)(p)-offsetof(type, member)))
 
-/* GID table: index 1 the endpoint's address (IPv4-mapped for IPv4), RoCE
- * v2, where rxe has it. Index 0 is rxe's link-local GID; uroce's one
- * socket is bound to the endpoint address and would not receive what a
- * peer sends to a link-local address, so that entry is left empty rather
- * than advertise a GID nothing answers on (docs/verbs.md). */
+/* GID table: both entries are the endpoint's address (IPv4-mapped for
+ * IPv4), RoCE v2. Index 0 because programs, libfabric and rdma-core's
+ * tests use it by default; index 1 where earlier uroce had it. rxe's
+ * link-local GIDs are not advertised: uroce's one socket is bound to the
+ * endpoint address and would not receive what a peer sends to a
+ * link-local address (docs/verbs.md). */
 #define UV_GID_TBL_LEN 2
 #define UV_GID_INDEX 1
+/* The table's size as the port reports it: entries past the two are
+ * empty (the null GID; ibv_query_gid_ex says ENODATA), as most of a real
+ * device's table is. */
+#define UV_GID_TBL_SIZE 16
 
 struct uv_device {
   struct ibv_device dev; /* what ibv_get_device_list hands out */
@@ -44,12 +49,19 @@ struct uv_context {
 
 struct uv_pd {
   struct ibv_pd pd;
-  struct uroce_pd *upd;
+  struct uroce_pd *upd; /* a parent domain's is its protection domain's */
+  /* A parent domain: the protection domain it wraps (NULL for a plain
+   * PD), its thread domain and the context its allocators get. */
+  struct uv_pd *parent_of;
+  struct ibv_td *td;
+  void *pd_context;
+  unsigned children; /* parent domains over this PD */
 };
 
 struct uv_mr {
   struct ibv_mr mr;
   struct uroce_mr *umr;
+  unsigned access; /* as registered, for ibv_rereg_mr */
 };
 
 struct uv_channel {
@@ -83,6 +95,7 @@ struct uv_qp {
   struct uv_qp *next; /* the context's list, to name QPs in async events */
   int is_ex;          /* created with send_ops_flags: ibv_qp_to_qp_ex works */
   uint32_t max_inline;
+  uint8_t sgid_index; /* of the primary path, for ibv_query_qp */
   /* ibv_wr_* builder state between wr_start and wr_complete. */
   int wr_err;
   unsigned nwr;

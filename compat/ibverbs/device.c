@@ -5,6 +5,7 @@
  * UROCE_ADDR (default 127.0.0.1) on UDP port UROCE_PORT (default 4791);
  * `uroce run` sets these per process. */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <stdio.h>
@@ -193,6 +194,19 @@ static void udev_put(void) {
   pthread_mutex_unlock(&g_lock);
 }
 
+/* A context's command descriptor is open for its whole life, as the
+ * kernel's uverbs file is: the device's node where `uroce run` made one,
+ * /dev/null elsewhere. No command goes through it (there is no kernel
+ * side), so importing a context from it fails with EOPNOTSUPP. */
+static int open_cmd_fd(const struct ibv_device *device) {
+  char path[96];
+  snprintf(path, sizeof(path), "/dev/infiniband/%s", device->dev_name);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  return fd;
+}
+
 UV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device) {
   if (!device) {
     errno = EINVAL;
@@ -211,11 +225,19 @@ UV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device) {
     return uv_fail(rv);
   }
   uroce_device_gid(ctx->udev, ctx->gid[UV_GID_INDEX]);
+  memcpy(ctx->gid[0], ctx->gid[UV_GID_INDEX], 16);
   find_iface(ctx->gid[UV_GID_INDEX], &ctx->ifindex);
   pthread_mutex_init(&ctx->lock, NULL);
   struct ibv_context *c = &ctx->vctx.context;
   c->device = device;
-  c->cmd_fd = -1;
+  c->cmd_fd = open_cmd_fd(device);
+  if (c->cmd_fd < 0) {
+    int e = errno;
+    udev_put();
+    free(ctx);
+    errno = e;
+    return NULL;
+  }
   c->async_fd = uroce_async_fd(ctx->udev);
   c->num_comp_vectors = 1;
   pthread_mutex_init(&c->mutex, NULL);
@@ -228,6 +250,7 @@ UV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device) {
 UV_EXPORT int ibv_close_device(struct ibv_context *context) {
   struct uv_context *ctx = uv_ctx(context);
   udev_put();
+  close(context->cmd_fd);
   pthread_mutex_destroy(&ctx->lock);
   free(ctx);
   return 0;
@@ -290,6 +313,19 @@ int uv_query_device_ex(struct ibv_context *context,
   fill_device_attr(uv_ctx(context), &full.orig_attr);
   full.phys_port_cnt_ex = 1;
   full.max_wq_type_rq = 0;
+  /* On-demand paging is what uroce always does: it reads and writes a
+   * registration's memory by address when a packet needs it, and pins
+   * nothing. Implicit (whole address space) registration is not
+   * offered. */
+  full.odp_caps.general_caps = IBV_ODP_SUPPORT;
+  full.odp_caps.per_transport_caps.rc_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+      IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+  full.odp_caps.per_transport_caps.uc_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+      IBV_ODP_SUPPORT_SRQ_RECV;
+  full.odp_caps.per_transport_caps.ud_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
   memcpy(attr, &full, attr_size < sizeof(full) ? attr_size : sizeof(full));
   return 0;
 }
@@ -306,7 +342,7 @@ int uv_query_port(struct ibv_context *context, uint8_t port_num,
   p.state = IBV_PORT_ACTIVE;
   p.max_mtu = IBV_MTU_4096;
   p.active_mtu = (enum ibv_mtu)uroce_device_active_mtu(ctx->udev);
-  p.gid_tbl_len = UV_GID_TBL_LEN;
+  p.gid_tbl_len = UV_GID_TBL_SIZE;
   p.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
   p.max_msg_sz = UROCE_MAX_MSG;
   p.pkey_tbl_len = 1;
@@ -334,12 +370,14 @@ UV_EXPORT int ibv_query_port(struct ibv_context *context, uint8_t port_num,
 UV_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num,
                             int index, union ibv_gid *gid) {
   if (!context || !gid || port_num != 1 || index < 0 ||
-      index >= UV_GID_TBL_LEN) {
+      index >= UV_GID_TBL_SIZE) {
     errno = EINVAL;
     return -1;
   }
-  /* The empty entry reads as the null GID, as libibverbs reports one. */
-  memcpy(gid->raw, uv_ctx(context)->gid[index], 16);
+  if (index < UV_GID_TBL_LEN)
+    memcpy(gid->raw, uv_ctx(context)->gid[index], 16);
+  else
+    memset(gid->raw, 0, 16); /* empty, as libibverbs reports one */
   return 0;
 }
 
@@ -347,11 +385,11 @@ UV_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num,
  * RoCE v1, 1 is RoCE v2. */
 UV_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
                                  unsigned int index, unsigned int *type) {
-  if (!context || !type || port_num != 1 || index >= UV_GID_TBL_LEN) {
+  if (!context || !type || port_num != 1 || index >= UV_GID_TBL_SIZE) {
     errno = EINVAL;
     return -1;
   }
-  *type = index == UV_GID_INDEX; /* libibverbs says v1 for an empty one */
+  *type = index < UV_GID_TBL_LEN; /* libibverbs says v1 for an empty one */
   return 0;
 }
 
@@ -370,7 +408,7 @@ UV_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
                                 uint32_t flags, size_t entry_size) {
   if (!context || !entry || flags || entry_size < sizeof(*entry))
     return EINVAL;
-  if (port_num != 1 || gid_index != UV_GID_INDEX)
+  if (port_num != 1 || gid_index >= UV_GID_TBL_LEN)
     return ENODATA;
   gid_entry(uv_ctx(context), gid_index, entry);
   return 0;
@@ -382,10 +420,13 @@ UV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context,
                                        size_t entry_size) {
   if (!context || flags || entry_size < sizeof(*entries))
     return -EINVAL;
-  if (max_entries < 1)
+  if (max_entries < UV_GID_TBL_LEN)
     return -EINVAL;
-  gid_entry(uv_ctx(context), UV_GID_INDEX, entries);
-  return 1;
+  for (uint32_t i = 0; i < UV_GID_TBL_LEN; i++)
+    gid_entry(
+        uv_ctx(context), i,
+        (struct ibv_gid_entry *)(void *)((char *)entries + i * entry_size));
+  return UV_GID_TBL_LEN;
 }
 
 UV_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num,

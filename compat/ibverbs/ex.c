@@ -325,7 +325,19 @@ void uv_cq_ex_init(struct uv_cq *cq) {
 
 struct ibv_cq_ex *uv_create_cq_ex(struct ibv_context *context,
                                   struct ibv_cq_init_attr_ex *attr) {
-  if (!attr || (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS)) {
+  if (!attr || (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS |
+                                              IBV_CQ_INIT_ATTR_MASK_PD))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  /* A CQ may name a parent domain (its thread domain); only that. */
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+      (!attr->parent_domain ||
+       !UV_CONTAINER(attr->parent_domain, struct uv_pd, pd)->parent_of)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (attr->comp_vector >= (uint32_t)context->num_comp_vectors) {
     errno = EINVAL;
     return NULL;
   }

@@ -3,7 +3,6 @@
  * the data path (post/poll, called inline through context->ops) and
  * asynchronous events, each over the uroce object of the same name. */
 #include <arpa/inet.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +62,13 @@ UV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context) {
 
 UV_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd) {
   struct uv_pd *pd = UV_CONTAINER(ibpd, struct uv_pd, pd);
+  if (pd->parent_of) { /* a parent domain: its PD stays */
+    __atomic_sub_fetch(&pd->parent_of->children, 1, __ATOMIC_RELAXED);
+    free(pd);
+    return 0;
+  }
+  if (__atomic_load_n(&pd->children, __ATOMIC_RELAXED))
+    return EBUSY;
   int rv = uroce_dealloc_pd(pd->upd);
   if (rv < 0)
     return uv_errno(rv);
@@ -70,16 +76,82 @@ UV_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd) {
   return 0;
 }
 
+/* ---- thread and parent domains ---- */
+
+/* uroce serialises a device's work itself, so a thread domain is a
+ * handle that promises nothing more. */
+static struct ibv_td *op_alloc_td(struct ibv_context *context,
+                                  struct ibv_td_init_attr *attr) {
+  if (!attr || attr->comp_mask) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct ibv_td *td = calloc(1, sizeof(*td));
+  if (!td) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  td->context = context;
+  return td;
+}
+
+static int op_dealloc_td(struct ibv_td *td) {
+  free(td);
+  return 0;
+}
+
+/* A parent domain stands for its protection domain wherever a PD is
+ * taken. Its allocators are accepted and never called: uroce's queues
+ * live in the engine, not in buffers the program could place (mlx5 calls
+ * them for its rings; a provider with nothing to allocate does not). */
+static struct ibv_pd *
+op_alloc_parent_domain(struct ibv_context *context,
+                       struct ibv_parent_domain_init_attr *attr) {
+  if (!attr || !attr->pd ||
+      (attr->comp_mask & ~(uint32_t)(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+                                     IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)) ||
+      ((attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) &&
+       (!attr->alloc || !attr->free))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct uv_pd *base = UV_CONTAINER(attr->pd, struct uv_pd, pd);
+  if (base->parent_of || attr->pd->context != context) {
+    errno = EINVAL; /* a parent domain over a parent domain */
+    return NULL;
+  }
+  struct uv_pd *pd = calloc(1, sizeof(*pd));
+  if (!pd) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  pd->pd.context = context;
+  pd->upd = base->upd;
+  pd->parent_of = base;
+  pd->td = attr->td;
+  if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
+    pd->pd_context = attr->pd_context;
+  __atomic_add_fetch(&base->children, 1, __ATOMIC_RELAXED);
+  return &pd->pd;
+}
+
 /* ---- memory regions ---- */
 
 /* Access bits uroce honours; the others are hints (relaxed ordering, huge
- * pages, optional-range bits) that change nothing without a real NIC. */
-#define UV_ACCESS_UNSUPPORTED (IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND)
+ * pages, optional-range bits) that change nothing without a real NIC.
+ * IBV_ACCESS_ON_DEMAND is how uroce always works (nothing is pinned); an
+ * implicit on-demand registration of the whole address space is not
+ * offered (IBV_ODP_SUPPORT_IMPLICIT unset). */
+#define UV_ACCESS_UNSUPPORTED IBV_ACCESS_ZERO_BASED
 
 static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
                              uint64_t iova, unsigned access) {
   if (!ibpd) {
     errno = EINVAL;
+    return NULL;
+  }
+  if ((access & IBV_ACCESS_ON_DEMAND) && !addr && length == SIZE_MAX) {
+    errno = EOPNOTSUPP; /* implicit ODP */
     return NULL;
   }
   if ((access & UV_ACCESS_UNSUPPORTED) || iova != (uintptr_t)addr) {
@@ -111,6 +183,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
   mr->mr.lkey = uroce_mr_lkey(mr->umr);
   mr->mr.rkey = uroce_mr_rkey(mr->umr);
   mr->mr.handle = mr->mr.lkey;
+  mr->access = access;
   return &mr->mr;
 }
 
@@ -142,12 +215,54 @@ UV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr) {
   return 0;
 }
 
-/* Changing a registration in place is not supported: deregister and
- * register again. */
-UV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
+/* Changes the registration in place (translation, PD, access), keeping
+ * its keys as rxe and mlx5 do, after the same checks as a registration. */
+UV_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
                            void *addr, size_t length, int access) {
-  errno = EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;
+  if (!ibmr || !flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+      ((flags & IBV_REREG_MR_CHANGE_PD) && !pd) ||
+      ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length))) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  struct uv_mr *mr = UV_CONTAINER(ibmr, struct uv_mr, mr);
+  struct ibv_pd *npd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : ibmr->pd;
+  void *naddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : ibmr->addr;
+  size_t nlen =
+      (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : ibmr->length;
+  unsigned nacc =
+      (flags & IBV_REREG_MR_CHANGE_ACCESS) ? (unsigned)access : mr->access;
+  if ((nacc & UV_ACCESS_UNSUPPORTED) ||
+      ((nacc & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+       !(nacc & IBV_ACCESS_LOCAL_WRITE))) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  int rv = uroce_rereg_mr(mr->umr, UV_CONTAINER(npd, struct uv_pd, pd)->upd,
+                          naddr, nlen, nacc & UROCE_ACCESS_ALL);
+  if (rv < 0) {
+    errno = uv_errno(rv);
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  mr->access = nacc;
+  ibmr->pd = npd;
+  ibmr->addr = naddr;
+  ibmr->length = nlen;
+  return 0;
+}
+
+/* Prefetching is a hint: uroce takes no page faults to avoid. The
+ * arguments are checked as a provider checks them. */
+static int op_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+                        uint32_t flags, struct ibv_sge *sg_list,
+                        uint32_t num_sge) {
+  if (!pd || !sg_list || !num_sge ||
+      (advice != IBV_ADVISE_MR_ADVICE_PREFETCH &&
+       advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+       advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) ||
+      (flags & ~(uint32_t)IBV_ADVISE_MR_FLAG_FLUSH))
+    return EINVAL;
+  return 0;
 }
 
 /* ---- completion channels ---- */
@@ -240,16 +355,26 @@ UV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
                                        void *cq_context,
                                        struct ibv_comp_channel *channel,
                                        int comp_vector) {
+  /* One completion vector (num_comp_vectors): others are refused, as
+   * rxe refuses them. */
+  if (!context || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
+    errno = EINVAL;
+    return NULL;
+  }
   struct uv_cq *cq = uv_cq_new(context, cqe, cq_context, channel);
   return cq ? ibv_cq_ex_to_cq(&cq->cqx) : NULL;
 }
 
-/* Growing a CQ in place is not supported; a request that the CQ already
- * meets succeeds. */
-UV_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe) {
-  if (cqe > 0 && cqe <= cq->cqe)
-    return 0;
-  return EOPNOTSUPP;
+/* Both ways; EINVAL when more completions wait than the new size holds. */
+UV_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe) {
+  struct uv_cq *cq = (struct uv_cq *)(void *)ibcq;
+  if (!ibcq || cqe <= 0 || cqe > (1 << 22) - 1)
+    return EINVAL;
+  int rv = uroce_resize_cq(cq->ucq, (uint32_t)cqe);
+  if (rv < 0)
+    return uv_errno(rv);
+  ibcq->cqe = cqe;
+  return 0;
 }
 
 UV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq) {
@@ -268,11 +393,10 @@ UV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq) {
 
 static int op_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc) {
   struct uv_cq *cq = (struct uv_cq *)(void *)ibcq;
+  /* An empty poll runs the device itself, and after a spin budget waits
+   * in the kernel for a packet (src/api): no sched_yield here, which gave
+   * the core to any runnable job, even a niced one. */
   int rv = uroce_poll_cq(cq->ucq, n, (struct uroce_wc *)(void *)wc);
-  /* Programs spin on an empty CQ; the progress thread (the "NIC") needs the
-   * CPU to fill it, and cores are often fewer than spinning threads. */
-  if (rv == 0)
-    sched_yield();
   return rv < 0 ? -uv_errno(rv) : rv;
 }
 
@@ -423,17 +547,8 @@ static int ah_attr_to_uroce(const struct ibv_ah_attr *a,
     return EINVAL; /* RoCE addresses by GID: a GRH is required */
   if (a->port_num && a->port_num != 1)
     return EINVAL;
-  if (a->grh.sgid_index != UV_GID_INDEX) {
-    /* An easy mistake (-g 0 works on rxe): say why it fails. */
-    static bool told;
-    if (!told)
-      fprintf(stderr,
-              "uroce: source GID index %u is empty; uroce's GID is index "
-              "%d, its address (-g %d / -x %d)\n",
-              a->grh.sgid_index, UV_GID_INDEX, UV_GID_INDEX, UV_GID_INDEX);
-    told = true;
+  if (a->grh.sgid_index >= UV_GID_TBL_LEN)
     return EINVAL;
-  }
   memcpy(u->dgid, a->grh.dgid.raw, 16);
   u->is_global = 1;
   u->traffic_class = a->grh.traffic_class;
@@ -529,6 +644,9 @@ UV_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *context,
 
 /* ---- queue pairs ---- */
 
+/* Set by uroce_ibv_create_gsi_qp around its uv_qp_new. */
+static __thread bool tl_gsi;
+
 struct ibv_qp *uv_qp_new(struct ibv_context *context,
                          struct ibv_qp_init_attr_ex *init) {
   if (!init || !(init->comp_mask & IBV_QP_INIT_ATTR_PD) || !init->pd ||
@@ -536,7 +654,14 @@ struct ibv_qp *uv_qp_new(struct ibv_context *context,
     errno = EINVAL;
     return NULL;
   }
-  uint32_t supported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  uint32_t supported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+                       IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  /* Create flags (scatter FCS, CVLAN stripping, ...) need a NIC; asking
+   * for none is fine. */
+  if ((init->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && init->create_flags) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
   if ((init->comp_mask & ~supported) ||
       (init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UC &&
        init->qp_type != IBV_QPT_UD)) {
@@ -558,7 +683,7 @@ struct ibv_qp *uv_qp_new(struct ibv_context *context,
   a.cap.max_send_sge = init->cap.max_send_sge;
   a.cap.max_recv_sge = init->cap.max_recv_sge;
   a.cap.max_inline_data = init->cap.max_inline_data;
-  a.qp_type = init->qp_type;
+  a.qp_type = tl_gsi ? UROCE_QPT_GSI : init->qp_type;
   a.sq_sig_all = init->sq_sig_all;
   struct uv_pd *pd = UV_CONTAINER(init->pd, struct uv_pd, pd);
   int rv = uroce_create_qp(pd->upd, &a, &qp->uqp);
@@ -588,6 +713,29 @@ struct ibv_qp *uv_qp_new(struct ibv_context *context,
   }
   ctx_add_qp(uv_ctx(context), qp);
   return q;
+}
+
+/* Private to uroce's librdmacm drop-in (version node UROCE_PRIVATE_1): QP1,
+ * the GSI QP that carries the CM's MADs, a UD QP to every verb. */
+UV_EXPORT struct ibv_qp *uroce_ibv_create_gsi_qp(struct ibv_pd *pd,
+                                                 struct ibv_qp_init_attr *init) {
+  if (!pd || !init || init->qp_type != IBV_QPT_UD || init->srq) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct ibv_qp_init_attr_ex x;
+  memset(&x, 0, sizeof(x));
+  x.send_cq = init->send_cq;
+  x.recv_cq = init->recv_cq;
+  x.cap = init->cap;
+  x.qp_type = IBV_QPT_UD;
+  x.sq_sig_all = init->sq_sig_all;
+  x.comp_mask = IBV_QP_INIT_ATTR_PD;
+  x.pd = pd;
+  tl_gsi = true;
+  struct ibv_qp *qp = uv_qp_new(pd->context, &x);
+  tl_gsi = false;
+  return qp;
 }
 
 UV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
@@ -693,6 +841,16 @@ UV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
     return uv_errno(rv);
   if (mask & IBV_QP_STATE)
     ibqp->state = attr->qp_state;
+  /* A reset QP's completions still in its CQs go, as mlx5 cleans them:
+   * flushes from before would otherwise meet its new work. */
+  if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+    uroce_clean_cq(((struct uv_cq *)(void *)ibqp->send_cq)->ucq, ibqp->qp_num);
+    if (ibqp->recv_cq != ibqp->send_cq)
+      uroce_clean_cq(((struct uv_cq *)(void *)ibqp->recv_cq)->ucq,
+                     ibqp->qp_num);
+  }
+  if (mask & IBV_QP_AV)
+    qp->sgid_index = attr->ah_attr.grh.sgid_index;
   return 0;
 }
 
@@ -725,7 +883,7 @@ UV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
   attr->ah_attr.grh.flow_label = a.ah_attr.flow_label;
   attr->ah_attr.grh.hop_limit = a.ah_attr.hop_limit;
   attr->ah_attr.grh.traffic_class = a.ah_attr.traffic_class;
-  attr->ah_attr.grh.sgid_index = 1;
+  attr->ah_attr.grh.sgid_index = qp->sgid_index;
   attr->ah_attr.is_global = a.ah_attr.is_global;
   attr->ah_attr.port_num = 1;
   attr->pkey_index = a.pkey_index;
@@ -751,8 +909,11 @@ UV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
   return 0;
 }
 
-/* Translates one ibv send WR. Returns 0 or an errno value. */
-int uv_send_wr(const struct ibv_send_wr *w, struct uroce_send_wr *u) {
+/* Translates one ibv send WR for a QP of type qpt: only the fields that
+ * type defines are read (wr.ud is a union member only UD QPs set; an RC
+ * SEND's wr may hold anything there). Returns 0 or an errno value. */
+static int uv_send_wr(const struct ibv_send_wr *w, enum ibv_qp_type qpt,
+                      struct uroce_send_wr *u) {
   memset(u, 0, sizeof(*u));
   switch (w->opcode) {
   case IBV_WR_RDMA_WRITE:
@@ -789,11 +950,13 @@ int uv_send_wr(const struct ibv_send_wr *w, struct uroce_send_wr *u) {
     u->wr.rdma.rkey = w->wr.rdma.rkey;
     break;
   default:
-    if (w->wr.ud.ah) {
-      u->wr.ud.ah = UV_CONTAINER(w->wr.ud.ah, struct uv_ah, ah)->uah;
-      u->wr.ud.remote_qpn = w->wr.ud.remote_qpn;
-      u->wr.ud.remote_qkey = w->wr.ud.remote_qkey;
-    }
+    if (qpt != IBV_QPT_UD)
+      break;
+    if (!w->wr.ud.ah)
+      return EINVAL;
+    u->wr.ud.ah = UV_CONTAINER(w->wr.ud.ah, struct uv_ah, ah)->uah;
+    u->wr.ud.remote_qpn = w->wr.ud.remote_qpn;
+    u->wr.ud.remote_qkey = w->wr.ud.remote_qkey;
     break;
   }
   return 0;
@@ -804,14 +967,11 @@ static int op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
   struct uv_qp *qp = (struct uv_qp *)(void *)ibqp;
   struct uroce_send_wr batch[UV_WR_BATCH];
   struct ibv_send_wr *src[UV_WR_BATCH];
-  bool ud = ibqp->qp_type == IBV_QPT_UD;
   while (wr) {
     unsigned n = 0;
     int e = 0;
     for (; wr && n < UV_WR_BATCH; wr = wr->next, n++) {
-      e = uv_send_wr(wr, &batch[n]);
-      if (!e && ud && !wr->wr.ud.ah)
-        e = EINVAL;
+      e = uv_send_wr(wr, ibqp->qp_type, &batch[n]);
       if (e)
         break;
       src[n] = wr;
@@ -917,4 +1077,8 @@ void uv_set_context_ops(struct uv_context *ctx) {
   v->create_qp_ex = uv_create_qp_ex;
   v->create_cq_ex = uv_create_cq_ex;
   v->create_srq_ex = op_create_srq_ex;
+  v->advise_mr = op_advise_mr;
+  v->alloc_td = op_alloc_td;
+  v->dealloc_td = op_dealloc_td;
+  v->alloc_parent_domain = op_alloc_parent_domain;
 }

@@ -425,10 +425,35 @@ UROCE_EXPORT int uroce_coll_native_ep(const uroce_coll_native *n, void *blob,
  * UROCE_COLL_ERR_MISMATCH (a malformed blob) or a verb's error. */
 UROCE_EXPORT int uroce_coll_native_connect(uroce_coll_native *n,
                                            const void *eps, size_t len);
+/* An all-gather of one len-byte blob per rank (all: size * len bytes in
+ * rank order), e.g. over a framework's key-value store. 0 or a negative
+ * error. */
+typedef int (*uroce_coll_allgather_fn)(void *ctx, const void *blob, size_t len,
+                                       void *all);
+/* uroce_coll_native_setup() with the rendezvous done by allgather(ctx,
+ * ...) (called twice, with the same arguments on every rank) instead of
+ * uroce_coll_rendezvous(); env->master_addr/port are then unused. NULL
+ * allgather: uroce_coll_rendezvous(). */
+UROCE_EXPORT int uroce_coll_native_setup_fn(const uroce_coll_env *env,
+                                            const uroce_coll_native_attr *attr,
+                                            const uroce_coll_config *cfg,
+                                            uint64_t timeout_ns,
+                                            uroce_coll_allgather_fn allgather,
+                                            void *ctx, uroce_coll_native **n,
+                                            uroce_coll_comm **comm);
+/* Ranks on this rank's host that the communicator reaches through shared
+ * memory, itself included (1: none, or shared memory is off). */
+UROCE_EXPORT int uroce_coll_native_nlocal(const uroce_coll_native *n);
+/* How bytes move to host peers: "cma" (process_vm_writev), "copy"
+ * (through the shared segment), "cma+copy", or "off". */
+UROCE_EXPORT const char *uroce_coll_native_shm_mode(const uroce_coll_native *n);
 /* The whole start-up of a rank: env (NULL: parse the process environment),
  * attr (NULL: defaults; addr NULL: $UROCE_ADDR), cfg (NULL: defaults).
- * Opens the device, creates the comm, runs one uroce_coll_rendezvous() of
- * comm info plus endpoint, connects the QPs and the comm, and proves every
+ * A first uroce_coll_rendezvous() finds the ranks on this host, which talk
+ * through shared memory (docs/coll.md; env UROCE_COLL_SHM=0 turns it off);
+ * for the others it opens the device (only then is an address needed).
+ * Creates the comm, runs a second rendezvous of comm info plus endpoint
+ * plus segment, connects the QPs and the comm, and proves every
  * connection with a one-element all-to-all. On failure prints why to stderr
  * and returns the error (UROCE_COLL_ERR_BOOTSTRAP, a rendezvous error, ...).
  * Free with uroce_coll_comm_del(*comm), then uroce_coll_native_del(*n). */

@@ -76,8 +76,9 @@ struct uroce_device_attr {
   const char *addr;     /* local IPv4 or IPv6 address (required) */
   uint16_t port;        /* UDP port; 0 = 4791 (peers must use the same) */
   int progress;         /* enum uroce_progress */
-  int32_t busy_poll_us; /* spin this long after the last work before
-                           sleeping; 0 = default (50), -1 = never spin */
+  int32_t busy_poll_us; /* spin at most this long after the last work
+                           before sleeping (the budget adapts below it);
+                           0 = default (50), -1 = never spin */
   int n_entropy;        /* extra source sockets for ECMP entropy; 0 =
                            default (8), -1 = none */
   uint32_t netdev_mtu;  /* 0 = the MTU of the address's interface */
@@ -141,6 +142,11 @@ UROCE_EXPORT int uroce_dealloc_pd(struct uroce_pd *pd);
 UROCE_EXPORT int uroce_reg_mr(struct uroce_pd *pd, void *addr, size_t length,
                               uint32_t access, struct uroce_mr **out);
 UROCE_EXPORT int uroce_dereg_mr(struct uroce_mr *mr);
+/* Changes a registration in place: its PD, range and access; its keys
+ * stay. UROCE_ERR_INVALID_ARGUMENT for a deregistered region or a PD of
+ * another device. */
+UROCE_EXPORT int uroce_rereg_mr(struct uroce_mr *mr, struct uroce_pd *pd,
+                                void *addr, size_t length, uint32_t access);
 UROCE_EXPORT uint32_t uroce_mr_lkey(const struct uroce_mr *mr);
 UROCE_EXPORT uint32_t uroce_mr_rkey(const struct uroce_mr *mr);
 UROCE_EXPORT int uroce_create_ah(struct uroce_pd *pd,
@@ -168,6 +174,13 @@ UROCE_EXPORT int uroce_create_cq(struct uroce_device *dev, uint32_t cqe,
  * channel are dropped. */
 UROCE_EXPORT int uroce_destroy_cq(struct uroce_cq *cq);
 UROCE_EXPORT void *uroce_cq_context(const struct uroce_cq *cq);
+/* Grows or shrinks the CQ to cqe entries, keeping the completions not yet
+ * polled. UROCE_ERR_INVALID_ARGUMENT if more of them wait than cqe holds
+ * or cqe is out of range; -ENOMEM. */
+UROCE_EXPORT int uroce_resize_cq(struct uroce_cq *cq, uint32_t cqe);
+/* Drops the completions of QP qp_num that wait in the CQ, as a NIC's
+ * driver does when the QP is reset. Returns how many. */
+UROCE_EXPORT int uroce_clean_cq(struct uroce_cq *cq, uint32_t qp_num);
 /* Takes completions without the device lock. With a progress thread, a
  * poll that finds none runs the device once itself unless another thread
  * is at it (never waiting for it), then looks again. Returns the number

@@ -171,7 +171,15 @@ struct uroce_srq_attr {
 };
 enum uroce_srq_attr_mask { UROCE_SRQ_MAX_WR = 1, UROCE_SRQ_LIMIT = 2 };
 
-enum uroce_qp_type { UROCE_QPT_RC = 2, UROCE_QPT_UC = 3, UROCE_QPT_UD = 4 };
+/* UROCE_QPT_GSI: the General Services Interface QP, a UD QP numbered 1
+ * (one per device) that carries management datagrams such as the CM's
+ * (docs/rdmacm.md). Reported as UD once created. */
+enum uroce_qp_type {
+  UROCE_QPT_GSI = 1,
+  UROCE_QPT_RC = 2,
+  UROCE_QPT_UC = 3,
+  UROCE_QPT_UD = 4
+};
 enum uroce_qp_state {
   UROCE_QPS_RESET = 0,
   UROCE_QPS_INIT = 1,

@@ -11,13 +11,14 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <poll.h>
-#include <sched.h>
+#include <sys/prctl.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "uroce/uroce.h"
+#include "mem/pin.h"
 #include "util/bytes.h"
 #include "util/clock.h"
 #include "util/rng.h"
@@ -286,7 +287,7 @@ static void clear_doorbell(struct uroce_device *dev) {
 
 static bool app_polling(struct uroce_device *dev, uint64_t now) {
   uint64_t t = atomic_load(&dev->app_poll_ns);
-  return t && now - t < APP_POLL_GRACE_NS;
+  return t && (now - t < APP_POLL_GRACE_NS || atomic_load(&dev->app_blocked));
 }
 
 /* While the application polls, two threads taking turns at the engine on
@@ -308,21 +309,94 @@ static void back_off(struct uroce_device *dev) {
   atomic_store(&dev->backoff, false);
 }
 
+/* How long a poll may sleep at most when the application's polls have
+ * found nothing for its spin budget: a program that polls this device
+ * and something else (another device, a socket, memory) sees the other
+ * late by at most this much, and an idle polling program wakes this
+ * often (a pass costs a few microseconds: about 2% of a core). */
+#define APP_BLOCK_MAX_NS 200000u
+
+static void adapt_spin(const struct uroce_device *dev, _Atomic uint64_t *spin,
+                       uint64_t slept);
+
+/* The application's polls found nothing new for its spin budget: wait
+ * in the kernel for a packet, a doorbell (a post from another thread, a
+ * stop) or the engine's next timer, then run the device. Lock held on
+ * entry, released on return. Returns the work done after the wait. */
+static int app_block(struct uroce_device *dev, uint64_t now) {
+  uint64_t exp = uroce_eng_next_expiry(dev->eng);
+  uint64_t d = exp > now ? exp - now : 0;
+  if (d > APP_BLOCK_MAX_NS)
+    d = APP_BLOCK_MAX_NS;
+  atomic_store(&dev->app_blocked, true);
+  pthread_mutex_unlock(&dev->lock);
+  struct pollfd pfd[2] = {{.fd = dev->sock.fd, .events = POLLIN},
+                          {.fd = dev->app_bell, .events = POLLIN}};
+  struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};
+  uint64_t v;
+  if (ppoll(pfd, 2, &ts, 0) > 0 && pfd[1].revents &&
+      read(dev->app_bell, &v, sizeof(v)) < 0) {
+    /* another poller took the ring */
+  }
+  uint64_t woke = mono_ns();
+  /* Still polling: the wait counts as a poll that just ended. */
+  if (atomic_load_explicit(&dev->app_poll_ns, memory_order_relaxed))
+    atomic_store(&dev->app_poll_ns, woke);
+  atomic_store(&dev->app_blocked, false);
+  atomic_fetch_add_explicit(&dev->app_sleeps, 1, memory_order_relaxed);
+  adapt_spin(dev, &dev->app_spin_ns, woke - now);
+  pthread_mutex_lock(&dev->lock);
+  int work = progress_locked(dev);
+  pthread_mutex_unlock(&dev->lock);
+  if (work)
+    atomic_store(&dev->app_idle_since, 0);
+  return work;
+}
+
+/* An application's turn at the device, with the lock held (released on
+ * return): its progress, and after a spin budget of empty turns, a wait
+ * in the kernel. found: the poll's CQ had completions. */
+static int app_turn_locked(struct uroce_device *dev, bool found) {
+  uint64_t now = mono_ns();
+  int work = progress_locked(dev);
+  if (work || found) {
+    atomic_store(&dev->app_idle_since, 0);
+    pthread_mutex_unlock(&dev->lock);
+    return work;
+  }
+  uint64_t since = atomic_load(&dev->app_idle_since);
+  if (!since) {
+    atomic_store(&dev->app_idle_since, now);
+    since = now;
+  }
+  if (now - since < atomic_load(&dev->app_spin_ns)) {
+    pthread_mutex_unlock(&dev->lock);
+    return 0;
+  }
+  return app_block(dev, now);
+}
+
+int uroce_device_app_turn(struct uroce_device *dev, bool found) {
+  pthread_mutex_lock(&dev->lock);
+  return app_turn_locked(dev, found);
+}
+
 void uroce_device_app_poll(struct uroce_device *dev) {
   uint64_t now = mono_ns();
   atomic_store_explicit(&dev->app_poll_ns, now, memory_order_relaxed);
-  if (pthread_mutex_trylock(&dev->lock) == 0) {
-    progress_locked(dev);
-    pthread_mutex_unlock(&dev->lock);
-  } else if (!atomic_load(&dev->sleeping)) {
-    /* The thread (or another poller) holds the engine: give it the CPU
-     * if it shares this core; with a core of its own this returns at
-     * once. */
-    sched_yield();
-  }
+  /* One thread makes progress at a time. If the device is free, this
+   * poll is the NIC; if another thread is at the engine (the progress
+   * thread finishing its pass, which then backs off, or a post), wait
+   * for it in the kernel: the engine is ours right after, and meanwhile
+   * the holder has the core if we share one. */
+  if (pthread_mutex_trylock(&dev->lock) != 0)
+    pthread_mutex_lock(&dev->lock);
+  app_turn_locked(dev, false);
 }
 
 void uroce_device_app_leaves(struct uroce_device *dev, bool blocks) {
+  if (atomic_load_explicit(&dev->app_idle_since, memory_order_relaxed))
+    atomic_store(&dev->app_idle_since, 0);
   if (dev->progress != UROCE_PROGRESS_THREAD || !atomic_load(&dev->app_poll_ns))
     return;
   atomic_store(&dev->app_poll_ns, 0);
@@ -334,16 +408,18 @@ void uroce_device_app_leaves(struct uroce_device *dev, bool blocks) {
 
 /* The thread's turn at the device: its progress, or, with next_expiry
  * set, just the engine's next timer. -1 when the application is polling
- * (the thread backs off). The thread never waits on the lock: a polling
- * application takes and gives it back in a tight loop and would starve
- * a waiter. */
+ * (the thread backs off). Another holder of the lock is a verbs call
+ * (brief) or a poller that began after the look: the thread waits in the
+ * kernel, and looks again, never spins on the lock. */
 static int thread_turn(struct uroce_device *dev, uint64_t *next_expiry) {
-  for (;;) {
-    if (app_polling(dev, mono_ns()))
+  if (app_polling(dev, mono_ns()))
+    return -1;
+  if (pthread_mutex_trylock(&dev->lock) != 0) {
+    pthread_mutex_lock(&dev->lock);
+    if (app_polling(dev, mono_ns())) {
+      pthread_mutex_unlock(&dev->lock);
       return -1;
-    if (pthread_mutex_trylock(&dev->lock) == 0)
-      break;
-    sched_yield(); /* a post or another poller: brief */
+    }
   }
   int work = 0;
   if (next_expiry)
@@ -354,10 +430,51 @@ static int thread_turn(struct uroce_device *dev, uint64_t *next_expiry) {
   return work;
 }
 
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* The spin budget adapts like KVM's halt polling: a sleep that a packet,
+ * a post or a timer ended within busy_ns (the most a thread may spin)
+ * would have been saved by spinning, so the budget doubles (from
+ * SPIN_MIN_NS, up to busy_ns); a longer sleep (the peer thinks, the
+ * application computes) halves it, down to 0. A sleep is measured to
+ * when the sleeper runs again, so on a core shared with other busy
+ * threads it is long and the budget goes to 0: spinning there only burns
+ * the share of the CPU the scheduler would otherwise spend on waking this
+ * thread promptly. A ping-pong whose round trip fits the budget on an
+ * idle core is served by a spinning thread; an idle device, or traffic
+ * too sparse to catch, costs no CPU: the thread sleeps in the kernel,
+ * woken by a packet, a doorbell or its timer. A spin never yields the
+ * CPU: sched_yield hands the core to anything runnable, even a niced
+ * job, and returns when that job's slice ends. */
+#define SPIN_MIN_NS 2000u
+
+static void adapt_spin(const struct uroce_device *dev, _Atomic uint64_t *spin,
+                       uint64_t slept) {
+  uint64_t s = atomic_load_explicit(spin, memory_order_relaxed);
+  if (slept <= dev->busy_ns) {
+    s = s ? s * 2 : SPIN_MIN_NS;
+    if (s > dev->busy_ns)
+      s = dev->busy_ns;
+  } else {
+    s /= 2;
+    if (s < SPIN_MIN_NS)
+      s = 0;
+  }
+  atomic_store_explicit(spin, s, memory_order_relaxed);
+}
+
 static void *progress_thread(void *arg) {
   struct uroce_device *dev = arg;
   uint64_t last_work = mono_ns();
   struct epoll_event evs[4];
+  /* Short sleeps (backing off, timers) end on time, not 50 us late. */
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   while (!atomic_load(&dev->stop)) {
     int work = thread_turn(dev, NULL);
     if (work < 0) {
@@ -370,10 +487,9 @@ static void *progress_thread(void *arg) {
       last_work = now;
       continue;
     }
-    if (now - last_work < dev->busy_ns) {
-      /* Spinning for more: let an application that shares this core
-       * run (and poll, which would make this thread back off). */
-      sched_yield();
+    if (now - last_work <
+        atomic_load_explicit(&dev->spin_ns, memory_order_relaxed)) {
+      cpu_relax();
       continue;
     }
     /* Going to sleep: announce it, then look once more so that a post
@@ -398,6 +514,7 @@ static void *progress_thread(void *arg) {
     atomic_fetch_add_explicit(&dev->wakeups, 1, memory_order_relaxed);
     clear_doorbell(dev);
     last_work = mono_ns();
+    adapt_spin(dev, &dev->spin_ns, last_work - now);
   }
   return 0;
 }
@@ -407,6 +524,13 @@ static void *progress_thread(void *arg) {
  * (a post list goes out as one batch), so that nothing posted waits for a
  * poll that may never come; receiving is left to the next poll. */
 void uroce_device_kick(struct uroce_device *dev) {
+  if (atomic_load(&dev->app_blocked)) {
+    /* a poll waits in the kernel: its next timer may have moved */
+    uint64_t one = 1;
+    if (write(dev->app_bell, &one, sizeof(one)) < 0) {
+      /* saturated: it wakes anyway */
+    }
+  }
   if (dev->progress == UROCE_PROGRESS_INLINE) {
     pthread_mutex_lock(&dev->lock);
     do_tx(dev, mono_ns());
@@ -453,7 +577,7 @@ int uroce_device_open(struct uroce_device **out,
   struct uroce_device *dev = calloc(1, sizeof(*dev));
   if (!dev)
     return -ENOMEM;
-  dev->epfd = dev->doorbell = dev->async_fd = -1;
+  dev->epfd = dev->doorbell = dev->app_bell = dev->async_fd = -1;
   dev->sock.fd = -1;
   pthread_mutex_init(&dev->lock, 0);
   int ipver = uroce_addr_parse(attr->addr, dev->gid);
@@ -473,6 +597,7 @@ int uroce_device_open(struct uroce_device **out,
                  : attr->busy_poll_us == 0
                      ? 50000
                      : (uint64_t)attr->busy_poll_us * 1000;
+  dev->spin_ns = dev->app_spin_ns = dev->busy_ns;
   dev->rx_drop = attr->rx_drop;
   dev->rng = attr->seed;
   if (!dev->rng &&
@@ -486,6 +611,7 @@ int uroce_device_open(struct uroce_device **out,
                       n_entropy);
   if (rv < 0)
     goto fail;
+  uroce_udp_busy_poll(&dev->sock, (int)(dev->busy_ns / 1000));
   dev->sock.tx_gather = attr->tx_gather > 0   ? true
                         : attr->tx_gather < 0 ? false
                                               : !uroce_crc32_copy_one_pass();
@@ -509,6 +635,12 @@ int uroce_device_open(struct uroce_device **out,
   rv = uroce_eng_new(&dev->eng, &cfg);
   if (rv < 0)
     goto fail;
+  /* Regions are the application's memory: every access probes it first,
+   * so that memory unmapped while registered answers an access error. */
+  rv = uroce_pin_guard_init();
+  if (rv < 0)
+    goto fail;
+  dev->eng->mrs.probe = true;
 
   dev->armed = calloc(UROCE_DEV_MAX_CQ, sizeof(*dev->armed));
   dev->async_fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
@@ -525,6 +657,13 @@ int uroce_device_open(struct uroce_device **out,
       goto fail;
   }
 
+  /* A poll that waits in the kernel has its own doorbell (both modes):
+   * sharing the thread's, one would take the other's ring. */
+  dev->app_bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (dev->app_bell < 0) {
+    rv = -errno;
+    goto fail;
+  }
   if (dev->progress == UROCE_PROGRESS_THREAD) {
     dev->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     dev->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -591,6 +730,8 @@ void uroce_device_close(struct uroce_device *dev) {
     close(dev->epfd);
   if (dev->doorbell >= 0)
     close(dev->doorbell);
+  if (dev->app_bell >= 0)
+    close(dev->app_bell);
   if (dev->async_fd >= 0)
     close(dev->async_fd);
   free(dev->armed);

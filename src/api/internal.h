@@ -60,8 +60,15 @@ struct uroce_device {
    * and whether the thread is backing off. */
   _Atomic uint64_t app_poll_ns;
   atomic_bool backoff;
-  int epfd, doorbell;
-  uint64_t busy_ns;
+  int epfd, doorbell;       /* the progress thread's */
+  int app_bell;             /* wakes a poll that waits in the kernel */
+  uint64_t busy_ns;         /* the most a thread spins idle before sleeping */
+  _Atomic uint64_t spin_ns; /* how long the progress thread spins now */
+  /* Polling applications: how long empty polls spin before one waits in
+   * the kernel (adapts as spin_ns does), since when the polls have found
+   * nothing (0: they found something last), and whether a poll waits. */
+  _Atomic uint64_t app_spin_ns, app_idle_since;
+  atomic_bool app_blocked;
   int mtu; /* enum uroce_mtu */
   uint8_t gid[16];
   struct uroce_pcap *pcap;
@@ -69,6 +76,7 @@ struct uroce_device {
   uint64_t rng;
   uint64_t rx_bad_icrc, rx_malformed, rx_dropped_impair;
   _Atomic uint64_t wakeups, doorbells; /* bumped outside the lock */
+  _Atomic uint64_t app_sleeps;         /* polls that waited in the kernel */
   /* Completion notification. */
   struct dcq **armed;
   unsigned narmed;
@@ -91,6 +99,12 @@ void uroce_device_kick(struct uroce_device *dev);
 /* A poll with a progress thread that found nothing: the application
  * makes progress itself unless another thread holds the device. */
 void uroce_device_app_poll(struct uroce_device *dev);
+/* A poll's turn at the device (inline mode, or a thread-mode poll that
+ * found the CQ empty): progress, and once the application's polls have
+ * found nothing for its spin budget, a wait in the kernel of at most
+ * 200 us for a packet, a doorbell or the next timer. found: this poll's
+ * CQ had completions (never waits then). Returns the work done. */
+int uroce_device_app_turn(struct uroce_device *dev, bool found);
 /* The application stops polling: a poll returned work (the thread finds
  * out at its next look), or it is about to block on a completion channel
  * (blocks: the thread is woken). */

@@ -4,13 +4,13 @@
  * reads the engine's single-producer completion ring under a per-CQ
  * consumer lock only, never the device lock. */
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "api/internal.h"
+#include "mem/pin.h"
 #include "uroce/uroce.h"
 
 #define LOCK(d) pthread_mutex_lock(&(d)->lock)
@@ -48,9 +48,19 @@ int uroce_reg_mr(struct uroce_pd *pd, void *addr, size_t length,
   if (!pd || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_device *dev = dev_of(pd->eng);
+  /* As the kernel does for ibv_reg_mr: the whole range must be mapped now
+   * (writable for any write right), and its pages are locked until the
+   * region goes. */
+  bool write = access & (UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE |
+                         UROCE_ACCESS_REMOTE_ATOMIC);
+  int rv = uroce_pin_lock(addr, length, write);
+  if (rv < 0)
+    return rv;
   LOCK(dev);
-  int rv = uroce_mr_reg(pd, addr, length, access, out);
+  rv = uroce_mr_reg(pd, addr, length, access, out);
   UNLOCK(dev);
+  if (rv < 0)
+    uroce_pin_unlock(addr, length);
   return rv;
 }
 
@@ -58,9 +68,41 @@ int uroce_dereg_mr(struct uroce_mr *mr) {
   if (!mr)
     return UROCE_ERR_INVALID_ARGUMENT;
   const struct uroce_pd *pd = mr->pd;
+  if (!pd)
+    return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_device *dev = dev_of(pd->eng);
+  const void *addr = (const void *)(uintptr_t)mr->iova;
+  uint64_t length = mr->length;
   LOCK(dev);
   int rv = uroce_mr_dereg(mr);
+  UNLOCK(dev);
+  if (rv == 0)
+    uroce_pin_unlock(addr, length);
+  return rv;
+}
+
+int uroce_rereg_mr(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
+                   size_t length, uint32_t access) {
+  if (!mr || !pd || !mr->pd || (!addr && length))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_pd *old = (struct uroce_pd *)mr->pd;
+  if (old->eng != pd->eng)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(pd->eng);
+  LOCK(dev);
+  /* In place, under the device lock: a packet sees the region before or
+   * after, whole; its keys stay, as rxe and mlx5 keep them. */
+  int rv = UROCE_ERR_INVALID_ARGUMENT;
+  if (mr->state != MR_FREE) {
+    old->refs--;
+    pd->refs++;
+    mr->pd = pd;
+    mr->iova = (uint64_t)(uintptr_t)addr;
+    mr->length = length;
+    mr->access = access;
+    mr->state = MR_VALID;
+    rv = 0;
+  }
   UNLOCK(dev);
   return rv;
 }
@@ -280,6 +322,36 @@ int uroce_destroy_cq(struct uroce_cq *cq) {
   return rv;
 }
 
+int uroce_resize_cq(struct uroce_cq *cq, uint32_t cqe) {
+  if (!cq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct dcq *d = cq->user;
+  struct uroce_device *dev = dev_of(cq->eng);
+  /* Work posted before the resize completes first, as on a NIC that had
+   * the time meanwhile; then the device lock holds off the engine (the
+   * producer), the poll lock the consumers. */
+  uroce_device_progress(dev);
+  LOCK(dev);
+  pthread_mutex_lock(&d->poll_lock);
+  int rv = uroce_cq_resize(cq, cqe);
+  pthread_mutex_unlock(&d->poll_lock);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_clean_cq(struct uroce_cq *cq, uint32_t qp_num) {
+  if (!cq)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct dcq *d = cq->user;
+  struct uroce_device *dev = dev_of(cq->eng);
+  LOCK(dev);
+  pthread_mutex_lock(&d->poll_lock);
+  int n = (int)uroce_cq_clean(cq, qp_num);
+  pthread_mutex_unlock(&d->poll_lock);
+  UNLOCK(dev);
+  return n;
+}
+
 void *uroce_cq_context(const struct uroce_cq *cq) {
   return ((struct dcq *)cq->user)->context;
 }
@@ -289,17 +361,31 @@ int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
     return UROCE_ERR_INVALID_ARGUMENT;
   struct dcq *d = cq->user;
   struct uroce_device *dev = dev_of(cq->eng);
-  /* Inline mode: every poll first makes progress (sends what was
-   * posted, receives, runs timers), as a NIC would have meanwhile. */
-  if (dev->progress == UROCE_PROGRESS_INLINE)
-    uroce_device_progress(dev);
+  /* Inline mode: every poll makes progress (sends what was posted,
+   * receives, runs timers), as a NIC would have meanwhile; once polls
+   * have found nothing for a while, an empty one waits in the kernel for
+   * the next packet or timer (uroce_device_app_turn). */
+  if (dev->progress == UROCE_PROGRESS_INLINE) {
+    int work = uroce_device_progress(dev);
+    pthread_mutex_lock(&d->poll_lock);
+    int rv = uroce_cq_poll(cq, n, wc);
+    pthread_mutex_unlock(&d->poll_lock);
+    if (rv == 0 && n > 0 && !work && uroce_device_app_turn(dev, false)) {
+      pthread_mutex_lock(&d->poll_lock);
+      rv = uroce_cq_poll(cq, n, wc);
+      pthread_mutex_unlock(&d->poll_lock);
+    } else if (rv > 0 || work) {
+      atomic_store(&dev->app_idle_since, 0);
+    }
+    return rv;
+  }
   pthread_mutex_lock(&d->poll_lock);
   int rv = uroce_cq_poll(cq, n, wc);
   pthread_mutex_unlock(&d->poll_lock);
   /* Nothing yet with a progress thread: the polling application makes
    * progress itself while it polls (the thread backs off), as a NIC would
    * have meanwhile, then looks again. */
-  if (dev->progress == UROCE_PROGRESS_THREAD && n > 0) {
+  if (n > 0) {
     if (rv == 0) {
       uroce_device_app_poll(dev);
       pthread_mutex_lock(&d->poll_lock);

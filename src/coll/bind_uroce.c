@@ -38,6 +38,8 @@ struct uroce_coll_native {
   qpn_map *map;         /* local QPN -> peer, sorted by QPN */
   int nmap;
   int connected;
+  coll_shm *shm; /* peers on this host (setup only); NULL: none */
+  int yield;     /* poll() yields when both paths found nothing */
   char errmsg[192];
 };
 
@@ -94,17 +96,25 @@ static int post_recvs(uroce_coll_native *n, int peer, uint32_t count) {
 
 static int tp_reg_mr(void *ctx, void *addr, size_t len, uroce_coll_mr *mr) {
   uroce_coll_native *n = ctx;
-  struct uroce_mr *m;
-  int rc =
-      uroce_reg_mr(n->pd, addr, len,
-                   UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE, &m);
-  if (rc < 0)
+  struct uroce_mr *m = NULL;
+  int rc;
+  if (n->pd &&
+      (rc = uroce_reg_mr(n->pd, addr, len,
+                         UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE,
+                         &m)) < 0)
     return rc;
+  /* host peers write here too: the copy path checks against these */
+  if (coll_shm_on(n->shm) &&
+      (rc = coll_shm_add_region(n->shm, addr, len)) < 0) {
+    if (m)
+      uroce_dereg_mr(m);
+    return rc;
+  }
   mr->addr = addr;
   mr->length = len;
   mr->remote_addr = (uint64_t)(uintptr_t)addr;
-  mr->lkey = uroce_mr_lkey(m);
-  mr->rkey = uroce_mr_rkey(m);
+  mr->lkey = m ? uroce_mr_lkey(m) : 0;
+  mr->rkey = m ? uroce_mr_rkey(m) : 0;
   mr->handle = m;
   return 0;
 }
@@ -113,21 +123,23 @@ static int tp_reg_mr(void *ctx, void *addr, size_t len, uroce_coll_mr *mr) {
  * right for that); no peer can reach it, so its rkey opens nothing. */
 static int tp_reg_mr_src(void *ctx, void *addr, size_t len, uroce_coll_mr *mr) {
   uroce_coll_native *n = ctx;
-  struct uroce_mr *m;
-  int rc = uroce_reg_mr(n->pd, addr, len, 0, &m);
+  struct uroce_mr *m = NULL;
+  int rc = n->pd ? uroce_reg_mr(n->pd, addr, len, 0, &m) : 0;
   if (rc < 0)
     return rc;
   mr->addr = addr;
   mr->length = len;
   mr->remote_addr = 0;
-  mr->lkey = uroce_mr_lkey(m);
+  mr->lkey = m ? uroce_mr_lkey(m) : 0;
   mr->rkey = 0;
   mr->handle = m;
   return 0;
 }
 
 static void tp_dereg_mr(void *ctx, uroce_coll_mr *mr) {
-  (void)ctx;
+  uroce_coll_native *n = ctx;
+  if (mr && coll_shm_on(n->shm))
+    coll_shm_del_region(n->shm, mr->addr);
   if (mr && mr->handle) {
     uroce_dereg_mr(mr->handle);
     mr->handle = NULL;
@@ -154,6 +166,12 @@ static int tp_post_write_imm(void *ctx, int peer, const uroce_coll_mr *mr,
                              size_t offset, size_t len, uint64_t remote_addr,
                              uint32_t rkey, uint32_t imm, uint64_t wr_id) {
   uroce_coll_native *n = ctx;
+  if (coll_shm_is_local(n->shm, peer)) {
+    if (len && (!mr || offset + len > mr->length))
+      return UROCE_ERR_INVALID_ARGUMENT;
+    return coll_shm_write(n->shm, peer, len ? (char *)mr->addr + offset : NULL,
+                          len, NULL, 0, remote_addr, imm, wr_id);
+  }
   if (peer < 0 || peer >= n->size || peer == n->rank || !n->qp[peer] ||
       len > UROCE_MAX_MSG || (len && (!mr || offset + len > mr->length)))
     return UROCE_ERR_INVALID_ARGUMENT;
@@ -172,6 +190,14 @@ static int tp_post_write_imm2(void *ctx, int peer, const uroce_coll_mr *mr,
                               size_t len2, uint64_t remote_addr, uint32_t rkey,
                               uint32_t imm, uint64_t wr_id) {
   uroce_coll_native *n = ctx;
+  if (coll_shm_is_local(n->shm, peer)) {
+    if (!mr || !mr2 || !len || !len2 || offset + len > mr->length ||
+        offset2 + len2 > mr2->length)
+      return UROCE_ERR_INVALID_ARGUMENT;
+    return coll_shm_write(n->shm, peer, (char *)mr->addr + offset, len,
+                          (char *)mr2->addr + offset2, len2, remote_addr, imm,
+                          wr_id);
+  }
   if (peer < 0 || peer >= n->size || peer == n->rank || !n->qp[peer] || !mr ||
       !mr2 || !len || !len2 || len > UROCE_MAX_MSG ||
       len2 > UROCE_MAX_MSG - len || offset + len > mr->length ||
@@ -183,8 +209,7 @@ static int tp_post_write_imm2(void *ctx, int peer, const uroce_coll_mr *mr,
   return post_wimm(n, peer, sge, 2, remote_addr, rkey, imm, wr_id);
 }
 
-static int tp_poll(void *ctx, uroce_coll_cqe *cqes, int max) {
-  uroce_coll_native *n = ctx;
+static int poll_native(uroce_coll_native *n, uroce_coll_cqe *cqes, int max) {
   struct uroce_wc wc[32];
   if (max > 32)
     max = 32;
@@ -193,8 +218,6 @@ static int tp_poll(void *ctx, uroce_coll_cqe *cqes, int max) {
     set_err(n, "rank %d: completion queue: %s", n->rank, uroce_strerror(got));
     return got;
   }
-  if (got == 0 && n->attr.yield)
-    sched_yield(); /* oversubscribed hosts: let the NIC threads run */
   for (int i = 0; i < got; i++) {
     const struct uroce_wc *w = &wc[i];
     uroce_coll_cqe *q = &cqes[i];
@@ -222,6 +245,30 @@ static int tp_poll(void *ctx, uroce_coll_cqe *cqes, int max) {
       }
     }
   }
+  return got;
+}
+
+static int tp_poll(void *ctx, uroce_coll_cqe *cqes, int max) {
+  uroce_coll_native *n = ctx;
+  int got = 0;
+  if (coll_shm_on(n->shm)) {
+    got = coll_shm_poll(n->shm, cqes, max);
+    if (got < 0) {
+      set_err(n, "%s", coll_shm_errmsg(n->shm));
+      return got;
+    }
+    for (int i = 0; i < got; i++)
+      if (cqes[i].status)
+        set_err(n, "%s", coll_shm_errmsg(n->shm));
+  }
+  if (n->cq && got < max) {
+    int rc = poll_native(n, cqes + got, max - got);
+    if (rc < 0)
+      return got ? got : rc;
+    got += rc;
+  }
+  if (got == 0 && n->yield)
+    sched_yield(); /* oversubscribed hosts: let the other ranks run */
   return got;
 }
 
@@ -258,16 +305,23 @@ void uroce_coll_native_del(uroce_coll_native *n) {
     uroce_dealloc_pd(n->pd);
   if (n->dev)
     uroce_device_close(n->dev);
+  coll_shm_del(n->shm);
   free(n->qp);
   free(n->psn);
   free(n->map);
   free(n);
 }
 
-int uroce_coll_native_new(const uroce_coll_native_attr *attr, int rank,
-                          int size, uroce_coll_native **out) {
-  if (!attr || !attr->addr || !out || size < 1 || size > 0xffff || rank < 0 ||
-      rank >= size || attr->slots < 1 || attr->slots > MAX_SLOTS ||
+/* local: the ranks that shm reaches (NULL: none); they get no QP, and with
+ * no other peer there is no device either. */
+static int native_create(const uroce_coll_native_attr *attr, int rank, int size,
+                         const uint8_t *local, coll_shm *shm,
+                         uroce_coll_native **out) {
+  int remote = 0;
+  for (int p = 0; p < size; p++)
+    remote += p != rank && !(local && local[p]);
+  if (!attr || (remote && !attr->addr) || !out || size < 1 || size > 0xffff ||
+      rank < 0 || rank >= size || attr->slots < 1 || attr->slots > MAX_SLOTS ||
       attr->retry_cnt > 7 || attr->qp_timeout > 31)
     return UROCE_ERR_INVALID_ARGUMENT;
   uroce_coll_native *n = calloc(1, sizeof *n);
@@ -283,9 +337,13 @@ int uroce_coll_native_new(const uroce_coll_native_attr *attr, int rank,
   n->qp = calloc((size_t)size, sizeof *n->qp);
   n->psn = calloc((size_t)size, sizeof *n->psn);
   n->map = calloc((size_t)size, sizeof *n->map);
+  n->yield = attr->yield;
+  n->shm = shm;
   int rc = -ENOMEM;
   if (!n->qp || !n->psn || !n->map)
     goto fail;
+  if (!remote)
+    goto transport;
   struct uroce_device_attr da = {0};
   da.addr = attr->addr;
   da.port = attr->udp_port;
@@ -308,7 +366,7 @@ int uroce_coll_native_new(const uroce_coll_native_attr *attr, int rank,
     goto fail;
   uint64_t seed = mono_ns() ^ ((uint64_t)rank << 32);
   for (int p = 0; p < size; p++) {
-    if (p == rank)
+    if (p == rank || (local && local[p]))
       continue;
     struct uroce_qp_init_attr ia = {0};
     ia.send_cq = ia.recv_cq = n->cq;
@@ -324,6 +382,7 @@ int uroce_coll_native_new(const uroce_coll_native_attr *attr, int rank,
     n->map[n->nmap++] = (qpn_map){uroce_qp_num(n->qp[p]), p};
   }
   qsort(n->map, (size_t)n->nmap, sizeof *n->map, cmp_map);
+transport:
   n->tp = (uroce_coll_transport){.ctx = n,
                                  .rank = rank,
                                  .size = size,
@@ -342,8 +401,16 @@ fail:
             attr->addr, uroce_strerror(rc));
   else
     fprintf(stderr, "uroce coll: %s\n", n->errmsg);
+  n->shm = NULL; /* the caller's */
   uroce_coll_native_del(n);
   return rc;
+}
+
+int uroce_coll_native_new(const uroce_coll_native_attr *attr, int rank,
+                          int size, uroce_coll_native **out) {
+  if (!attr || !attr->addr)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  return native_create(attr, rank, size, NULL, NULL, out);
 }
 
 const uroce_coll_transport *
@@ -367,7 +434,8 @@ int uroce_coll_native_ep(const uroce_coll_native *n, void *blob, size_t len) {
   if (!n || !blob || len < uroce_coll_native_ep_size(n->size))
     return UROCE_ERR_NOBUF;
   ep_hdr h = {EP_MAGIC, n->rank, n->size, 0, {0}};
-  uroce_device_gid(n->dev, h.gid);
+  if (n->dev)
+    uroce_device_gid(n->dev, h.gid);
   memcpy(blob, &h, sizeof h);
   char *p = (char *)blob + sizeof h;
   for (int r = 0; r < n->size; r++, p += 8) {
@@ -435,8 +503,8 @@ int uroce_coll_native_connect(uroce_coll_native *n, const void *eps,
       set_err(n, "rank %d: endpoint of rank %d is malformed", n->rank, p);
       return UROCE_COLL_ERR_MISMATCH;
     }
-    if (p == n->rank)
-      continue;
+    if (p == n->rank || !n->qp[p])
+      continue;    /* this rank, or a host peer (shared memory) */
     uint32_t v[2]; /* the peer's QPN for us, the PSN it starts at */
     memcpy(v, b + sizeof h + (size_t)n->rank * 8, 8);
     int rc = connect_qp(n, p, h.gid, v[0] & 0xffffff, v[1]);
@@ -453,11 +521,34 @@ int uroce_coll_native_connect(uroce_coll_native *n, const void *eps,
 /* ---- whole start-up of a rank --------------------------------------------
  */
 
+typedef struct tcp_rdv {
+  const uroce_coll_env *env;
+  uint64_t timeout_ns;
+} tcp_rdv;
+
+static int tcp_allgather(void *ctx, const void *blob, size_t len, void *all) {
+  tcp_rdv *t = ctx;
+  return uroce_coll_rendezvous(t->env->master_addr, t->env->master_port,
+                               t->env->rank, t->env->size, blob, len, all,
+                               t->timeout_ns);
+}
+
 int uroce_coll_native_setup(const uroce_coll_env *env_in,
                             const uroce_coll_native_attr *attr_in,
                             const uroce_coll_config *cfg, uint64_t timeout_ns,
                             uroce_coll_native **tp_out,
                             uroce_coll_comm **comm_out) {
+  return uroce_coll_native_setup_fn(env_in, attr_in, cfg, timeout_ns, NULL,
+                                    NULL, tp_out, comm_out);
+}
+
+int uroce_coll_native_setup_fn(const uroce_coll_env *env_in,
+                               const uroce_coll_native_attr *attr_in,
+                               const uroce_coll_config *cfg,
+                               uint64_t timeout_ns,
+                               uroce_coll_allgather_fn allgather, void *ag_ctx,
+                               uroce_coll_native **tp_out,
+                               uroce_coll_comm **comm_out) {
   if (!tp_out || !comm_out)
     return UROCE_ERR_INVALID_ARGUMENT;
   *tp_out = NULL;
@@ -478,13 +569,8 @@ int uroce_coll_native_setup(const uroce_coll_env *env_in,
     uroce_coll_native_attr_init(&attr);
   if (!attr.addr)
     attr.addr = getenv("UROCE_ADDR");
-  if (!attr.addr || !*attr.addr) {
-    fprintf(stderr,
-            "uroce coll: rank %d: no local address (set UROCE_ADDR "
-            "or use uroce launch)\n",
-            env.rank);
-    return UROCE_COLL_ERR_BOOTSTRAP;
-  }
+  if (attr.addr && !*attr.addr)
+    attr.addr = NULL;
   uroce_coll_config c;
   if (cfg)
     c = *cfg;
@@ -492,80 +578,152 @@ int uroce_coll_native_setup(const uroce_coll_env *env_in,
     uroce_coll_config_init(&c);
   if (c.slots > 0)
     attr.slots = c.slots;
-  uroce_coll_native *n;
-  if ((rc = uroce_coll_native_new(&attr, env.rank, env.size, &n)) < 0)
-    return rc;
+  uint64_t deadline = mono_ns() + timeout_ns;
+  int size = env.size, me = env.rank;
+  tcp_rdv tr = {&env, timeout_ns};
+  if (!allgather) {
+    allgather = tcp_allgather;
+    ag_ctx = &tr;
+  }
+
+  /* First rendezvous: who shares this host (docs/coll.md, "Shared
+   * memory"). */
+  char *hosts = calloc((size_t)size, COLL_SHM_HOST_BLOB);
+  uint8_t *local = calloc((size_t)size, 1);
+  char hb[COLL_SHM_HOST_BLOB];
+  uroce_coll_native *n = NULL;
   uroce_coll_comm *comm = NULL;
+  coll_shm *shm = NULL;
   char *mine = NULL, *all = NULL;
+  rc = -ENOMEM;
+  if (!hosts || !local)
+    goto fail;
+  coll_shm_host_blob(me, hb);
+  rc = allgather(ag_ctx, hb, sizeof hb, hosts);
+  if (rc < 0) {
+    fprintf(stderr, "uroce coll: rank %d: rendezvous at %s:%u: %s\n", me,
+            env.master_addr, env.master_port, uroce_coll_strerror(rc));
+    goto fail;
+  }
+  int nlocal = coll_shm_hosts(hosts, size, me, local);
+  if (nlocal < 0) {
+    rc = nlocal;
+    fprintf(stderr, "uroce coll: rank %d: malformed host table\n", me);
+    goto fail;
+  }
+  if ((rc = coll_shm_new(me, size, local, hosts, &shm)) < 0)
+    goto fail;
+  if (nlocal < size && !attr.addr) {
+    fprintf(stderr,
+            "uroce coll: rank %d: %d of %d ranks are on other hosts and there "
+            "is no local address (set UROCE_ADDR or use uroce launch)\n",
+            me, size - nlocal, size);
+    rc = UROCE_COLL_ERR_BOOTSTRAP;
+    goto fail;
+  }
+  if ((rc = native_create(&attr, me, size, coll_shm_on(shm) ? local : NULL,
+                          coll_shm_on(shm) ? shm : NULL, &n)) < 0)
+    goto fail;
+  if (!coll_shm_on(shm))
+    coll_shm_del(shm);
+  shm = NULL; /* n's now, where on */
   if ((rc = uroce_coll_comm_new(&n->tp, &c, &comm)) < 0) {
-    fprintf(stderr, "uroce coll: rank %d: communicator: %s\n", env.rank,
+    fprintf(stderr, "uroce coll: rank %d: communicator: %s\n", me,
             uroce_coll_strerror(rc));
     goto fail;
   }
+  /* Second rendezvous: comm info, endpoint, shared memory segment. */
   size_t isz = uroce_coll_comm_info_size();
-  size_t esz = uroce_coll_native_ep_size(env.size);
-  size_t bsz = isz + esz;
+  size_t esz = uroce_coll_native_ep_size(size);
+  size_t bsz = isz + esz + COLL_SHM_SEG_BLOB;
   mine = calloc(1, bsz);
-  all = calloc((size_t)env.size, bsz);
+  all = calloc((size_t)size, bsz);
   rc = -ENOMEM;
   if (!mine || !all)
     goto fail;
   uroce_coll_comm_info(comm, mine, isz);
   uroce_coll_native_ep(n, mine + isz, esz);
-  rc = uroce_coll_rendezvous(env.master_addr, env.master_port, env.rank,
-                             env.size, mine, bsz, all, timeout_ns);
+  if (n->shm)
+    coll_shm_seg_blob(n->shm, mine + isz + esz);
+  uint64_t now = mono_ns();
+  tr.timeout_ns = deadline > now ? deadline - now : 1;
+  rc = allgather(ag_ctx, mine, bsz, all);
   if (rc < 0) {
-    fprintf(stderr, "uroce coll: rank %d: rendezvous at %s:%u: %s\n", env.rank,
+    fprintf(stderr, "uroce coll: rank %d: rendezvous at %s:%u: %s\n", me,
             env.master_addr, env.master_port, uroce_coll_strerror(rc));
     goto fail;
   }
-  /* split the table into the comm's blobs and the endpoints */
-  char *infos = malloc((size_t)env.size * isz);
-  char *eps = malloc((size_t)env.size * esz);
+  /* split the table into the comm's blobs, the endpoints, the segments */
+  char *infos = malloc((size_t)size * isz);
+  char *eps = malloc((size_t)size * esz);
+  char *segs = malloc((size_t)size * COLL_SHM_SEG_BLOB);
   rc = -ENOMEM;
-  if (infos && eps) {
-    for (int r = 0; r < env.size; r++) {
-      memcpy(infos + (size_t)r * isz, all + (size_t)r * bsz, isz);
-      memcpy(eps + (size_t)r * esz, all + (size_t)r * bsz + isz, esz);
+  if (infos && eps && segs) {
+    for (int r = 0; r < size; r++) {
+      const char *b = all + (size_t)r * bsz;
+      memcpy(infos + (size_t)r * isz, b, isz);
+      memcpy(eps + (size_t)r * esz, b + isz, esz);
+      memcpy(segs + (size_t)r * COLL_SHM_SEG_BLOB, b + isz + esz,
+             COLL_SHM_SEG_BLOB);
     }
-    rc = uroce_coll_native_connect(n, eps, (size_t)env.size * esz);
+    rc = n->shm ? coll_shm_connect(n->shm, segs) : 0;
+    if (rc < 0)
+      set_err(n, "%s", coll_shm_errmsg(n->shm));
     if (rc == 0)
-      rc = uroce_coll_comm_connect(comm, infos, (size_t)env.size * isz);
+      rc = uroce_coll_native_connect(n, eps, (size_t)size * esz);
+    if (rc == 0)
+      rc = uroce_coll_comm_connect(comm, infos, (size_t)size * isz);
   }
   free(infos);
   free(eps);
+  free(segs);
   if (rc < 0) {
-    fprintf(stderr, "uroce coll: rank %d: connect: %s %s\n", env.rank,
+    fprintf(stderr, "uroce coll: rank %d: connect: %s %s\n", me,
             uroce_coll_strerror(rc), n->errmsg);
     goto fail;
   }
   /* Prove every connection before the caller's first collective. A peer
    * that is still moving its QPs to RTR drops the first packets; the
-   * retransmit timer covers that. */
-  int64_t *x = calloc((size_t)env.size * 2, sizeof *x);
+   * retransmit timer covers that. Once it is done every host peer has
+   * mapped this rank's segment, and its name can go. */
+  int64_t *x = calloc((size_t)size * 2, sizeof *x);
   rc = -ENOMEM;
   if (x) {
     uroce_coll_req *req;
-    rc = uroce_coll_alltoall_start(comm, x, x + env.size, 1, UROCE_COLL_INT64,
-                                   &req);
+    rc =
+        uroce_coll_alltoall_start(comm, x, x + size, 1, UROCE_COLL_INT64, &req);
     if (rc == 0)
       rc = uroce_coll_wait(req, UINT64_MAX);
     free(x);
   }
   if (rc < 0) {
-    fprintf(stderr, "uroce coll: rank %d: first exchange: %s: %s\n", env.rank,
+    fprintf(stderr, "uroce coll: rank %d: first exchange: %s: %s\n", me,
             uroce_coll_strerror(rc), uroce_coll_errmsg(comm));
     goto fail;
   }
+  coll_shm_unlink(n->shm);
+  free(hosts);
+  free(local);
   free(mine);
   free(all);
   *tp_out = n;
   *comm_out = comm;
   return 0;
 fail:
+  free(hosts);
+  free(local);
   free(mine);
   free(all);
   uroce_coll_comm_del(comm);
   uroce_coll_native_del(n);
+  coll_shm_del(shm);
   return rc;
+}
+
+int uroce_coll_native_nlocal(const uroce_coll_native *n) {
+  return n && n->shm ? coll_shm_nlocal(n->shm) : 1;
+}
+
+const char *uroce_coll_native_shm_mode(const uroce_coll_native *n) {
+  return n ? coll_shm_mode(n->shm) : "off";
 }

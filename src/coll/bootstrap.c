@@ -207,13 +207,17 @@ static int root_side(const char *addr, uint16_t port, int size,
     fds[rank] = fd;
     got++;
   }
+  /* Closed before the table goes out: a peer that starts its next
+   * rendezvous on this port at once must be refused (and retry) rather
+   * than queue on a listener that goes away. */
+  close(lfd);
+  lfd = -1;
   for (int i = 1; i < size && rc == 0; i++)
     rc = io_all(fds[i], all, (size_t)size * len, 1, deadline);
   for (int i = 0; i < size; i++)
     if (fds[i] >= 0)
       close(fds[i]);
   free(fds);
-  close(lfd);
   return rc;
 }
 

@@ -184,4 +184,35 @@ int coll_algo_supports(uroce_coll_algo algo, uroce_coll_kind kind);
  * its size, blob length or rank is wrong, or the rank came twice). */
 int coll_rdv_hdr_check(const void *buf, int size, size_t len, const int *fds);
 
+/* shm.c: the shared-memory path between ranks of one host (docs/coll.md,
+ * "Shared memory"). Start-up: every rank publishes its host blob (first
+ * rendezvous); coll_shm_hosts() marks the ranks on this host;
+ * coll_shm_new() creates this rank's segment; segment blobs go round (the
+ * second rendezvous); coll_shm_connect() maps the peers' segments. */
+#define COLL_SHM_HOST_BLOB 96
+#define COLL_SHM_SEG_BLOB 64
+typedef struct coll_shm coll_shm;
+int coll_shm_enabled(void); /* UROCE_COLL_SHM is not 0/off */
+void coll_shm_host_blob(int rank, void *blob);
+/* local[r] = 1 for the ranks on this rank's host (itself included), from
+ * size host blobs. Returns how many, or UROCE_COLL_ERR_MISMATCH. */
+int coll_shm_hosts(const void *blobs, int size, int rank, uint8_t *local);
+int coll_shm_new(int rank, int size, const uint8_t *local,
+                 const void *host_blobs, coll_shm **out);
+void coll_shm_del(coll_shm *s);
+int coll_shm_on(const coll_shm *s);
+int coll_shm_is_local(const coll_shm *s, int peer);
+int coll_shm_nlocal(const coll_shm *s);
+const char *coll_shm_mode(const coll_shm *s); /* "cma", "copy", ... */
+const char *coll_shm_errmsg(const coll_shm *s);
+void coll_shm_seg_blob(const coll_shm *s, void *blob);
+int coll_shm_connect(coll_shm *s, const void *seg_blobs);
+void coll_shm_unlink(coll_shm *s); /* once every peer has mapped it */
+int coll_shm_add_region(coll_shm *s, void *addr, size_t len);
+void coll_shm_del_region(coll_shm *s, void *addr);
+int coll_shm_write(coll_shm *s, int peer, const void *p1, size_t l1,
+                   const void *p2, size_t l2, uint64_t raddr, uint32_t imm,
+                   uint64_t wr_id);
+int coll_shm_poll(coll_shm *s, uroce_coll_cqe *q, int max);
+
 #endif

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "mem/pin.h"
 #include "uroce/uroce.h"
 
 static uint32_t round_pow2(uint32_t n) {
@@ -23,6 +24,7 @@ uint32_t uroce_mr_table_init(struct uroce_mr_table *t, void *mem, uint32_t n) {
   t->mask = n - 1;
   t->bits = (uint32_t)__builtin_ctz(n);
   t->used = 0;
+  t->probe = false;
   for (uint32_t i = 0; i < n; i++)
     t->mr[i].next_free = i + 1;
   t->free_head = 0;
@@ -90,6 +92,10 @@ int uroce_mr_check(struct uroce_mr_table *t, bool remote, uint32_t key,
     return UROCE_MR_BAD_ACCESS;
   if (!uroce_mr_in_bounds(mr, va, len))
     return UROCE_MR_BAD_BOUNDS;
+  bool write = access & (UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE |
+                         UROCE_ACCESS_REMOTE_ATOMIC);
+  if (t->probe && !uroce_pin_probe((const void *)(uintptr_t)va, len, write))
+    return UROCE_MR_UNMAPPED;
   *out = mr;
   return 0;
 }

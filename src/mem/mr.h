@@ -34,6 +34,7 @@ enum uroce_mr_err {
   UROCE_MR_BAD_PD = 2,     /* region belongs to another PD */
   UROCE_MR_BAD_ACCESS = 3, /* missing right */
   UROCE_MR_BAD_BOUNDS = 4, /* [va, va + len) not inside the region */
+  UROCE_MR_UNMAPPED = 5,   /* inside, but no longer mapped (or writable) */
 };
 
 struct uroce_mr_table {
@@ -41,6 +42,10 @@ struct uroce_mr_table {
   uint32_t n, mask, bits;
   uint32_t free_head; /* n = none */
   uint32_t used;
+  /* Regions are the application's real memory (a device, not the
+   * simulator's phantom addresses): every check also probes that the
+   * range is still mapped (mem/pin.h). */
+  bool probe;
 };
 
 /* Sets up a table of n regions (rounded up to a power of two, >= 2) from
@@ -77,7 +82,10 @@ static inline bool uroce_mr_in_bounds(const struct uroce_mr *mr, uint64_t va,
 }
 
 /* Checks a key (looked up as lkey or rkey), the PD, the rights and the
- * bounds. On success *out is the region. Returns enum uroce_mr_err. */
+ * bounds, and with t->probe that the range is still mapped, writable if
+ * access asks for a write right: an access right after it cannot fault
+ * unless the application unmaps the memory in between. On success *out is
+ * the region. Returns enum uroce_mr_err. */
 int uroce_mr_check(struct uroce_mr_table *t, bool remote, uint32_t key,
                    const void *pd, uint64_t va, uint64_t len, uint32_t access,
                    struct uroce_mr **out);

@@ -108,9 +108,7 @@ static uint32_t nic_of_gid(const uint8_t g[16]) {
 }
 
 static uint32_t wire_bytes(const struct sim_cfg *c, uint32_t bth_to_icrc) {
-  uint32_t frame =
-      (c->tp.ipv6 ? 40 : 20) + SIM_UDP_LEN + bth_to_icrc + SIM_ETH_LEN;
-  return (frame < 64 ? 64 : frame) + SIM_L1_LEN;
+  return sim_frame_wire(c, bth_to_icrc);
 }
 
 /* ---- QPN map ---- */

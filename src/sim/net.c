@@ -1,21 +1,48 @@
 /* Links, switch ports and the NIC wire: queues, ECN, PFC, drops, routing. */
+#include <string.h>
+
 #include "sim/sim_int.h"
 
 sim_time_t sim_ser_time(uint64_t bytes, uint64_t rate_bps) {
   return bytes * 8000000000000ull / rate_bps;
 }
 
-static inline bool port_sendable(const struct sim_port *p) {
-  return p->ctl_head || (p->nonempty & ~p->paused);
+/* InfiniBand: the VLs whose head packet the peer has credit for. */
+static inline uint8_t ib_ready(const struct sim_port *p) {
+  uint8_t r = 0;
+  for (uint8_t m = p->nonempty; m; m &= (uint8_t)(m - 1)) {
+    unsigned v = (unsigned)__builtin_ctz(m);
+    if (sim_ib_blocks(p->q[v].head->size) <= p->credits[v])
+      r |= (uint8_t)(1u << v);
+  }
+  return r;
+}
+
+static inline uint8_t port_ready(const struct sim *s,
+                                 const struct sim_port *p) {
+  return s->ib ? ib_ready(p) : (uint8_t)(p->nonempty & ~p->paused);
+}
+
+static inline bool port_sendable(const struct sim *s,
+                                 const struct sim_port *p) {
+  return p->ctl_head || port_ready(s, p);
 }
 
 /* Starts serialising pkt now (the port is idle); it arrives at the peer
  * after its last bit went out plus the propagation delay. */
 static void put_on_wire(struct sim *s, struct sim_port *p,
                         struct sim_pkt *pkt) {
+  if (p->down) { /* a control frame for a dead link */
+    if (pkt->kind < SIM_PKT_PAUSE)
+      sim_fail_lost(s, pkt);
+    sim_pkt_free(s, pkt);
+    return;
+  }
   p->busy_until = s->now + sim_ser_time(pkt->size, p->rate_bps);
   p->tx_bytes += pkt->size;
-  if (p->loss > 0 && pkt->kind != SIM_PKT_PAUSE &&
+  /* Control frames are never lost: IB's FC packets carry cumulative
+   * limits, so a lost one is repaired by the next. */
+  if (p->loss > 0 && pkt->kind < SIM_PKT_PAUSE &&
       sim_rand01(&p->rng) < p->loss) {
     s->st.drops_wire++;
     sim_pkt_free(s, pkt);
@@ -58,6 +85,131 @@ static void send_pfc(struct sim *s, struct sim_port *in, uint8_t prio,
   port_kick(s, in);
 }
 
+static void node_kick(struct sim *s, struct sim_port *p) {
+  if (p->node->kind == SIM_NODE_SWITCH)
+    port_kick(s, p);
+  else
+    sim_nic_kick(s, container_of(p, struct sim_nic, port));
+}
+
+/* InfiniBand flow control. Blocks freed in the input buffer of port in
+ * go back to the peer in a flow-control packet sent fc_latency after the
+ * first of them freed and at least fc_period after the previous one; it
+ * carries what freed until it is sent and arrives after its serialisation
+ * and the propagation, where fc_ev fires. Blocks freed while one is on
+ * the wire wait for the next. The FC packets' 8 bytes take no line time
+ * from the data on the link (under 0.2% of a 4 KiB packet). */
+static void fc_arm(struct sim *s, struct sim_port *in, sim_time_t first) {
+  sim_time_t t = first + s->cfg.ib.fc_latency;
+  if (in->fc_last != SIM_NEVER && in->fc_last + s->cfg.ib.fc_period > t)
+    t = in->fc_last + s->cfg.ib.fc_period;
+  in->fc_last = t;
+  sim_schedule(s, &in->fc_ev,
+               t + sim_ser_time(SIM_IB_FC_WIRE, in->rate_bps) + in->delay);
+}
+
+static void ib_free(struct sim *s, struct sim_port *in, unsigned vl,
+                    uint32_t blocks) {
+  in->in_blocks[vl] -= blocks;
+  if (in->down) /* the credits are set afresh when the link comes up */
+    return;
+  if (in->fc_ev.at == SIM_NEVER) {
+    in->freed[vl] += blocks;
+    fc_arm(s, in, s->now);
+  } else if (s->now <= in->fc_last) { /* the next FC is not sent yet */
+    in->freed[vl] += blocks;
+  } else {
+    if (!in->fc_more)
+      in->fc_next_first = s->now;
+    in->fc_more = true;
+    in->freed2[vl] += blocks;
+  }
+}
+
+void sim_port_fc_event(struct sim *s, struct sim_port *in) {
+  struct sim_port *p = in->peer;
+  for (uint8_t v = 0; v < SIM_NPRIO; v++) {
+    if (!in->freed[v])
+      continue;
+    p->credits[v] += in->freed[v];
+    in->freed[v] = 0;
+    s->st.fc_pkts++;
+  }
+  if (p->starved_since != SIM_NEVER && port_ready(s, p)) {
+    s->st.credit_wait[p->node->tier] += s->now - p->starved_since;
+    p->starved_since = SIM_NEVER;
+  }
+  node_kick(s, p);
+  if (in->fc_more) {
+    memcpy(in->freed, in->freed2, sizeof in->freed);
+    memset(in->freed2, 0, sizeof in->freed2);
+    in->fc_more = false;
+    fc_arm(s, in, in->fc_next_first);
+  }
+}
+
+/* InfiniBand: a packet of VL vl entered the input buffer of in. */
+static void ib_take(struct sim *s, struct sim_port *in, unsigned vl,
+                    uint32_t size) {
+  in->in_blocks[vl] += sim_ib_blocks(size);
+  if (in->in_blocks[vl] > s->cfg.ib.vl_buffer / SIM_IB_BLOCK)
+    s->st.credit_overruns++;
+  if (in->in_bytes[vl] > s->st.max_vl_in[in->node->tier])
+    s->st.max_vl_in[in->node->tier] = in->in_bytes[vl];
+}
+
+/* One VL arbitration table: the current entry goes on while its VL is
+ * ready and weight is left; else the next entry with a ready VL starts
+ * with its full weight. -1 if no VL of the table is ready. */
+static int arb_table(const struct sim_vlarb_ent *t, uint32_t n, uint8_t *idx,
+                     int32_t *left, uint8_t ready) {
+  for (uint32_t i = 0; i <= n; i++) {
+    const struct sim_vlarb_ent *e = &t[*idx];
+    if (*left > 0 && (ready >> e->vl & 1))
+      return e->vl;
+    *idx = (uint8_t)((*idx + 1) % n);
+    *left = t[*idx].weight * SIM_IB_BLOCK;
+  }
+  return -1;
+}
+
+/* IBA VL arbitration over the VLs with a packet and credit: the high
+ * table first, unless high_limit x 4 KiB of it went out while the low
+ * table had packets waiting; then the low table. */
+static unsigned vl_arbitrate(struct sim *s, struct sim_port *p, uint8_t ready) {
+  const struct sim_ib_cfg *ib = &s->cfg.ib;
+  bool low_waits = ready & s->arb_mask[1];
+  uint64_t lim = ib->high_limit ? (uint64_t)ib->high_limit << 12 : 1;
+  int v = -1;
+  if (ib->nhigh && !(low_waits && ib->high_limit != SIM_VLARB_UNLIMITED &&
+                     p->high_run >= lim))
+    v = arb_table(ib->high, ib->nhigh, &p->arb_idx[0], &p->arb_left[0], ready);
+  if (v >= 0) {
+    p->arb_from = 0;
+    p->high_run = low_waits ? p->high_run + p->q[v].head->size : 0;
+    return (unsigned)v;
+  }
+  p->high_run = 0;
+  p->arb_from = 1;
+  if (ib->nlow)
+    v = arb_table(ib->low, ib->nlow, &p->arb_idx[1], &p->arb_left[1], ready);
+  /* A ready VL in no table with weight cannot happen (sim_new checks). */
+  return v >= 0 ? (unsigned)v : (unsigned)__builtin_ctz(ready);
+}
+
+/* A packet left the buffer of sw (sent or flushed): release it from the
+ * shared pool and from its ingress port's PFC count, or return its
+ * credits. */
+static void release(struct sim *s, struct sim_switch *sw, struct sim_port *in,
+                    unsigned prio, uint32_t size) {
+  sw->used -= size;
+  in->in_bytes[prio] -= size;
+  if (s->ib)
+    ib_free(s, in, prio, sim_ib_blocks(size));
+  else if ((in->xoff_sent >> prio) & 1 && in->in_bytes[prio] <= s->cfg.sw.xon)
+    send_pfc(s, in, (uint8_t)prio, false);
+}
+
 /* Sends the next frame: PFC frames first, then the highest priority that
  * has packets and is not paused. */
 static void port_send_next(struct sim *s, struct sim_port *p) {
@@ -67,14 +219,18 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
     if (!p->ctl_head)
       p->ctl_tail = 0;
     put_on_wire(s, p, pkt);
-    if (port_sendable(p))
+    if (port_sendable(s, p))
       sim_schedule(s, &p->tx_ev, p->busy_until);
     return;
   }
-  uint8_t m = p->nonempty & (uint8_t)~p->paused;
-  if (!m)
+  uint8_t m = port_ready(s, p);
+  if (!m) {
+    if (p->nonempty && p->starved_since == SIM_NEVER)
+      p->starved_since = s->now;
     return;
-  unsigned prio = 31u - (unsigned)__builtin_clz(m);
+  }
+  unsigned prio =
+      s->ib ? vl_arbitrate(s, p, m) : 31u - (unsigned)__builtin_clz(m);
   struct sim_pktq *q = &p->q[prio];
   pkt = q->head;
   q->head = pkt->next;
@@ -87,19 +243,26 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
   p->qbytes -= size;
   struct sim_switch *sw = (struct sim_switch *)p->node;
   struct sim_port *in = &sw->n.ports[pkt->in_port];
+  uint32_t blocks = s->ib ? sim_ib_blocks(size) : 0;
+  p->credits[prio] -= blocks;
+  if (s->ib) {
+    p->arb_left[p->arb_from] -= (int32_t)(blocks * SIM_IB_BLOCK);
+    s->st.vl_tx_bytes[prio] += size;
+  }
   put_on_wire(s, p, pkt);
-  if (port_sendable(p))
+  if (port_sendable(s, p))
     sim_schedule(s, &p->tx_ev, p->busy_until);
-  /* The packet left the buffer: release it from the shared pool and from
-   * its ingress port's PFC count. */
-  sw->used -= size;
-  in->in_bytes[prio] -= size;
-  if ((in->xoff_sent >> prio) & 1 && in->in_bytes[prio] <= s->cfg.sw.xon)
-    send_pfc(s, in, (uint8_t)prio, false);
+  release(s, sw, in, prio, size);
+}
+
+void sim_sw_release(struct sim *s, struct sim_switch *sw, struct sim_pkt *pkt,
+                    unsigned q) {
+  release(s, sw, &sw->n.ports[pkt->in_port], q, pkt->size);
+  sim_pkt_free(s, pkt);
 }
 
 static void port_kick(struct sim *s, struct sim_port *p) {
-  if (p->tx_ev.at != SIM_NEVER || !port_sendable(p))
+  if (p->tx_ev.at != SIM_NEVER || !port_sendable(s, p))
     return;
   if (p->busy_until <= s->now)
     port_send_next(s, p);
@@ -150,29 +313,71 @@ static inline uint64_t flow_hash(const struct sim_pkt *p, uint64_t salt) {
   return fmix64(fmix64(a ^ salt) ^ b);
 }
 
+/* The n-th set bit of m. */
+static inline uint16_t nth_bit(uint64_t m, uint32_t n) {
+  while (n--)
+    m &= m - 1;
+  return (uint16_t)__builtin_ctzll(m);
+}
+
+/* Routes after a failure converged: among the ports toward the
+ * destination's leaf on a shortest path over the links up. */
+static uint16_t route_nh(struct sim *s, struct sim_switch *sw,
+                         const struct sim_pkt *p) {
+  const struct sim_port *np = &s->nics[p->dst].port;
+  uint64_t m = s->nh[(uint64_t)sw->n.id * s->nswitches + np->peer->node->id];
+  uint32_t n = (uint32_t)__builtin_popcountll(m);
+  if (!n)
+    return SIM_LFT_NONE;
+  switch (s->cfg.routing) {
+  case SIM_ROUTE_SPRAY:
+    return nth_bit(m, (uint32_t)(sim_rand(&sw->rng) % n));
+  case SIM_ROUTE_ADAPTIVE: {
+    uint16_t best = nth_bit(m, (uint32_t)(sim_rand(&sw->rng) % n));
+    for (uint64_t r = m; r; r &= r - 1) {
+      uint16_t j = (uint16_t)__builtin_ctzll(r);
+      if (sw->n.ports[j].qbytes < sw->n.ports[best].qbytes)
+        best = j;
+    }
+    return best;
+  }
+  default:
+    return nth_bit(m, (uint32_t)(flow_hash(p, sw->salt) % n));
+  }
+}
+
 uint16_t sim_route(struct sim *s, struct sim_switch *sw,
                    const struct sim_pkt *p) {
   uint32_t d = p->dst;
-  if (d >= sw->lo && d < sw->hi)
+  if (s->cfg.routing == SIM_ROUTE_STATIC)
+    return sw->lft[s->nic_lid[d] + (p->sport & s->lmc_mask)];
+  bool below = d >= sw->lo && d < sw->hi;
+  if (s->nh && (!below || sw->n.tier > 1))
+    return route_nh(s, sw, p);
+  if (below)
     return (uint16_t)((d - sw->lo) / sw->span);
   uint32_t n = sw->n_up, base = sw->n_down;
   if (n == 1)
     return (uint16_t)base;
   switch (s->cfg.routing) {
+  case SIM_ROUTE_STATIC:
+    return (uint16_t)(base + (d / sw->up_div) % n);
   case SIM_ROUTE_SPRAY:
     return (uint16_t)(base + sim_rand(&sw->rng) % n);
   case SIM_ROUTE_ADAPTIVE: {
-    uint32_t start = (uint32_t)(sim_rand(&sw->rng) % n), best = start;
-    uint64_t bq = sw->n.ports[base + start].qbytes;
-    for (uint32_t i = 1; i < n && bq; i++) {
+    /* Ports whose link is down are not eligible: a switch knows at once. */
+    uint32_t start = (uint32_t)(sim_rand(&sw->rng) % n), best = UINT32_MAX;
+    uint64_t bq = UINT64_MAX;
+    for (uint32_t i = 0; i < n && bq; i++) {
       uint32_t j = (start + i) % n;
-      uint64_t q = sw->n.ports[base + j].qbytes;
-      if (q < bq) {
-        bq = q;
+      const struct sim_port *o = &sw->n.ports[base + j];
+      if (!o->down && o->qbytes < bq) {
+        bq = o->qbytes;
         best = j;
       }
     }
-    return (uint16_t)(base + best);
+    return best == UINT32_MAX ? (uint16_t)(base + start)
+                              : (uint16_t)(base + best);
   }
   case SIM_ROUTE_ECMP:
   default:
@@ -187,13 +392,32 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
     return;
   }
   const struct sim_switch_cfg *c = &s->cfg.sw;
-  struct sim_port *out = &sw->n.ports[sim_route(s, sw, pkt)];
-  unsigned prio = pkt->prio, tier = sw->n.tier;
+  uint16_t r = sim_route(s, sw, pkt);
+  struct sim_port *out = r == SIM_LFT_NONE ? 0 : &sw->n.ports[r];
+  if (!out || out->down) {
+    /* No LFT entry, or routed to a dead link before the routes changed:
+     * lost, and its credits go back at once. */
+    if (!out)
+      s->st.drops_noroute++;
+    else
+      sim_fail_lost(s, pkt);
+    if (s->ib) {
+      unsigned v = s->qmap[pkt->prio];
+      uint32_t b = sim_ib_blocks(pkt->size);
+      in->in_blocks[v] += b;
+      ib_free(s, in, v, b);
+    }
+    sim_pkt_free(s, pkt);
+    return;
+  }
+  unsigned prio = s->qmap[pkt->prio], tier = sw->n.tier;
   uint8_t bit = (uint8_t)(1u << prio);
   uint32_t size = pkt->size;
   struct sim_pktq *q = &out->q[prio];
-  bool lossless = c->pfc && (c->pfc_prios & bit);
-  if (lossless) {
+  bool lossless = !s->ib && c->pfc && (c->pfc_prios & bit);
+  if (s->ib) {
+    /* Credits reserved the room: nothing is dropped. */
+  } else if (lossless) {
     if (in->in_bytes[prio] + size > in->pfc_limit ||
         sw->used + size > c->buffer_bytes) {
       s->st.drops_lossless[tier]++;
@@ -218,10 +442,19 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
       s->st.ecn_marks[tier]++;
     }
   }
+  if (s->ib && s->cfg.ib.cc.enabled && pkt->kind == SIM_PKT_DATA &&
+      q->bytes > s->cfg.ib.cc.threshold &&
+      out->credits[prio] >= sim_ib_blocks(size) &&
+      ++sw->fecn_count % s->cfg.ib.cc.marking_rate == 0) {
+    pkt->flags |= SIM_PF_FECN; /* a root of congestion, not a victim */
+    s->st.fecn_marks++;
+  }
   sw->used += size;
   if (sw->used > sw->max_used)
     sw->max_used = sw->used;
   in->in_bytes[prio] += size;
+  if (s->ib)
+    ib_take(s, in, prio, size);
   pkt->in_port = in->idx;
   pkt->next = 0;
   if (q->tail)
@@ -239,22 +472,127 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
   port_kick(s, out);
 }
 
+/* InfiniBand: the priorities (SLs) a NIC may not start a packet of: their
+ * VL lacks credit for the largest packet. */
+static uint8_t nic_blocked(const struct sim *s, const struct sim_port *p) {
+  uint8_t m = 0;
+  for (uint8_t i = 0; i < SIM_NPRIO; i++)
+    if (p->credits[s->qmap[i]] < s->ib_max_blocks)
+      m |= (uint8_t)(1u << i);
+  return m;
+}
+
+/* IB CC: the SLs whose injection delay has not passed, and the earliest
+ * time one of them may send again (SIM_NEVER: none waits). */
+static uint8_t cc_throttled(const struct sim *s, const struct sim_nic *nic,
+                            sim_time_t *wake) {
+  uint8_t m = 0;
+  *wake = SIM_NEVER;
+  for (uint8_t i = 0; i < SIM_NPRIO && s->cfg.ib.cc.enabled; i++)
+    if (nic->cc_next[i] > s->now) {
+      m |= (uint8_t)(1u << i);
+      if (nic->cc_next[i] < *wake)
+        *wake = nic->cc_next[i];
+    }
+  return m;
+}
+
+/* Takes credit for a packet the NIC sends. */
+static void nic_take_credit(struct sim *s, struct sim_port *port,
+                            const struct sim_pkt *pkt) {
+  uint32_t b = sim_ib_blocks(pkt->size);
+  uint8_t v = s->qmap[pkt->prio];
+  if (b > port->credits[v]) /* a model ignored the mask: a bug */
+    s->st.credit_overruns++;
+  else
+    port->credits[v] -= b;
+}
+
 static void nic_poll(struct sim *s, struct sim_nic *nic) {
-  struct sim_pkt *pkt = s->host->pull(nic->model, s->now, nic->port.paused);
+  struct sim_port *port = &nic->port;
+  struct sim_pkt *f = port->ctl_head; /* BECNs the NIC itself sends */
+  if (f && sim_ib_blocks(f->size) <= port->credits[s->qmap[f->prio]]) {
+    port->ctl_head = f->next;
+    if (!port->ctl_head)
+      port->ctl_tail = 0;
+    nic_take_credit(s, port, f);
+    put_on_wire(s, port, f);
+    sim_schedule(s, &nic->ev, port->busy_until);
+    return;
+  }
+  sim_time_t wake = SIM_NEVER;
+  uint8_t paused = port->paused;
+  if (s->ib)
+    paused = nic_blocked(s, port) | cc_throttled(s, nic, &wake);
+  struct sim_pkt *pkt = s->host->pull(nic->model, s->now, paused);
   if (pkt) {
+    if (s->ib)
+      nic_take_credit(s, port, pkt);
     if (pkt->kind == SIM_PKT_DATA)
       s->st.data_pkts++;
     else
       s->st.ctrl_pkts++;
     put_on_wire(s, &nic->port, pkt);
+    if (pkt->kind == SIM_PKT_DATA && nic->ccti[pkt->prio])
+      nic->cc_next[pkt->prio] =
+          port->busy_until + nic->ccti[pkt->prio] * s->cfg.ib.cc.ird_step;
     sim_schedule(s, &nic->ev, nic->port.busy_until);
     return;
   }
   sim_time_t t = s->host->next_time(nic->model);
+  if (wake < t)
+    t = wake;
   if (t == SIM_NEVER)
     sim_ev_cancel(&nic->ev);
   else
     sim_schedule(s, &nic->ev, t > s->now ? t : s->now);
+}
+
+/* IB CC at the destination: a FECN-marked packet is answered with a BECN
+ * (an IB CNP: BTH and ICRC) to its source, on the control SL. */
+static void send_becn(struct sim *s, struct sim_nic *nic,
+                      const struct sim_pkt *p) {
+  struct sim_pkt *b = sim_pkt_alloc(s);
+  if (!b)
+    return;
+  *b = (struct sim_pkt){.size = sim_frame_wire(&s->cfg, 12 + 4),
+                        .src = p->dst,
+                        .dst = p->src,
+                        .flow = p->flow,
+                        .sport = p->sport,
+                        .kind = SIM_PKT_BECN,
+                        .prio = s->cfg.tp.ctrl_prio};
+  b->len = p->prio;
+  struct sim_port *port = &nic->port;
+  if (port->ctl_tail)
+    port->ctl_tail->next = b;
+  else
+    port->ctl_head = b;
+  port->ctl_tail = b;
+}
+
+/* IB CC at the source: a BECN raises the CCT index of its SL. */
+static void recv_becn(struct sim *s, struct sim_nic *nic, struct sim_pkt *b) {
+  const struct sim_ibcc_cfg *cc = &s->cfg.ib.cc;
+  uint8_t sl = (uint8_t)(b->len % SIM_NPRIO);
+  nic->ccti[sl] += cc->ccti_increase;
+  if (nic->ccti[sl] > cc->ccti_limit)
+    nic->ccti[sl] = cc->ccti_limit;
+  s->st.becns++;
+  sim_pkt_free(s, b);
+  if (nic->cc_ev.at == SIM_NEVER)
+    sim_schedule(s, &nic->cc_ev, s->now + cc->ccti_timer);
+}
+
+void sim_nic_cc_event(struct sim *s, struct sim_nic *nic) {
+  bool any = false;
+  for (int i = 0; i < SIM_NPRIO; i++) {
+    if (nic->ccti[i])
+      nic->ccti[i]--;
+    any |= nic->ccti[i] > 0;
+  }
+  if (any)
+    sim_schedule(s, &nic->cc_ev, s->now + s->cfg.ib.cc.ccti_timer);
 }
 
 void sim_nic_kick(struct sim *s, struct sim_nic *nic) {
@@ -284,6 +622,21 @@ void sim_port_rx_event(struct sim *s, struct sim_port *p) {
   if (pkt->kind == SIM_PKT_PAUSE) {
     port_pause(s, in, pkt);
     return;
+  }
+  if (s->ib) { /* the NIC takes packets at line rate: credit back at once */
+    unsigned v = s->qmap[pkt->prio];
+    in->in_bytes[v] += pkt->size;
+    ib_take(s, in, v, pkt->size);
+    in->in_bytes[v] -= pkt->size;
+    ib_free(s, in, v, sim_ib_blocks(pkt->size));
+    if (pkt->kind == SIM_PKT_BECN) {
+      recv_becn(s, nic, pkt);
+      return;
+    }
+    if (pkt->flags & SIM_PF_FECN) {
+      send_becn(s, nic, pkt);
+      pkt->flags &= (uint8_t)~SIM_PF_FECN;
+    }
   }
   if (pkt->kind == SIM_PKT_DATA)
     sim_rx_data(s, nic, pkt);

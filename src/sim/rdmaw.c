@@ -57,9 +57,7 @@ static inline sim_time_t ps_of_ns(uint64_t t) {
 }
 
 static uint32_t wire_bytes(const struct sim_cfg *c, uint32_t bth_to_icrc) {
-  uint32_t frame =
-      (c->tp.ipv6 ? 40 : 20) + SIM_UDP_LEN + bth_to_icrc + SIM_ETH_LEN;
-  return (frame < 64 ? 64 : frame) + SIM_L1_LEN;
+  return sim_frame_wire(c, bth_to_icrc);
 }
 
 static void *nic_new(struct sim *s, struct sim_nic *nic) {
@@ -345,7 +343,7 @@ static struct sim_pkt *build_data(struct rw_nic *m, struct rw_flow *rf,
       .len = len,
       .sport = rf->f->sport,
       .kind = SIM_PKT_DATA,
-      .prio = c->tp.data_prio,
+      .prio = rf->f->sl,
       .ecn = SIM_ECN_ECT0,
       .opcode = op,
       .flags = last ? SIM_PF_LAST | SIM_PF_ACKREQ : 0,
@@ -379,9 +377,10 @@ static struct sim_pkt *pull(void *mp, sim_time_t now, uint8_t paused) {
       m->ctl_tail = 0;
     return p;
   }
-  if (paused >> c->tp.data_prio & 1)
-    return 0;
-  while (m->rr_head) {
+  /* Flows whose priority is paused keep their turn for later; stop when
+   * the first of them comes round again. */
+  struct rw_flow *wait = 0;
+  while (m->rr_head && m->rr_head != wait) {
     struct rw_flow *rf = m->rr_head;
     m->rr_head = rf->rr_next;
     if (!m->rr_head)
@@ -389,6 +388,12 @@ static struct sim_pkt *pull(void *mp, sim_time_t now, uint8_t paused) {
     rf->state = RW_IDLE;
     if (!can_send(rf, c->tp.window))
       continue;
+    if (paused >> rf->f->sl & 1) {
+      make_ready(m, rf);
+      if (!wait)
+        wait = rf;
+      continue;
+    }
     if (m->cc) {
       sim_time_t at = ps_of_ns(m->cc->next_tx_time(rf->cc, ns(now)));
       if (at > now) {

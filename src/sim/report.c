@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,9 +41,22 @@ static const char *coll_algo_name(int a) {
   return a >= 0 && a < 5 ? n[a] : "?";
 }
 
+static const char *routing_name(enum sim_routing r);
+
 void sim_summarize(const struct sim *s, struct sim_summary *o) {
   memset(o, 0, sizeof(*o));
   const struct sim_stats *st = sim_stats(s);
+  const struct sim_cfg *c = sim_cfg(s);
+  o->fabric = c->fabric == SIM_FABRIC_IB ? "infiniband" : "roce";
+  o->routing = routing_name(c->routing);
+  o->lost_failures = st->drops_link_down;
+  o->fc_pkts = st->fc_pkts;
+  uint32_t nf;
+  const struct sim_fail_result *fr = sim_fail_results(s, &nf);
+  for (uint32_t i = 0; i < nf; i++)
+    if (fr[i].installed &&
+        (double)(fr[i].installed - fr[i].at) / 1e6 > o->recovery_us)
+      o->recovery_us = (double)(fr[i].installed - fr[i].at) / 1e6;
   uint32_t n = sim_nflows(s);
   double *fct = malloc(sizeof(double) * (n ? n : 1));
   double *tp = malloc(sizeof(double) * (n ? n : 1));
@@ -109,6 +123,8 @@ void sim_summarize(const struct sim *s, struct sim_summary *o) {
       if (end > o->completion_us)
         o->completion_us = end;
       moved += x->bytes;
+      if (!o->coll_min_bytes || x->bytes < o->coll_min_bytes)
+        o->coll_min_bytes = x->bytes;
       if (x->bytes >= o->coll_bytes) {
         o->coll_bytes = x->bytes;
         o->coll_time_us = (double)x->time / 1e6;
@@ -128,6 +144,7 @@ void sim_summarize(const struct sim *s, struct sim_summary *o) {
 static const char *routing_name(enum sim_routing r) {
   return r == SIM_ROUTE_SPRAY      ? "spray"
          : r == SIM_ROUTE_ADAPTIVE ? "adaptive"
+         : r == SIM_ROUTE_STATIC   ? "static"
                                    : "ecmp";
 }
 
@@ -383,6 +400,57 @@ static void resolved_json(FILE *f, const struct sim *s) {
           (unsigned long long)w->kmin, (unsigned long long)w->kmax, w->pmax,
           w->pfc ? "true" : "false", w->pfc_prios, (unsigned long long)w->xoff,
           (unsigned long long)w->xon, (long long)w->headroom);
+  if (c->fabric == SIM_FABRIC_IB)
+    fprintf(f,
+            "    \"fabric\": \"infiniband\",\n    \"infiniband\": "
+            "{\"vl_buffer\": %llu, \"fc_latency_ns\": %g, \"fc_period_ns\": "
+            "%g, \"grh\": %s, \"vls\": %u, \"sm\": {\"routing_engine\": "
+            "\"%s\", \"lmc\": %u, \"max_wire_smps\": %u, "
+            "\"smp_processing_ns\": %g, \"route_ns\": %g}, \"cc\": "
+            "{\"enabled\": %s, \"threshold\": %llu, \"marking_rate\": %u, "
+            "\"ccti_increase\": %u, \"ccti_limit\": %u, \"ccti_timer_us\": "
+            "%g, \"ird_step_ns\": %g}},\n",
+            (unsigned long long)c->ib.vl_buffer, (double)c->ib.fc_latency / 1e3,
+            (double)c->ib.fc_period / 1e3, c->ib.grh ? "true" : "false",
+            c->ib.vls, c->ib.sm.engine == SIM_SM_MINHOP ? "minhop" : "ftree",
+            c->ib.sm.lmc, c->ib.sm.max_wire_smps,
+            (double)c->ib.sm.smp_proc / 1e3, (double)c->ib.sm.route_time / 1e3,
+            c->ib.cc.enabled ? "true" : "false",
+            (unsigned long long)c->ib.cc.threshold, c->ib.cc.marking_rate,
+            c->ib.cc.ccti_increase, c->ib.cc.ccti_limit,
+            (double)c->ib.cc.ccti_timer / 1e6, (double)c->ib.cc.ird_step / 1e3);
+  if (c->nfail) {
+    fprintf(f, "    \"failures\": [");
+    for (uint32_t i = 0; i < c->nfail; i++) {
+      const struct sim_failure *x = &c->fail[i];
+      fprintf(f, "%s{\"at_us\": %g, \"switch\": %u", i ? ", " : "",
+              (double)x->at / 1e6, x->sw);
+      if (x->kind == SIM_FAIL_LINK)
+        fprintf(f, ", \"port\": %u", x->port);
+      fprintf(f, ", \"up_after_us\": %g}", (double)x->up_after / 1e6);
+    }
+    if (c->fabric == SIM_FABRIC_IB)
+      fprintf(f, "],\n    \"recovery\": {\"trap_us\": %g},\n",
+              (double)c->recovery.trap / 1e6);
+    else
+      fprintf(f,
+              "],\n    \"recovery\": {\"detection_us\": %g, "
+              "\"convergence_us\": %g},\n",
+              (double)c->recovery.detection / 1e6,
+              (double)c->recovery.convergence / 1e6);
+  }
+  if (c->fabric == SIM_FABRIC_IB) {
+    for (int tb = 0; tb < 2; tb++) {
+      const struct sim_vlarb_ent *e = tb ? c->ib.low : c->ib.high;
+      uint32_t n = tb ? c->ib.nlow : c->ib.nhigh;
+      fprintf(f, "%s\"vlarb_%s\": [", tb ? ", " : "    \"infiniband_vlarb\": {",
+              tb ? "low" : "high");
+      for (uint32_t i = 0; i < n; i++)
+        fprintf(f, "%s[%u, %u]", i ? ", " : "", e[i].vl, e[i].weight);
+      fprintf(f, "]");
+    }
+    fprintf(f, ", \"high_limit\": %u},\n", c->ib.high_limit);
+  }
   const struct sim_transport_cfg *p = &c->tp;
   fprintf(f,
           "    \"transport\": {\"model\": \"%s\", \"mtu\": %u, \"window\": "
@@ -391,7 +459,9 @@ static void resolved_json(FILE *f, const struct sim *s) {
           "\"control_priority\": %u, \"cc\": \"%s\"",
           p->model == SIM_HOST_SIMPLE ? "simple" : "uroce", p->mtu, p->window,
           p->ack_every, (double)p->rto / 1e6,
-          (p->ooo < 0 ? c->routing != SIM_ROUTE_ECMP || p->paths > 1 : p->ooo)
+          (p->ooo < 0 ? c->routing == SIM_ROUTE_ADAPTIVE ||
+                            c->routing == SIM_ROUTE_SPRAY || p->paths > 1
+                      : p->ooo)
               ? "true"
               : "false",
           p->paths,
@@ -516,6 +586,43 @@ static void slowdown_json(FILE *f, const struct sim *s) {
   fprintf(f, "],\n");
 }
 
+/* Failures and recoveries, and the flows they made resend. */
+static void fail_json(FILE *f, const struct sim *s) {
+  uint32_t n;
+  const struct sim_fail_result *r = sim_fail_results(s, &n);
+  if (!sim_cfg(s)->nfail)
+    return;
+  uint64_t resent = 0;
+  for (uint32_t i = 0; i < sim_nflows(s); i++)
+    resent += sim_flow(s, i)->retx_pkts > 0;
+  fprintf(f,
+          "  \"failures\": {\"packets_lost\": %llu, "
+          "\"flows_retransmitting\": %llu, \"events\": [",
+          (unsigned long long)sim_stats(s)->drops_link_down,
+          (unsigned long long)resent);
+  for (uint32_t i = 0; i < n; i++) {
+    const struct sim_fail_result *e = &r[i];
+    char what[64];
+    if (e->f->kind == SIM_FAIL_LINK)
+      snprintf(what, sizeof what, "link of switch %u port %u", e->f->sw,
+               (unsigned)e->f->port);
+    else
+      snprintf(what, sizeof what, "switch %u", e->f->sw);
+    fprintf(f,
+            "%s\n    {\"at_us\": %.3f, \"what\": \"%s\", \"state\": \"%s\", "
+            "\"recovery_us\": %.3f, \"detect_us\": %.3f, \"sweep_us\": "
+            "%.3f, \"compute_us\": %.3f, \"program_us\": %.3f, "
+            "\"packets_lost\": %llu, \"last_loss_us\": %.3f}",
+            i ? "," : "", (double)e->at / 1e6, what, e->up ? "up" : "down",
+            e->installed ? (double)(e->installed - e->at) / 1e6 : -1.0,
+            (double)e->detect / 1e6, (double)e->sweep / 1e6,
+            (double)e->compute / 1e6, (double)e->program / 1e6,
+            (unsigned long long)e->lost_pkts,
+            e->last_loss == SIM_NEVER ? -1.0 : (double)e->last_loss / 1e6);
+  }
+  fprintf(f, "]},\n");
+}
+
 static int write_summary(const struct sim *s, const char *dir, bool repro,
                          char *err, size_t errlen) {
   FILE *f = open_in(dir, "summary.json", err, errlen);
@@ -535,8 +642,8 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
           c->tp.cc == SIM_CC_DCQCN   ? "dcqcn"
           : c->tp.cc == SIM_CC_SWIFT ? "swift"
                                      : "none",
-          c->sw.pfc ? "true" : "false", c->sw.ecn ? "true" : "false", c->tp.mtu,
-          (unsigned long long)c->seed);
+          c->sw.pfc && c->fabric == SIM_FABRIC_ROCE ? "true" : "false",
+          c->sw.ecn ? "true" : "false", c->tp.mtu, (unsigned long long)c->seed);
   resolved_json(f, s);
   if (!m.coll_sizes) {
     fprintf(f,
@@ -571,6 +678,42 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
   tiers_json(f, c, "ecn_marks", st->ecn_marks, ",");
   tiers_json(f, c, "max_queue_bytes", st->max_queue, ",");
   tiers_json(f, c, "max_buffer_bytes", st->max_buffer, ",");
+  if (c->fabric == SIM_FABRIC_IB) {
+    uint64_t cw[SIM_TIERS];
+    for (int t = 0; t < SIM_TIERS; t++)
+      cw[t] = st->credit_wait[t] / SIM_NS;
+    fprintf(f,
+            "  \"infiniband\": {\"fc_packets\": %llu, \"credit_overruns\": "
+            "%llu, \"nic_max_vl_input_bytes\": %llu, \"fecn_marks\": "
+            "%llu, \"becns\": %llu},\n",
+            (unsigned long long)st->fc_pkts,
+            (unsigned long long)st->credit_overruns,
+            (unsigned long long)st->max_vl_in[0],
+            (unsigned long long)st->fecn_marks, (unsigned long long)st->becns);
+    fprintf(f, "  \"vl_tx_bytes\": [");
+    for (int v = 0; v < c->ib.vls; v++)
+      fprintf(f, "%s%llu", v ? ", " : "",
+              (unsigned long long)st->vl_tx_bytes[v]);
+    fprintf(f, "],\n");
+    tiers_json(f, c, "max_vl_input_bytes", st->max_vl_in, ",");
+    struct sim_sm_info sm;
+    if (sim_sm_info(s, &sm) == 0)
+      fprintf(f,
+              "  \"subnet_manager\": {\"routing_engine\": \"%s\", \"lids\": "
+              "%u, \"lmc\": %u, \"smps\": %llu, \"discover_us\": %.3f, "
+              "\"compute_us\": %.3f, \"program_us\": %.3f, "
+              "\"deadlock_free\": %s, \"cdg_channels\": %llu, "
+              "\"cdg_edges\": %llu, \"max_up_imbalance\": %u, "
+              "\"drops_noroute\": %llu},\n",
+              sm.engine, sm.lids, sm.lmc, (unsigned long long)sm.smps,
+              (double)sm.discover / 1e6, (double)sm.compute / 1e6,
+              (double)sm.program / 1e6, sm.deadlock_free ? "true" : "false",
+              (unsigned long long)sm.cdg_channels,
+              (unsigned long long)sm.cdg_edges, sm.max_imbalance,
+              (unsigned long long)st->drops_noroute);
+    tiers_json(f, c, "port_credit_wait_ns", cw, ",");
+  }
+  fail_json(f, s);
   coll_json(f, s);
   fprintf(f,
           "  \"transport\": {\"data_pkts\": %llu, \"ctrl_pkts\": %llu, "
@@ -1104,51 +1247,103 @@ int sim_report_write(const struct sim *s, const char *dir, bool reproducible,
   return 0;
 }
 
-static void row(FILE *o, const char *name, double a, double b,
-                const char *fmt) {
-  char x[32], y[32], d[32] = "";
-  snprintf(x, sizeof x, fmt, a);
-  snprintf(y, sizeof y, fmt, b);
-  if (a != 0)
-    snprintf(d, sizeof d, "%+.1f%%", (b / a - 1) * 100);
-  else if (b != 0)
-    snprintf(d, sizeof d, "new");
-  fprintf(o, "  %-26s %16s %16s %10s\n", name, x, y, d);
+/* One row: a figure per run, then each run after the first relative to
+ * the first. */
+static void row(FILE *o, uint32_t n, const struct sim_summary *m, size_t off,
+                int width, double scale, const char *name, const char *fmt) {
+  double v[SIM_COMPARE_MAX];
+  for (uint32_t i = 0; i < n; i++) {
+    const char *p = (const char *)&m[i] + off;
+    double x;
+    if (width == 8) {
+      uint64_t u;
+      memcpy(&u, p, sizeof u);
+      x = (double)u;
+    } else if (width == 4) {
+      uint32_t u;
+      memcpy(&u, p, sizeof u);
+      x = (double)u;
+    } else {
+      memcpy(&x, p, sizeof x);
+    }
+    v[i] = x * scale;
+  }
+  fprintf(o, "  %-26s", name);
+  for (uint32_t i = 0; i < n; i++) {
+    char x[32];
+    snprintf(x, sizeof x, fmt, v[i]);
+    fprintf(o, " %16s", x);
+  }
+  for (uint32_t i = 1; i < n; i++) {
+    char d[32] = "";
+    if (v[0] != 0)
+      snprintf(d, sizeof d, "%+.1f%%", (v[i] / v[0] - 1) * 100);
+    else if (v[i] != 0)
+      snprintf(d, sizeof d, "new");
+    fprintf(o, " %10s", d);
+  }
+  fputc('\n', o);
 }
 
-void sim_report_compare(FILE *o, const char *na, const struct sim_summary *a,
-                        const char *nb, const struct sim_summary *b) {
-  fprintf(o, "  %-26s %16.16s %16.16s %10s\n", "", na, nb, "B vs A");
-  if (a->coll_sizes || b->coll_sizes) {
-    row(o, "sizes done", a->coll_done, b->coll_done, "%.0f");
-    row(o, "largest size (B)", (double)a->coll_bytes, (double)b->coll_bytes,
-        "%.0f");
-    row(o, "its time (us)", a->coll_time_us, b->coll_time_us, "%.2f");
-    row(o, "its busbw (GB/s)", a->coll_busbw, b->coll_busbw, "%.3f");
-    row(o, "its time / bound", a->coll_ratio, b->coll_ratio, "%.3f");
+#define RD(field, name, fmt)                                                   \
+  row(o, n, m, offsetof(struct sim_summary, field), 0, 1, name, fmt)
+#define RU(field, name, fmt)                                                   \
+  row(o, n, m, offsetof(struct sim_summary, field),                            \
+      (int)sizeof(((struct sim_summary *)0)->field), 1, name, fmt)
+
+void sim_report_compare(FILE *o, uint32_t n, const char *const *names,
+                        const struct sim_summary *m) {
+  if (n > SIM_COMPARE_MAX)
+    n = SIM_COMPARE_MAX;
+  bool coll = false, flows = false;
+  fprintf(o, "  %-26s", "");
+  for (uint32_t i = 0; i < n; i++) {
+    fprintf(o, " %16.16s", names[i]);
+    coll |= m[i].coll_sizes > 0;
+    flows |= !m[i].coll_sizes;
   }
-  if (!a->coll_sizes || !b->coll_sizes) {
-    row(o, "flows done", (double)a->done, (double)b->done, "%.0f");
-    row(o, "FCT p50 (us)", a->fct_us[1], b->fct_us[1], "%.2f");
-    row(o, "FCT p99 (us)", a->fct_us[3], b->fct_us[3], "%.2f");
-    row(o, "FCT max (us)", a->fct_us[5], b->fct_us[5], "%.2f");
-    row(o, "FCT mean (us)", a->fct_us[6], b->fct_us[6], "%.2f");
-    row(o, "flow tput min (Gb/s)", a->tput_gbps[0], b->tput_gbps[0], "%.2f");
-    row(o, "flow tput mean (Gb/s)", a->tput_gbps[3], b->tput_gbps[3], "%.2f");
+  for (uint32_t i = 1; i < n; i++)
+    fprintf(o, " %5c vs A", 'A' + (int)i);
+  fprintf(o, "\n  %-26s", "fabric / routing");
+  for (uint32_t i = 0; i < n; i++) {
+    char x[40];
+    snprintf(x, sizeof x, "%s/%s", m[i].fabric ? m[i].fabric : "?",
+             m[i].routing ? m[i].routing : "?");
+    fprintf(o, " %16.16s", x);
   }
-  row(o, "completion (us)", a->completion_us, b->completion_us, "%.2f");
-  row(o, "aggregate goodput (Gb/s)", a->goodput_gbps, b->goodput_gbps, "%.1f");
-  row(o, "drops", (double)a->drops, (double)b->drops, "%.0f");
-  row(o, "PFC pause frames", (double)a->pauses, (double)b->pauses, "%.0f");
-  row(o, "ECN marks", (double)a->ecn_marks, (double)b->ecn_marks, "%.0f");
-  row(o, "CNPs", (double)a->cnps, (double)b->cnps, "%.0f");
-  row(o, "retransmitted pkts", (double)a->retx, (double)b->retx, "%.0f");
+  fputc('\n', o);
+  if (coll) {
+    RU(coll_done, "sizes done", "%.0f");
+    RU(coll_bytes, "largest size (B)", "%.0f");
+    RD(coll_time_us, "its time (us)", "%.2f");
+    RD(coll_busbw, "its busbw (GB/s)", "%.3f");
+    RD(coll_ratio, "its time / bound", "%.3f");
+  }
+  if (flows) {
+    RU(done, "flows done", "%.0f");
+    RD(fct_us[1], "FCT p50 (us)", "%.2f");
+    RD(fct_us[3], "FCT p99 (us)", "%.2f");
+    RD(fct_us[5], "FCT max (us)", "%.2f");
+    RD(fct_us[6], "FCT mean (us)", "%.2f");
+    RD(tput_gbps[0], "flow tput min (Gb/s)", "%.2f");
+    RD(tput_gbps[3], "flow tput mean (Gb/s)", "%.2f");
+  }
+  RD(completion_us, "completion (us)", "%.2f");
+  RD(goodput_gbps, "aggregate goodput (Gb/s)", "%.1f");
+  RU(drops, "drops", "%.0f");
+  RU(lost_failures, "lost to failures", "%.0f");
+  RD(recovery_us, "longest recovery (us)", "%.3f");
+  RU(pauses, "PFC pause frames", "%.0f");
+  RU(fc_pkts, "IB flow-control packets", "%.0f");
+  RU(ecn_marks, "ECN marks", "%.0f");
+  RU(cnps, "CNPs", "%.0f");
+  RU(retx, "retransmitted pkts", "%.0f");
   for (int t = 1; t < SIM_TIERS; t++) {
-    char n[40];
-    snprintf(n, sizeof n, "max queue tier %d (KiB)", t);
-    row(o, n, (double)a->max_queue[t] / 1024, (double)b->max_queue[t] / 1024,
-        "%.1f");
+    char name[40];
+    snprintf(name, sizeof name, "max queue tier %d (KiB)", t);
+    row(o, n, m, offsetof(struct sim_summary, max_queue) + t * sizeof(uint64_t),
+        8, 1.0 / 1024, name, "%.1f");
   }
-  row(o, "events", (double)a->events, (double)b->events, "%.0f");
-  row(o, "wall (s)", a->wall_s, b->wall_s, "%.3f");
+  RU(events, "events", "%.0f");
+  RD(wall_s, "wall (s)", "%.3f");
 }

@@ -19,10 +19,13 @@ struct sim_summary {
   uint64_t max_queue[SIM_TIERS];
   uint64_t events;
   double wall_s;
+  const char *fabric, *routing;
+  uint64_t lost_failures, fc_pkts;
+  double recovery_us; /* the longest recovery from a failure; 0: none */
   /* A collective workload (coll_sizes > 0): the largest finished size. */
   uint32_t coll_sizes, coll_done, coll_ranks;
   const char *coll_name;
-  uint64_t coll_bytes;
+  uint64_t coll_bytes, coll_min_bytes; /* largest and smallest finished */
   double coll_time_us, coll_busbw, coll_bound_busbw, coll_ratio;
 };
 
@@ -49,9 +52,10 @@ int sim_report_write(const struct sim *s, const char *dir, bool reproducible,
  * ratio); nothing if the workload is not a collective. */
 void sim_report_coll_table(FILE *out, const struct sim *s);
 
-/* Prints two runs' summaries side by side. */
-void sim_report_compare(FILE *out, const char *name_a,
-                        const struct sim_summary *a, const char *name_b,
-                        const struct sim_summary *b);
+/* Prints n runs' summaries side by side (at most SIM_COMPARE_MAX), each
+ * after the first also relative to the first ("B vs A"). */
+#define SIM_COMPARE_MAX 8
+void sim_report_compare(FILE *out, uint32_t n, const char *const *names,
+                        const struct sim_summary *sums);
 
 #endif

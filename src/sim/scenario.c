@@ -19,6 +19,9 @@ struct ctx {
   yaml_node_t *sizes_at, *range_at; /* collective 'sizes' / 'min'..'factor' */
   uint64_t cmin, cmax;
   double cfactor;
+  /* Keys that belong to one fabric, checked once 'fabric' is known. */
+  yaml_node_t *eth_at, *ib_at, *routing_at;
+  const char *eth_key;
   char *err;
   size_t errlen;
 };
@@ -321,8 +324,21 @@ static int pfc_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   return 1;
 }
 
+/* Remembers the first key that only Ethernet has. */
+static void eth_key(struct ctx *x, yaml_node_t *v, const char *name) {
+  if (!x->eth_at) {
+    x->eth_at = v;
+    x->eth_key = name;
+  }
+}
+
 static int switch_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   struct sim_switch_cfg *s = a;
+  static const char *const names[] = {"switch.buffer", "switch.queue_max",
+                                      "switch.ecn", "switch.pfc"};
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(key, names[i] + 7))
+      eth_key(x, v, names[i]);
   if (KEY("buffer"))
     return get_bytes(x, v, key, 1, &s->buffer_bytes);
   if (KEY("queue_max"))
@@ -431,8 +447,10 @@ static int transport_fn(struct ctx *x, const char *key, yaml_node_t *v,
     t->ooo = e == 2 ? -1 : e;
     return 0;
   }
-  if (KEY("ipv6"))
+  if (KEY("ipv6")) {
+    eth_key(x, v, "transport.ipv6");
     return get_bool(x, v, key, &t->ipv6);
+  }
   if (KEY("data_priority")) {
     if (get_u32(x, v, key, 0, 7, &u))
       return -1;
@@ -451,9 +469,12 @@ static int transport_fn(struct ctx *x, const char *key, yaml_node_t *v,
     if (get_enum(x, v, key, cc, &e))
       return -1;
     t->cc = (enum sim_cc)e;
+    if (t->cc == SIM_CC_DCQCN)
+      eth_key(x, v, "transport.cc dcqcn");
     return 0;
   }
   if (KEY("dcqcn")) {
+    eth_key(x, v, "transport.dcqcn");
     if (v->type != YAML_MAPPING_NODE)
       return fail(x, v, "'transport.dcqcn': expected a mapping of keys");
     x->dcqcn = v;
@@ -599,6 +620,201 @@ static int coll_sizes(struct ctx *x) {
   return 0;
 }
 
+/* A VL arbitration table: a list of [vl, weight] pairs. */
+static int get_vlarb(struct ctx *x, yaml_node_t *v, const char *key,
+                     struct sim_vlarb_ent *t, uint8_t *n) {
+  if (v->type != YAML_SEQUENCE_NODE)
+    return fail(x, v, "'%s': expected a list of [vl, weight] pairs", key);
+  *n = 0;
+  for (yaml_node_item_t *i = v->data.sequence.items.start;
+       i < v->data.sequence.items.top; i++) {
+    yaml_node_t *e = yaml_document_get_node(x->doc, *i);
+    if (*n == SIM_VLARB_MAX)
+      return fail(x, e, "'%s': at most %d entries", key, SIM_VLARB_MAX);
+    if (e->type != YAML_SEQUENCE_NODE ||
+        e->data.sequence.items.top - e->data.sequence.items.start != 2)
+      return fail(x, e, "'%s': each entry is [vl, weight]", key);
+    uint32_t vl, w;
+    yaml_node_t *a =
+        yaml_document_get_node(x->doc, e->data.sequence.items.start[0]);
+    yaml_node_t *b =
+        yaml_document_get_node(x->doc, e->data.sequence.items.start[1]);
+    if (get_u32(x, a, key, 0, 7, &vl) || get_u32(x, b, key, 0, 255, &w))
+      return -1;
+    t[(*n)++] = (struct sim_vlarb_ent){(uint8_t)vl, (uint8_t)w};
+  }
+  return 0;
+}
+
+static int sm_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
+  struct sim_sm_cfg *sm = a;
+  uint32_t u;
+  if (KEY("routing_engine")) {
+    static const char *const e[] = {"ftree", "minhop", 0};
+    int i;
+    if (get_enum(x, v, key, e, &i))
+      return -1;
+    sm->engine = (enum sim_sm_engine)i;
+    return 0;
+  }
+  if (KEY("lmc")) {
+    if (get_u32(x, v, key, 0, 7, &u))
+      return -1;
+    sm->lmc = (uint8_t)u;
+    return 0;
+  }
+  if (KEY("max_wire_smps"))
+    return get_u32(x, v, key, 1, 4096, &sm->max_wire_smps);
+  if (KEY("smp_processing_ns"))
+    return get_time(x, v, key, 1e3, &sm->smp_proc);
+  if (KEY("route_ns"))
+    return get_time(x, v, key, 1e3, &sm->route_time);
+  return 1;
+}
+
+static int ibcc_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
+  struct sim_ibcc_cfg *cc = a;
+  if (KEY("enabled"))
+    return get_bool(x, v, key, &cc->enabled);
+  if (KEY("threshold"))
+    return get_bytes(x, v, key, 0, &cc->threshold);
+  if (KEY("marking_rate"))
+    return get_u32(x, v, key, 1, 65535, &cc->marking_rate);
+  if (KEY("ccti_increase"))
+    return get_u32(x, v, key, 0, 16383, &cc->ccti_increase);
+  if (KEY("ccti_limit"))
+    return get_u32(x, v, key, 0, 16383, &cc->ccti_limit);
+  if (KEY("ccti_timer_us"))
+    return get_time(x, v, key, 1e6, &cc->ccti_timer);
+  if (KEY("ird_step_ns"))
+    return get_time(x, v, key, 1e3, &cc->ird_step);
+  return 1;
+}
+
+static int ib_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
+  struct sim_ib_cfg *ib = a;
+  uint32_t u;
+  if (KEY("sm"))
+    return walk(x, v, "infiniband.sm", sm_fn, &ib->sm);
+  if (KEY("cc"))
+    return walk(x, v, "infiniband.cc", ibcc_fn, &ib->cc);
+  if (KEY("vlarb_high"))
+    return get_vlarb(x, v, key, ib->high, &ib->nhigh);
+  if (KEY("vlarb_low"))
+    return get_vlarb(x, v, key, ib->low, &ib->nlow);
+  if (KEY("high_limit")) {
+    if (get_u32(x, v, key, 0, 255, &u))
+      return -1;
+    ib->high_limit = (uint8_t)u;
+    return 0;
+  }
+  if (KEY("vl_buffer"))
+    return get_bytes(x, v, key, SIM_IB_BLOCK, &ib->vl_buffer);
+  if (KEY("fc_latency_ns"))
+    return get_time(x, v, key, 1e3, &ib->fc_latency);
+  if (KEY("fc_period_ns"))
+    return get_time(x, v, key, 1e3, &ib->fc_period);
+  if (KEY("grh"))
+    return get_bool(x, v, key, &ib->grh);
+  if (KEY("vls")) {
+    if (get_u32(x, v, key, 1, 8, &u))
+      return -1;
+    if (u & (u - 1))
+      return fail(x, v, "'vls': expected 1, 2, 4 or 8");
+    ib->vls = (uint8_t)u;
+    return 0;
+  }
+  return 1;
+}
+
+/* Keys of the other fabric are errors naming them; InfiniBand routes
+ * by its static LFTs unless 'routing' says adaptive. */
+static int fabric_check(struct ctx *x) {
+  struct sim_cfg *c = x->c;
+  if (c->fabric == SIM_FABRIC_ROCE) {
+    if (x->ib_at)
+      return fail(x, x->ib_at,
+                  "'infiniband' and 'recovery.trap_us' need 'fabric: "
+                  "infiniband' (the fabric is roce)");
+    return 0;
+  }
+  if (x->eth_at)
+    return fail(
+        x, x->eth_at,
+        "'%s' is Ethernet's; it makes no sense with 'fabric: "
+        "infiniband' (credits replace PFC and buffers, see docs/sim.md)",
+        x->eth_key);
+  if (!x->routing_at)
+    c->routing = SIM_ROUTE_STATIC;
+  else if (c->routing == SIM_ROUTE_ECMP || c->routing == SIM_ROUTE_SPRAY)
+    return fail(x, x->routing_at,
+                "'routing': %s is Ethernet's; with 'fabric: infiniband' use "
+                "static or adaptive",
+                c->routing == SIM_ROUTE_ECMP ? "ecmp" : "spray");
+  return 0;
+}
+
+static int fail_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
+  struct sim_failure *f = a;
+  uint32_t u;
+  if (KEY("at_us"))
+    return get_time(x, v, key, 1e6, &f->at);
+  if (KEY("up_after_us"))
+    return get_time(x, v, key, 1e6, &f->up_after);
+  if (KEY("switch"))
+    return get_u32(x, v, key, 0, UINT32_MAX - 1, &f->sw);
+  if (KEY("port")) {
+    if (get_u32(x, v, key, 0, 65535, &u))
+      return -1;
+    f->port = (uint16_t)u;
+    f->kind = SIM_FAIL_LINK;
+    return 0;
+  }
+  return 1;
+}
+
+/* failures: a list of {at_us, switch, port[, up_after_us]}; without
+ * port, the whole switch fails. */
+static int get_failures(struct ctx *x, yaml_node_t *v, struct sim_cfg *c) {
+  if (v->type != YAML_SEQUENCE_NODE)
+    return fail(x, v, "'failures': expected a list of {at_us, switch, port}");
+  c->nfail = 0;
+  for (yaml_node_item_t *i = v->data.sequence.items.start;
+       i < v->data.sequence.items.top; i++) {
+    yaml_node_t *e = yaml_document_get_node(x->doc, *i);
+    if (c->nfail == SIM_FAIL_MAX)
+      return fail(x, e, "'failures': at most %d", SIM_FAIL_MAX);
+    struct sim_failure *f = &c->fail[c->nfail++];
+    *f = (struct sim_failure){.kind = SIM_FAIL_SWITCH, .sw = UINT32_MAX};
+    if (walk(x, e, "failures", fail_fn, f))
+      return -1;
+    if (f->sw == UINT32_MAX)
+      return fail(x, e,
+                  "'failures': each needs 'switch' (and 'port' for a "
+                  "link)");
+  }
+  return 0;
+}
+
+static int recovery_fn(struct ctx *x, const char *key, yaml_node_t *v,
+                       void *a) {
+  struct sim_recovery_cfg *r = a;
+  if (KEY("detection_us")) {
+    eth_key(x, v, "recovery.detection_us");
+    return get_time(x, v, key, 1e6, &r->detection);
+  }
+  if (KEY("convergence_us")) {
+    eth_key(x, v, "recovery.convergence_us");
+    return get_time(x, v, key, 1e6, &r->convergence);
+  }
+  if (KEY("trap_us")) {
+    if (!x->ib_at)
+      x->ib_at = v;
+    return get_time(x, v, key, 1e6, &r->trap);
+  }
+  return 1;
+}
+
 static int top_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   struct sim_cfg *c = x->c;
   if (KEY("name")) {
@@ -624,12 +840,30 @@ static int top_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   if (KEY("switch"))
     return walk(x, v, "switch", switch_fn, &c->sw);
   if (KEY("routing")) {
-    static const char *const r[] = {"ecmp", "adaptive", "spray", 0};
+    static const char *const r[] = {"ecmp", "adaptive", "spray", "static", 0};
     int e;
     if (get_enum(x, v, key, r, &e))
       return -1;
     c->routing = (enum sim_routing)e;
+    x->routing_at = v;
     return 0;
+  }
+  if (KEY("fabric")) {
+    static const char *const f[] = {"roce", "infiniband", 0};
+    int e;
+    if (get_enum(x, v, key, f, &e))
+      return -1;
+    c->fabric = (enum sim_fabric)e;
+    return 0;
+  }
+  if (KEY("failures"))
+    return get_failures(x, v, c);
+  if (KEY("recovery"))
+    return walk(x, v, "recovery", recovery_fn, &c->recovery);
+  if (KEY("infiniband")) {
+    if (!x->ib_at)
+      x->ib_at = v;
+    return walk(x, v, "infiniband", ib_fn, &c->ib);
   }
   if (KEY("transport"))
     return walk(x, v, "transport", transport_fn, &c->tp);
@@ -678,6 +912,8 @@ int sim_scenario_parse(const char *text, size_t len, const char *label,
   uroce_dcqcn_params_mlx(&cfg->tp.dcqcn, cfg->topo.link[0].rate_bps);
   if (!rc && x.dcqcn)
     rc = walk(&x, x.dcqcn, "transport.dcqcn", dcqcn_fn, &cfg->tp.dcqcn);
+  if (!rc)
+    rc = fabric_check(&x);
   if (!rc)
     rc = coll_sizes(&x);
   if (!rc && cfg->wl.kind == SIM_WL_CSV && !cfg->wl.csv_path[0])

@@ -31,6 +31,24 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->sw.xon = 64 << 10;
   c->sw.headroom = -1;
   c->routing = SIM_ROUTE_ECMP;
+  c->ib.vl_buffer = 64 << 10;
+  c->ib.fc_latency = 100 * SIM_NS;
+  c->ib.fc_period = 0;
+  c->ib.vls = 8;
+  c->ib.high_limit = SIM_VLARB_UNLIMITED;
+  c->recovery.detection = 100 * SIM_US;
+  c->recovery.convergence = 500 * SIM_US;
+  c->recovery.trap = 10 * SIM_US;
+  c->ib.cc.threshold = 64 << 10;
+  c->ib.cc.marking_rate = 1;
+  c->ib.cc.ccti_increase = 1;
+  c->ib.cc.ccti_limit = 127;
+  c->ib.cc.ccti_timer = 10 * SIM_US;
+  c->ib.cc.ird_step = 40 * SIM_NS;
+  c->ib.sm.engine = SIM_SM_FTREE;
+  c->ib.sm.max_wire_smps = 4;
+  c->ib.sm.smp_proc = 1 * SIM_US;
+  c->ib.sm.route_time = 10 * SIM_NS;
   c->tp.model = SIM_HOST_UROCE;
   c->tp.mtu = 4096;
   c->tp.window = 256;
@@ -56,7 +74,10 @@ void sim_cfg_free(struct sim_cfg *c) {
   c->wl.dist.n = 0;
 }
 
-static uint32_t wire_of(const struct sim_cfg *c, uint32_t bth_to_icrc) {
+uint32_t sim_frame_wire(const struct sim_cfg *c, uint32_t bth_to_icrc) {
+  if (c->fabric == SIM_FABRIC_IB)
+    return SIM_IB_LRH_LEN + (c->ib.grh ? SIM_IB_GRH_LEN : 0) + bth_to_icrc +
+           SIM_IB_VCRC_LEN + SIM_IB_L1_LEN;
   uint32_t frame =
       (c->tp.ipv6 ? 40 : 20) + SIM_UDP_LEN + bth_to_icrc + SIM_ETH_LEN;
   if (frame < 64)
@@ -68,7 +89,7 @@ uint32_t sim_data_wire_bytes(const struct sim_cfg *c, uint32_t payload,
                              bool first) {
   uint32_t hdr = first ? 28 : 12; /* BTH + RETH on the first, BTH after */
   uint32_t pad = (4 - payload % 4) % 4;
-  return wire_of(c, hdr + payload + pad + 4);
+  return sim_frame_wire(c, hdr + payload + pad + 4);
 }
 
 struct sim_pkt *sim_pkt_alloc_slow(struct sim *s) {
@@ -109,6 +130,111 @@ static double wall(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* VL arbitration tables: by default the control SL's VL alone in the
+ * high table (like RoCE's strict priority for ACKs) and every data VL
+ * with weight 64 (one 4 KiB packet) in the low one. */
+static int vlarb_check(struct sim *s, char *err, size_t errlen) {
+  struct sim_ib_cfg *ib = &s->cfg.ib;
+  uint8_t cvl = s->qmap[s->cfg.tp.ctrl_prio];
+  if (!ib->nhigh && !ib->nlow) {
+    if (cvl != s->qmap[s->cfg.tp.data_prio])
+      ib->high[ib->nhigh++] = (struct sim_vlarb_ent){cvl, 255};
+    for (uint8_t v = 0; v < ib->vls; v++)
+      if (!ib->nhigh || v != cvl)
+        ib->low[ib->nlow++] = (struct sim_vlarb_ent){v, 64};
+    ib->high_limit = SIM_VLARB_UNLIMITED;
+  }
+  for (int t = 0; t < 2; t++) {
+    const struct sim_vlarb_ent *e = t ? ib->low : ib->high;
+    uint32_t n = t ? ib->nlow : ib->nhigh;
+    s->arb_mask[t] = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      if (e[i].vl >= ib->vls) {
+        snprintf(err, errlen,
+                 "infiniband: vlarb_%s entry %u names VL %u, but vls is %u",
+                 t ? "low" : "high", i, e[i].vl, ib->vls);
+        return -1;
+      }
+      if (e[i].weight)
+        s->arb_mask[t] |= (uint8_t)(1u << e[i].vl);
+    }
+  }
+  for (uint8_t i = 0; i < SIM_NPRIO; i++)
+    if (!((s->arb_mask[0] | s->arb_mask[1]) >> s->qmap[i] & 1)) {
+      snprintf(err, errlen,
+               "infiniband: VL %u (of SL %u) has no weight in vlarb_high or "
+               "vlarb_low: its packets could never leave",
+               s->qmap[i], i);
+      return -1;
+    }
+  return 0;
+}
+
+/* Resolves the fabric: the queue of each priority and, for InfiniBand,
+ * what its link layer needs; errors name what does not apply. */
+static int ib_check(struct sim *s, char *err, size_t errlen) {
+  const struct sim_cfg *c = &s->cfg;
+  s->ib = c->fabric == SIM_FABRIC_IB;
+  for (uint8_t i = 0; i < SIM_NPRIO; i++)
+    s->qmap[i] = i;
+  if (!s->ib) {
+    if (c->routing == SIM_ROUTE_STATIC) {
+      snprintf(err, errlen,
+               "routing static (an InfiniBand LFT) needs "
+               "fabric infiniband; Ethernet uses ecmp");
+      return -1;
+    }
+    return 0;
+  }
+  const struct sim_ib_cfg *ib = &c->ib;
+  uint32_t mtu = c->tp.mtu;
+  if (mtu < 256 || mtu > 4096 || (mtu & (mtu - 1))) {
+    snprintf(err, errlen,
+             "fabric infiniband: mtu must be an IB MTU (256, 512, 1024, "
+             "2048 or 4096), got %u",
+             mtu);
+    return -1;
+  }
+  if (ib->vls != 1 && ib->vls != 2 && ib->vls != 4 && ib->vls != 8) {
+    snprintf(err, errlen, "infiniband: vls must be 1, 2, 4 or 8, got %u",
+             ib->vls);
+    return -1;
+  }
+  if (c->sw.ecn || c->tp.cc == SIM_CC_DCQCN || c->routing == SIM_ROUTE_ECMP ||
+      c->routing == SIM_ROUTE_SPRAY || c->tp.ipv6) {
+    snprintf(err, errlen,
+             "fabric infiniband: %s is Ethernet's (no ECN, DCQCN, IPv6, "
+             "ECMP or spraying on InfiniBand)",
+             c->sw.ecn                      ? "switch ecn"
+             : c->tp.cc == SIM_CC_DCQCN     ? "cc dcqcn"
+             : c->tp.ipv6                   ? "ipv6"
+             : c->routing == SIM_ROUTE_ECMP ? "routing ecmp"
+                                            : "routing spray");
+    return -1;
+  }
+  for (uint8_t i = 0; i < SIM_NPRIO; i++)
+    s->qmap[i] = (uint8_t)(i % ib->vls);
+  if (vlarb_check(s, err, errlen))
+    return -1;
+  if (ib->cc.enabled && (!ib->cc.marking_rate || !ib->cc.ccti_timer)) {
+    snprintf(err, errlen,
+             "infiniband.cc: marking_rate and ccti_timer_us must be > 0");
+    return -1;
+  }
+  s->ib_max_blocks = sim_ib_blocks(sim_data_wire_bytes(c, mtu, true));
+  /* The largest request: an atomic or a READ request is smaller. */
+  if (ib->vl_buffer / SIM_IB_BLOCK < s->ib_max_blocks ||
+      ib->vl_buffer > (1ull << 30)) {
+    snprintf(err, errlen,
+             "infiniband: vl_buffer %llu bytes must hold one packet of the "
+             "mtu (%u bytes) and be at most 1 GiB",
+             (unsigned long long)ib->vl_buffer,
+             s->ib_max_blocks * SIM_IB_BLOCK);
+    return -1;
+  }
+  return 0;
 }
 
 struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
@@ -162,12 +288,25 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
-  s->ooo = tp->ooo < 0 ? cfg->routing != SIM_ROUTE_ECMP || tp->paths > 1
+  if (ib_check(s, err, errlen)) {
+    sim_del(s);
+    return 0;
+  }
+  s->ooo = tp->ooo < 0 ? cfg->routing == SIM_ROUTE_ADAPTIVE ||
+                             cfg->routing == SIM_ROUTE_SPRAY || tp->paths > 1
                        : (uint64_t)tp->ooo;
   s->host = tp->model == SIM_HOST_SIMPLE ? &sim_host_rdmaw : &sim_host_eng;
   if (sim_heap_init(&s->heap, 1024) || sim_topo_build(s, err, errlen)) {
     if (!err[0])
       snprintf(err, errlen, "out of memory");
+    sim_del(s);
+    return 0;
+  }
+  if (s->ib && sim_sm_new(s, err, errlen)) {
+    sim_del(s);
+    return 0;
+  }
+  if (sim_fail_new(s, err, errlen)) {
     sim_del(s);
     return 0;
   }
@@ -198,6 +337,8 @@ void sim_del(struct sim *s) {
   if (!s)
     return;
   sim_coll_del(s); /* its communicators before the NICs they use */
+  sim_sm_del(s);
+  sim_fail_del(s);
   if (s->nics && s->host)
     for (uint32_t i = 0; i < s->nnics; i++)
       if (s->nics[i].model)
@@ -260,7 +401,8 @@ int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
                             .bytes = bytes,
                             .start = start < s->now ? s->now : start,
                             .finish = SIM_NEVER,
-                            .op = (uint8_t)op};
+                            .op = (uint8_t)op,
+                            .sl = s->cfg.tp.data_prio};
   /* Linux-style UDP source port: 0xC000 | 14 bits of hash of the QP. */
   uint64_t h = sim_seed(s->cfg.seed, 4, id);
   fi->f.sport = (uint16_t)(0xC000 | (h & 0x3FFF));
@@ -674,6 +816,15 @@ static void dispatch(struct sim *s, struct sim_ev *ev) {
   case SIM_EV_PORT_TX:
     sim_port_tx_event(s, container_of(ev, struct sim_port, tx_ev));
     break;
+  case SIM_EV_NIC_CC:
+    sim_nic_cc_event(s, container_of(ev, struct sim_nic, cc_ev));
+    break;
+  case SIM_EV_FAIL:
+    sim_fail_event(s, ev);
+    break;
+  case SIM_EV_PORT_FC:
+    sim_port_fc_event(s, container_of(ev, struct sim_port, fc_ev));
+    break;
   case SIM_EV_NIC:
     sim_nic_event(s, container_of(ev, struct sim_nic, ev));
     break;
@@ -723,6 +874,13 @@ int sim_run(struct sim *s, sim_time_t until) {
   if (s->cfg.progress)
     progress(s, true, s->st.events);
   return done;
+}
+
+int sim_flow_set_sl(struct sim *s, uint32_t id, uint8_t sl) {
+  if (id >= s->nflows || sl >= SIM_NPRIO)
+    return -1;
+  sim_flow_mut(s, id)->sl = sl;
+  return 0;
 }
 
 sim_time_t sim_now(const struct sim *s) {
@@ -813,6 +971,8 @@ int sim_flow_path(const struct sim *s, uint32_t flow, uint16_t *ports,
     uint64_t saved = sw->rng;
     uint16_t o = sim_route((struct sim *)s, sw, &p);
     sw->rng = saved;
+    if (o == SIM_LFT_NONE)
+      break;
     ports[hops] = o;
     switches[hops] = sw->n.id;
     hops++;

@@ -32,6 +32,75 @@ typedef uint64_t sim_time_t; /* picoseconds */
 #define SIM_L1_LEN 20
 #define SIM_PAUSE_WIRE (64 + SIM_L1_LEN) /* an 802.1Qbb PFC frame */
 
+/* InfiniBand framing around BTH..ICRC: the local route header, the global
+ * route header when present, the variant CRC, and the start and end
+ * delimiters on the wire. Credits count the packet from LRH to VCRC in
+ * 64-byte blocks. A flow-control packet is 4 bytes and a 2-byte CRC. */
+#define SIM_IB_LRH_LEN 8
+#define SIM_IB_GRH_LEN 40
+#define SIM_IB_VCRC_LEN 2
+#define SIM_IB_L1_LEN 2
+#define SIM_IB_BLOCK 64
+#define SIM_IB_FC_WIRE (6 + SIM_IB_L1_LEN)
+
+/* The link layer a scenario models. */
+enum sim_fabric {
+  SIM_FABRIC_ROCE, /* Ethernet: shared buffers, PFC, ECN, drops */
+  SIM_FABRIC_IB,   /* InfiniBand: per-VL input buffers and credits */
+};
+
+/* A VL arbitration table entry: VL vl may send weight x 64 bytes when
+ * its turn comes (a packet starts while any weight is left). */
+struct sim_vlarb_ent {
+  uint8_t vl, weight;
+};
+#define SIM_VLARB_MAX 64
+#define SIM_VLARB_UNLIMITED 255
+
+/* The subnet manager (sm.c): how it computes the LFTs and what its
+ * sweep costs. */
+enum sim_sm_engine {
+  SIM_SM_FTREE,  /* fat-tree aware: D-mod-k over the up ports */
+  SIM_SM_MINHOP, /* shortest paths, ports balanced by routes assigned */
+};
+
+struct sim_sm_cfg {
+  enum sim_sm_engine engine;
+  uint8_t lmc;            /* 2^lmc LIDs (paths) per NIC, 0..7 */
+  uint32_t max_wire_smps; /* SMPs the SM keeps outstanding */
+  sim_time_t smp_proc;    /* an SMA answering one SMP */
+  sim_time_t route_time;  /* computing one LFT entry */
+};
+
+/* IB congestion control (IBA annex A10, simplified): a switch egress
+ * whose VL queue exceeds threshold while it has credit (the root of the
+ * congestion, not a victim) sets FECN on one data packet in marking_rate;
+ * the destination answers with a BECN; the source raises its CCT index
+ * for that SL by ccti_increase (up to ccti_limit) and lowers it by one
+ * each ccti_timer; data of the SL then waits index x ird_step after each
+ * packet (a linear congestion control table). */
+struct sim_ibcc_cfg {
+  bool enabled;
+  uint64_t threshold;
+  uint32_t marking_rate, ccti_increase, ccti_limit;
+  sim_time_t ccti_timer, ird_step;
+};
+
+struct sim_ib_cfg {
+  struct sim_ibcc_cfg cc;
+  struct sim_sm_cfg sm;
+  /* VL arbitration: the high table is served first until high_limit x
+   * 4 KiB went out while low had packets (255: no limit, 0: one packet);
+   * nhigh = nlow = 0 at sim_new: defaults (docs/sim.md). */
+  struct sim_vlarb_ent high[SIM_VLARB_MAX], low[SIM_VLARB_MAX];
+  uint8_t nhigh, nlow, high_limit;
+  uint64_t vl_buffer;    /* input buffer per port and VL, bytes */
+  sim_time_t fc_latency; /* buffer freed to flow-control packet sent */
+  sim_time_t fc_period;  /* least time between two FC packets of a port */
+  bool grh;              /* every packet carries a GRH */
+  uint8_t vls;           /* data VLs: 1, 2, 4 or 8; SL s uses VL s % vls */
+};
+
 struct sim_link_cfg {
   uint64_t rate_bps;
   sim_time_t delay; /* propagation, one way */
@@ -71,6 +140,7 @@ enum sim_routing {
   SIM_ROUTE_ECMP,     /* hash of the 5-tuple, UDP source port included */
   SIM_ROUTE_ADAPTIVE, /* least-loaded eligible egress, per packet */
   SIM_ROUTE_SPRAY,    /* random eligible egress, per packet */
+  SIM_ROUTE_STATIC,   /* InfiniBand LFT: up port by destination LID */
 };
 
 enum sim_cc { SIM_CC_NONE, SIM_CC_DCQCN, SIM_CC_SWIFT };
@@ -145,8 +215,34 @@ struct sim_workload_cfg {
   struct sim_coll_cfg coll;  /* kind collective */
 };
 
+/* A failure: a switch-to-switch link (switch sw's port) or a whole
+ * switch (spine, aggregation or core) goes down at `at`, and up again
+ * up_after later (0: stays down). */
+enum sim_fail_kind { SIM_FAIL_LINK, SIM_FAIL_SWITCH };
+#define SIM_FAIL_MAX 16
+struct sim_failure {
+  enum sim_fail_kind kind;
+  uint32_t sw;
+  uint16_t port;
+  sim_time_t at, up_after;
+};
+
+/* How the fabric reacts. RoCE: a link change is detected after
+ * `detection`, then routing converges (ECMP groups shrink or grow) after
+ * `convergence`. InfiniBand: the switch traps to the SM (`trap`), which
+ * sweeps, recomputes and reprograms the LFTs (modelled times, sm.c). */
+struct sim_recovery_cfg {
+  sim_time_t detection, convergence; /* RoCE */
+  sim_time_t trap;                   /* InfiniBand */
+};
+
 struct sim_cfg {
   uint64_t seed;
+  uint32_t nfail;
+  struct sim_failure fail[SIM_FAIL_MAX];
+  struct sim_recovery_cfg recovery;
+  enum sim_fabric fabric;
+  struct sim_ib_cfg ib;
   struct sim_topo_cfg topo;
   struct sim_switch_cfg sw;
   enum sim_routing routing;
@@ -183,7 +279,8 @@ struct sim_flow {
   uint64_t tx_pkts, retx_pkts;
   uint16_t sport;
   uint8_t op;
-  void *st; /* host-model state */
+  uint8_t sl; /* priority (RoCE) or service level (IB) of its data */
+  void *st;   /* host-model state */
 };
 
 struct sim_stats {
@@ -196,6 +293,8 @@ struct sim_stats {
   uint64_t drops_buffer[SIM_TIERS];   /* lossy tail drops */
   uint64_t drops_lossless[SIM_TIERS]; /* PFC headroom overflow */
   uint64_t drops_wire;                /* random link loss */
+  uint64_t drops_noroute;             /* no LFT entry (InfiniBand) */
+  uint64_t drops_link_down;           /* lost to failed links */
   uint64_t ecn_marks[SIM_TIERS];
   uint64_t pause_frames[SIM_TIERS];  /* XOFF frames sent by that tier */
   sim_time_t paused_time[SIM_TIERS]; /* port-time spent paused, by tier */
@@ -203,6 +302,13 @@ struct sim_stats {
   uint64_t max_buffer[SIM_TIERS];    /* largest shared-buffer use */
   uint64_t pkts_allocated;           /* descriptor pool size */
   uint64_t rx_payload;               /* data payload arrived at NICs */
+  /* InfiniBand link layer. */
+  uint64_t fc_pkts;                  /* flow-control packets sent */
+  uint64_t credit_overruns;          /* packets beyond an input buffer: 0 */
+  uint64_t max_vl_in[SIM_TIERS];     /* fullest input VL buffer, bytes */
+  sim_time_t credit_wait[SIM_TIERS]; /* port-time queued, no credit */
+  uint64_t vl_tx_bytes[SIM_NPRIO];   /* wire bytes switches sent per VL */
+  uint64_t fecn_marks, becns;        /* IB congestion control */
 };
 
 /* Creates a simulator (topology, hosts, workload flows). On error returns
@@ -219,6 +325,46 @@ int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
  * reaches until (SIM_NEVER: no limit besides cfg->stop_time). Returns 1 if
  * every flow finished, else 0. */
 int sim_run(struct sim *s, sim_time_t until);
+
+/* The subnet manager's work at start (fabric infiniband): LIDs, the
+ * modelled time of its sweep (discovery, route computation, LFT
+ * programming), and checks of the routes it computed: the channel
+ * dependency graph between switch-to-switch links has no cycle, and at
+ * every switch the NIC LIDs routed up spread over its up ports within
+ * max_imbalance. */
+struct sim_sm_info {
+  const char *engine;
+  uint32_t lids, lmc;
+  uint64_t smps;
+  sim_time_t discover, compute, program;
+  bool deadlock_free;
+  uint64_t cdg_channels, cdg_edges;
+  uint32_t max_imbalance;
+};
+/* 0, or -1 if the fabric has no subnet manager (RoCE). */
+int sim_sm_info(const struct sim *s, struct sim_sm_info *out);
+
+/* A link or switch state change and the fabric's recovery from it: when
+ * it happened, when the new routes took effect everywhere (recovery =
+ * installed - at), how long each modelled step took, and the packets lost
+ * to it (on the dead links, flushed from their queues, or routed to them
+ * before the new routes), until the next change. */
+struct sim_fail_result {
+  const struct sim_failure *f;
+  bool up; /* the change brought the link or switch back */
+  sim_time_t at, installed;
+  sim_time_t detect, sweep, compute, program; /* the modelled steps */
+  uint64_t lost_pkts;
+  sim_time_t last_loss; /* the last packet lost to it, SIM_NEVER: none */
+};
+/* Results so far, one per state change in time order; *n of them. */
+const struct sim_fail_result *sim_fail_results(const struct sim *s,
+                                               uint32_t *n);
+
+/* Sets the priority (SL on InfiniBand) of flow id's data, 0..7, before
+ * it starts; honoured by the simple host model (the uroce model sends all
+ * data on transport.data_priority). Returns 0, or -1 for a bad id or sl. */
+int sim_flow_set_sl(struct sim *s, uint32_t id, uint8_t sl);
 
 sim_time_t sim_now(const struct sim *s);
 const struct sim_stats *sim_stats(const struct sim *s);

@@ -18,12 +18,14 @@ enum sim_pkt_kind {
   SIM_PKT_NAK,   /* NAK PSN sequence error: psn = next expected */
   SIM_PKT_CNP,   /* RoCEv2 congestion notification */
   SIM_PKT_PAUSE, /* PFC frame: prio, xoff in flags */
+  SIM_PKT_BECN,  /* IB CC: dst tells src of a FECN on SL len */
 };
 
 enum sim_pkt_flags {
   SIM_PF_LAST = 1,   /* last packet of its message */
   SIM_PF_ACKREQ = 2, /* BTH AckReq */
   SIM_PF_XOFF = 4,   /* PAUSE: stop (else resume) */
+  SIM_PF_FECN = 8,   /* IB CC: forward explicit congestion notification */
 };
 
 #define SIM_ECN_ECT0 2
@@ -75,6 +77,9 @@ enum sim_ev_kind {
   SIM_EV_SAMPLE,
   SIM_EV_COLL,       /* a rank's communicator has completions to handle */
   SIM_EV_COLL_START, /* the next collective size starts */
+  SIM_EV_PORT_FC,    /* InfiniBand: send the credits freed at a port */
+  SIM_EV_FAIL,       /* a link or switch changes state, or routes install */
+  SIM_EV_NIC_CC,     /* IB CC: a NIC's CCT indices step down */
 };
 
 struct sim_node;
@@ -103,7 +108,24 @@ struct sim_port {
   uint8_t paused;     /* priorities the peer paused */
   uint8_t xoff_sent;  /* priorities we paused the peer for */
   uint16_t idx;
+  bool down; /* the link is down (fail.c) */
   sim_time_t paused_since;
+  /* InfiniBand: blocks of credit the peer's input buffer grants per VL;
+   * blocks freed in our input buffer not yet returned, and in use; the
+   * timer that returns them; since when packets wait for credit. */
+  uint32_t credits[SIM_NPRIO];
+  uint32_t freed[SIM_NPRIO], freed2[SIM_NPRIO];
+  bool fc_more;             /* freed2 holds blocks for the next FC */
+  sim_time_t fc_next_first; /* when the first of them freed */
+  uint32_t in_blocks[SIM_NPRIO];
+  struct sim_ev fc_ev;
+  sim_time_t fc_last, starved_since;
+  /* VL arbitration: entry and weight left in the high [0] and low [1]
+   * tables; high bytes sent while low waited. */
+  uint8_t arb_idx[2];
+  int32_t arb_left[2];
+  uint8_t arb_from; /* the table the packet on the wire came from */
+  uint64_t high_run;
   /* statistics */
   uint64_t tx_bytes;
   uint64_t max_q;
@@ -124,9 +146,12 @@ struct sim_node {
 struct sim_switch {
   struct sim_node n;
   uint32_t lo, hi, span;
+  uint32_t up_div; /* ftree: up port (lid index / up_div) % n_up */
+  uint16_t *lft;   /* InfiniBand: egress port by DLID (sm.c) */
   uint16_t n_down, n_up;
   uint64_t salt, rng;
   uint64_t used, max_used;
+  uint32_t fecn_count; /* IB CC: packets eligible for FECN so far */
 };
 
 struct sim_host_ops;
@@ -142,6 +167,10 @@ struct sim_nic {
    * time; rx_credit: what a sample already counted of the frame now
    * arriving. */
   uint64_t rx_payload, rx_credit;
+  /* IB congestion control: CCT index and next data departure per SL. */
+  struct sim_ev cc_ev;
+  uint32_t ccti[SIM_NPRIO];
+  sim_time_t cc_next[SIM_NPRIO];
 };
 
 /* ---- the host-model seam ----
@@ -271,7 +300,18 @@ struct sim {
   bool pause_log_full;
 
   double wall_start, last_progress;
-  uint64_t ooo; /* resolved cfg.tp.ooo */
+  uint64_t ooo;            /* resolved cfg.tp.ooo */
+  bool ib;                 /* cfg.fabric is InfiniBand */
+  uint8_t qmap[SIM_NPRIO]; /* queue of a packet's priority: SL to VL */
+  uint32_t ib_max_blocks;  /* blocks of the largest packet */
+  uint8_t arb_mask[2];     /* VLs in the high and low tables */
+  struct sim_sm *sm;       /* InfiniBand's subnet manager */
+  uint32_t *nic_lid;       /* base LID of each NIC */
+  uint32_t lmc_mask;       /* 2^lmc - 1: DLID path bits */
+  /* Failures (fail.c): once routes reconverged, the ports of switch i
+   * toward leaf/edge switch j are nh[i * nswitches + j]. */
+  struct sim_fail *fail;
+  uint64_t *nh;
 };
 
 /* Packet pool: no allocation per packet once warm. */
@@ -314,14 +354,50 @@ uint32_t sim_pkt_payload(const struct sim *s, const struct sim_pkt *p);
 void sim_path_cost(struct sim *s, uint32_t a, uint32_t b, double *prop_ps,
                    double *ps_per_byte);
 
+/* Wire bytes of a frame around a transport packet of bth_to_icrc bytes
+ * (BTH to ICRC), for the configured fabric. */
+uint32_t sim_frame_wire(const struct sim_cfg *c, uint32_t bth_to_icrc);
+/* InfiniBand: the 64-byte blocks credits count for a frame. */
+static inline uint32_t sim_ib_blocks(uint32_t wire) {
+  return (wire - SIM_IB_L1_LEN + SIM_IB_BLOCK - 1) / SIM_IB_BLOCK;
+}
+
 /* net.c */
+void sim_port_fc_event(struct sim *s, struct sim_port *p);
 void sim_port_rx_event(struct sim *s, struct sim_port *p);
 void sim_port_tx_event(struct sim *s, struct sim_port *p);
 void sim_nic_event(struct sim *s, struct sim_nic *nic);
 void sim_nic_kick(struct sim *s, struct sim_nic *nic);
+void sim_nic_cc_event(struct sim *s, struct sim_nic *nic);
 uint16_t sim_route(struct sim *s, struct sim_switch *sw,
                    const struct sim_pkt *p);
 sim_time_t sim_ser_time(uint64_t bytes, uint64_t rate_bps);
+
+/* sm.c: the subnet manager computes every switch's LFT (sw->lft). */
+int sim_sm_new(struct sim *s, char *err, size_t errlen);
+void sim_sm_del(struct sim *s);
+/* Checks the LFTs now programmed: deadlock freedom and balance (tests
+ * edit LFTs through sim_int.h and check again). */
+void sim_sm_check(struct sim *s, struct sim_sm_info *out);
+#define SIM_LFT_NONE 0xFFFFu
+
+/* Recomputes the LFTs with minhop over the links up now into staged
+ * (nswitches x LIDs), and the modelled sweep, computation and programming
+ * (changed blocks only) times. */
+int sim_sm_recompute(struct sim *s, uint16_t *staged, sim_time_t *discover,
+                     sim_time_t *compute, sim_time_t *program);
+uint32_t sim_sm_nlids(const struct sim *s);
+
+/* fail.c */
+int sim_fail_new(struct sim *s, char *err, size_t errlen);
+void sim_fail_del(struct sim *s);
+void sim_fail_event(struct sim *s, struct sim_ev *ev);
+/* A packet was lost to a failure (dead link, flushed, routed to it). */
+void sim_fail_lost(struct sim *s, const struct sim_pkt *p);
+/* Releases a packet queued at switch sw's egress (buffer, PFC or credit
+ * accounting) without sending it (net.c). */
+void sim_sw_release(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,
+                    unsigned q);
 
 /* topo.c */
 int sim_topo_build(struct sim *s, char *err, size_t errlen);

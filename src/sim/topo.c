@@ -10,9 +10,12 @@
 
 static void port_init(struct sim *s, struct sim_port *p, struct sim_node *n,
                       uint16_t idx) {
-  *p = (struct sim_port){.node = n, .idx = idx};
+  *p = (struct sim_port){
+      .node = n, .idx = idx, .fc_last = SIM_NEVER, .starved_since = SIM_NEVER};
   sim_ev_init(&p->tx_ev);
   sim_ev_init(&p->rx_ev);
+  sim_ev_init(&p->fc_ev);
+  p->fc_ev.arg = SIM_EV_PORT_FC;
   p->tx_ev.arg = SIM_EV_PORT_TX;
   p->rx_ev.arg = SIM_EV_PORT_RX;
 }
@@ -44,6 +47,9 @@ static void connect(struct sim *s, struct sim_port *a, struct sim_port *b,
           (int64_t)(2 * bdp + 3 * (uint64_t)max_wire(&s->cfg) + SIM_PAUSE_WIRE);
     }
     p->pfc_limit = s->cfg.sw.xoff + (uint64_t)hr;
+    /* InfiniBand: the peer's input buffer, whole, as credits. */
+    for (int v = 0; s->ib && v < SIM_NPRIO; v++)
+      p->credits[v] = (uint32_t)(s->cfg.ib.vl_buffer / SIM_IB_BLOCK);
   }
 }
 
@@ -82,6 +88,8 @@ static int alloc_nodes(struct sim *s, uint32_t nsw, const uint16_t *nports,
     port_init(s, &n->port, &n->n, 0);
     sim_ev_init(&n->ev);
     n->ev.arg = SIM_EV_NIC;
+    sim_ev_init(&n->cc_ev);
+    n->cc_ev.arg = SIM_EV_NIC_CC;
   }
   return 0;
 }
@@ -89,6 +97,7 @@ static int alloc_nodes(struct sim *s, uint32_t nsw, const uint16_t *nports,
 static void set_sw(struct sim_switch *sw, uint8_t tier, uint32_t lo,
                    uint32_t hi, uint32_t span, uint16_t n_down, uint16_t n_up) {
   sw->n.tier = tier;
+  sw->up_div = 1;
   sw->lo = lo;
   sw->hi = hi;
   sw->span = span;
@@ -198,6 +207,7 @@ static int build_fat_tree(struct sim *s, char *err, size_t errlen) {
     for (uint32_t a = 0; a < h; a++) {
       struct sim_switch *agg = &s->sws[nE + p * h + a];
       set_sw(agg, 2, p * h * h, (p + 1) * h * h, h, (uint16_t)h, (uint16_t)h);
+      agg->up_div = h; /* the edge used dst % h: D-mod-k, like ftree */
       for (uint32_t j = 0; j < h; j++)
         connect(s, &agg->n.ports[h + j],
                 &s->sws[nE + nA + a * h + j].n.ports[p], &t->link[2]);

@@ -32,6 +32,7 @@ const char *const uroce_comp_state_names[COMPST_COUNT] = {
 void comp_reset(struct uroce_qp *qp) {
   qp->comp.psn = qp->attr_sq_psn;
   qp->comp.rereqs = 0;
+  qp->comp.back_wait = qp->comp.no_back = false;
 }
 
 static bool outstanding(const struct uroce_qp *qp) {
@@ -45,6 +46,7 @@ static void progress(struct uroce_qp *qp, uint64_t now, uint64_t bytes) {
   qp->req.rnr_left = qp->rnr_retry;
   qp->req.probe = false;
   qp->comp.rereqs = 0;
+  qp->comp.back_wait = false; /* the READ moved on: no verdict needed */
   qp->req.rto_deadline = outstanding(qp) && rto_ns(qp) != UINT64_MAX
                              ? now + rto_ns(qp)
                              : UINT64_MAX;
@@ -157,12 +159,54 @@ static bool gap_retry(struct uroce_qp *qp, uint32_t psn) {
  * loss may be periodic and the answer (the rest of the READ) as long as its
  * period, which takes the same packet each time. Starting the answer one
  * PSN earlier per failure (a few duplicate responses) moves comp.psn to
- * another place in that pattern. */
+ * another place in that pattern. Not every responder takes it: rxe
+ * (rxe_resp.c duplicate_request) moves a READ's start address to each
+ * re-request's and drops, unanswered, one that starts before it. So each
+ * such re-request waits for the responder's verdict (back_seen) before
+ * the next, and once it was ignored the QP never backs off again. */
 static void back_off(struct uroce_qp *qp) {
   struct swqe *w = oldest(qp);
-  if (qp->comp.rereqs >= 2 && w && w->opcode == UROCE_WR_RDMA_READ &&
-      uroce_psn_cmp(qp->comp.psn, w->first_psn) > 0)
-    qp->req.back = qp->comp.rereqs - 1u;
+  struct comp *c = &qp->comp;
+  if (c->rereqs >= 2 && !c->no_back && !c->back_wait && w &&
+      w->opcode == UROCE_WR_RDMA_READ &&
+      uroce_psn_cmp(c->psn, w->first_psn) > 0) {
+    qp->req.back = c->rereqs - 1u;
+    c->back_wait = true;
+    c->back_hi = c->rereq_hi;
+    /* Its retry is charged once the responder is seen to take it. */
+    if (qp->retry_cnt != 7 && qp->req.retry_left < qp->retry_cnt)
+      qp->req.retry_left++;
+  }
+}
+
+/* The responder ignored a re-request that started before an earlier one:
+ * never again on this QP (it cost no retry: the network lost nothing). */
+static void refused(struct uroce_qp *qp) {
+  qp->comp.back_wait = false;
+  qp->comp.no_back = true;
+  qp->eng->stats.back_refused++;
+}
+
+/* The verdict on a re-request that started before an earlier one, from a
+ * response at psn (beyond: past the oldest READ). A response before
+ * comp.psn is the answer to it: taken. The stream from before it only
+ * climbs, so a response beyond the READ at or below the highest seen since
+ * is the responder starting again without it: ignored, as rxe does. */
+static void back_seen(struct uroce_qp *qp, uint32_t psn, bool beyond) {
+  struct comp *c = &qp->comp;
+  if (!c->back_wait)
+    return;
+  if (!beyond) {
+    if (uroce_psn_cmp(psn, c->psn) < 0) { /* taken: now it costs a retry */
+      c->back_wait = false;
+      if (qp->retry_cnt != 7 && qp->req.retry_left)
+        qp->req.retry_left--;
+    }
+  } else if (uroce_psn_cmp(psn, c->back_hi) <= 0) {
+    refused(qp);
+  } else {
+    c->back_hi = psn;
+  }
 }
 
 /* ---- response packets in: one function per state ---- */
@@ -287,6 +331,7 @@ static enum comp_state check_resp(struct comp_pkt *c) {
   if (!(w && wr_is_rd_atomic(w->opcode) &&
         uroce_psn_cmp(c->psn, w->last_psn) <= 0) &&
       !ack_before(c)) {
+    back_seen(qp, c->psn, true);
     if (gap_retry(qp, c->psn))
       return COMPST_ERROR_RETRY;
     qp->eng->stats.drops[UROCE_DROP_PSN]++;
@@ -300,6 +345,7 @@ static enum comp_state check_resp(struct comp_pkt *c) {
       read != (w->opcode == UROCE_WR_RDMA_READ))
     return drop(c, UROCE_DROP_RESPONSE);
   if (c->psn != qp->comp.psn) { /* a gap inside a READ's responses */
+    back_seen(qp, c->psn, false);
     if (gap_retry(qp, c->psn))
       return COMPST_ERROR_RETRY;
     return drop(c, UROCE_DROP_PSN);
@@ -699,6 +745,11 @@ void comp_timeout(struct uroce_qp *qp, uint64_t now) {
     return;
   }
   qp->eng->stats.timeouts++;
+  if (qp->comp.back_wait) {     /* no answer at all to a re-request that */
+    qp->comp.back_wait = false; /* started before an earlier one */
+    qp->comp.no_back = true;
+    qp->eng->stats.back_refused++;
+  }
   if (!use_retry(qp)) {
     fail_wqe(qp, oldest(qp), UROCE_WC_RETRY_EXC_ERR);
     return;

@@ -182,13 +182,18 @@ struct uroce_qp *eng_qp_lookup(const struct uroce_eng *eng, uint32_t qpn) {
   }
 }
 
-int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp) {
+int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp, bool gsi) {
   if (eng->nqp >= eng->cfg.max_qp)
     return UROCE_ERR_CAPS;
-  uint32_t qpn;
-  do /* QPNs 0 and 1 are the special QPs; 0xFFFFFF is multicast */
-    qpn = (uint32_t)eng_rand(eng) & 0xFFFFFF;
-  while (qpn < 2 || qpn == 0xFFFFFF || eng_qp_lookup(eng, qpn));
+  uint32_t qpn = 1; /* the GSI QP's number */
+  if (gsi) {
+    if (eng_qp_lookup(eng, qpn))
+      return UROCE_ERR_BUSY;
+  } else {
+    do /* QPNs 0 and 1 are the special QPs; 0xFFFFFF is multicast */
+      qpn = (uint32_t)eng_rand(eng) & 0xFFFFFF;
+    while (qpn < 2 || qpn == 0xFFFFFF || eng_qp_lookup(eng, qpn));
+  }
   qp->qpn = qpn;
   uint32_t i = qp_slot(eng, qpn);
   while (eng->qp_hash[i])
@@ -355,6 +360,36 @@ int uroce_cq_del(struct uroce_cq *cq) {
   eng_free(cq->eng, cq->ring);
   eng_free(cq->eng, cq);
   return 0;
+}
+
+int uroce_cq_resize(struct uroce_cq *cq, uint32_t cqe) {
+  if (!cq || cqe == 0 || cqe > (1u << 22) || cq->head - cq->tail > cqe)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_wc *ring = eng_alloc(cq->eng, (size_t)cqe * sizeof(*ring));
+  if (!ring)
+    return -ENOMEM;
+  /* head and tail keep counting: an armed CQ's mark stays meaningful. */
+  for (uint32_t i = cq->tail; i != cq->head; i++)
+    ring[i % cqe] = cq->ring[i % cq->size];
+  eng_free(cq->eng, cq->ring);
+  cq->ring = ring;
+  cq->size = cqe;
+  return 0;
+}
+
+uint32_t uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn) {
+  /* From the newest back, the kept ones packed against head: the tail
+   * moves forward past the dropped ones, as a poll would move it. */
+  uint32_t keep = cq->head;
+  for (uint32_t i = cq->head; i != cq->tail;) {
+    i--;
+    struct uroce_wc wc = cq->ring[i % cq->size];
+    if (wc.qp_num != qpn)
+      cq->ring[--keep % cq->size] = wc;
+  }
+  uint32_t dropped = keep - cq->tail;
+  __atomic_store_n(&cq->tail, keep, __ATOMIC_RELEASE);
+  return dropped;
 }
 
 /* The ring is single-producer (the engine) single-consumer (whoever

@@ -117,8 +117,10 @@ struct uroce_eng_stats {
   uint64_t rx_pkts, tx_pkts;
   uint64_t drops[UROCE_DROP_COUNT];
   uint64_t naks_tx, rnr_naks_tx, acks_tx;
-  uint64_t go_backs;  /* go-back-N restarts (NAK, timeout, RNR) */
-  uint64_t retx_pkts; /* request packets sent again after a restart */
+  uint64_t go_backs;     /* go-back-N restarts (NAK, timeout, RNR) */
+  uint64_t back_refused; /* QPs whose responder ignored an earlier-start
+                            READ re-request (comp.c back_off) */
+  uint64_t retx_pkts;    /* request packets sent again after a restart */
   uint64_t timeouts;
   uint64_t cnps_tx, cnps_rx, ce_rx;
   uint64_t async_lost; /* async events lost to a full event ring */
@@ -225,6 +227,15 @@ int uroce_ah_del(struct uroce_ah *ah);
 int uroce_cq_new(struct uroce_eng *eng, uint32_t cqe, struct uroce_cq **out);
 /* Returns 0, or UROCE_ERR_BUSY while a QP uses it. */
 int uroce_cq_del(struct uroce_cq *cq);
+/* New capacity cqe, keeping the completions not yet polled, which the
+ * caller keeps the producer and consumers away from meanwhile.
+ * UROCE_ERR_INVALID_ARGUMENT if more than cqe wait or cqe is out of
+ * range; -ENOMEM. */
+int uroce_cq_resize(struct uroce_cq *cq, uint32_t cqe);
+/* Drops the completions of QP qpn not yet polled (a QP moved to RESET),
+ * keeping the others in order; the caller holds the producer and
+ * consumers off. Returns how many were dropped. */
+uint32_t uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn);
 /* Takes up to n completions; returns how many, or UROCE_ERR_CQ_OVERFLOW
  * once the ring is empty after an overrun. */
 int uroce_cq_poll(struct uroce_cq *cq, int n, struct uroce_wc *wc);

@@ -54,8 +54,9 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
   if (!pd || !attr || !out || !attr->send_cq || !attr->recv_cq)
     return UROCE_ERR_INVALID_ARGUMENT;
   if (attr->qp_type != UROCE_QPT_RC && attr->qp_type != UROCE_QPT_UC &&
-      attr->qp_type != UROCE_QPT_UD)
+      attr->qp_type != UROCE_QPT_UD && attr->qp_type != UROCE_QPT_GSI)
     return UROCE_ERR_INVALID_ARGUMENT;
+  bool gsi = attr->qp_type == UROCE_QPT_GSI;
   const struct uroce_qp_cap *cap = &attr->cap;
   if (cap->max_send_wr > 65536 || cap->max_recv_wr > 65536 ||
       cap->max_send_sge > UROCE_MAX_SGE || cap->max_recv_sge > UROCE_MAX_SGE ||
@@ -88,7 +89,7 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
   if (!rc && !attr->srq)
     rc = rq_alloc(eng, &qp->rq, cap->max_recv_wr, cap->max_recv_sge);
   if (!rc)
-    rc = eng_qp_attach(eng, qp);
+    rc = eng_qp_attach(eng, qp, gsi);
   if (rc) {
     qp_free_mem(eng, qp);
     return rc;
@@ -100,7 +101,7 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
   qp->scq = attr->send_cq;
   qp->rcq = attr->recv_cq;
   qp->srq = attr->srq;
-  qp->type = (uint8_t)attr->qp_type;
+  qp->type = gsi ? UROCE_QPT_UD : (uint8_t)attr->qp_type;
   qp->state = UROCE_QPS_RESET;
   qp->sq_sig_all = attr->sq_sig_all;
   qp->cap = *cap;

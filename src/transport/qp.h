@@ -252,6 +252,12 @@ struct comp {
   bool replay;
   uint32_t replay_ev;
   uint32_t rereq_hi;
+  /* A READ re-request that starts before an earlier one (comp.c
+   * back_off; rxe ignores them) awaits the responder's verdict, with the
+   * highest response PSN seen since it went; no_back: one was ignored,
+   * and the QP no longer backs off. */
+  bool back_wait, no_back;
+  uint32_t back_hi;
 };
 
 /* Responder states (resp.c): the steps of handling one request, each a
@@ -432,7 +438,8 @@ struct uroce_eng {
 };
 
 /* ---- engine.c ---- */
-int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp);
+/* Gives qp a free random QPN, or 1 when gsi (UROCE_ERR_BUSY if taken). */
+int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp, bool gsi);
 void eng_qp_detach(struct uroce_eng *eng, struct uroce_qp *qp);
 struct uroce_qp *eng_qp_lookup(const struct uroce_eng *eng, uint32_t qpn);
 void *eng_alloc(struct uroce_eng *eng, size_t n);

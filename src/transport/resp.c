@@ -134,6 +134,11 @@ static bool rwqe_check(struct uroce_qp *qp) {
   return true;
 }
 
+static bool gid_is_v4(const uint8_t gid[16]) {
+  static const uint8_t v4pfx[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  return memcmp(gid, v4pfx, 12) == 0;
+}
+
 /* The 40 bytes a UD receive buffer starts with: the IPv6 header, or for an
  * IPv4-mapped source 20 zero bytes and then the IPv4 header (the layout
  * RoCEv2 NICs use). */
@@ -592,8 +597,12 @@ static enum resp_state complete(struct resp_pkt *p) {
   wc.byte_len = write ? r->wr_len : r->rcv_len + (p->ud ? GRH_LEN : 0);
   wc.src_qp =
       p->ud ? uroce_deth_sqp(uroce_pkt_hdr(pi, UROCE_HDR_DETH)) : qp->dest_qpn;
-  if (p->ud)
+  if (p->ud) {
     wc.wc_flags |= UROCE_WC_GRH;
+    /* RoCE's remote address information: the network header type in sl,
+     * as mlx5 reports it (2 IPv4, 1 IPv6) and UCX reads it. */
+    wc.sl = gid_is_v4(p->rx->sgid) ? 2 : 1;
+  }
   if (p->mask & UROCE_OPM_IMM) {
     memcpy(&wc.imm_data, uroce_pkt_hdr(pi, UROCE_HDR_IMMDT), 4);
     wc.wc_flags |= UROCE_WC_WITH_IMM;

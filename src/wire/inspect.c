@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "uroce/uroce.h"
+#include "wire/cm_mad.h"
 #include "wire/frame.h"
 #include "wire/gso.h"
 #include "wire/hdr.h"
@@ -168,6 +169,22 @@ static void put_ext(struct sb *s, const struct uroce_pkt_info *pi,
     sb_printf(s, json ? ",\"ieth\":{\"rkey\":%u}" : " | IETH rkey=0x%08x",
               h->inv_rkey);
 #undef HAS
+}
+
+/* A CM MAD (a 256-byte UD payload to QP1), decoded into buf; false when
+ * the packet carries none. */
+static bool cm_mad_str(const struct uroce_pkt_info *pi,
+                       const struct uroce_hdr_fields *h, char *buf,
+                       size_t size) {
+  struct uroce_cm_msg m;
+  uint32_t mask = pi->op ? pi->op->mask : 0;
+  if (!pi->bth || h->dqpn != 1 || !(mask & UROCE_OPM_HDR(UROCE_HDR_DETH)) ||
+      pi->payload_len != UROCE_MAD_LEN ||
+      (uint64_t)pi->hdr_len + UROCE_MAD_LEN > pi->len ||
+      uroce_cm_parse(pi->bth + pi->hdr_len, UROCE_MAD_LEN, &m))
+    return false;
+  uroce_cm_describe(&m, buf, size);
+  return true;
 }
 
 /* ---- display filters ---- */
@@ -584,6 +601,7 @@ static size_t packet_line(struct uroce_inspect *in, const struct uroce_frame *f,
   uroce_addr_str(f->ipver, f->src, src, sizeof(src));
   uroce_addr_str(f->ipver, f->dst, dst, sizeof(dst));
   const char *opname = pi->op ? pi->op->name : "reserved";
+  char cm[400];
 
   in->line[0] = 0;
   if (json) {
@@ -618,6 +636,8 @@ static size_t packet_line(struct uroce_inspect *in, const struct uroce_frame *f,
     put_ext(&s, pi, h, true);
     if (pi->hdr_len)
       sb_printf(&s, ",\"payload_len\":%u", pi->payload_len);
+    if (cm_mad_str(pi, h, cm, sizeof(cm)))
+      sb_printf(&s, ",\"cm\":\"%s\"", cm + 3); /* without "CM " */
     if (has_icrc)
       sb_printf(&s, ",\"icrc\":%u,\"icrc_expected\":%u,\"icrc_ok\":%s",
                 seg->icrc, seg->icrc_expected, seg->icrc_ok ? "true" : "false");
@@ -651,6 +671,8 @@ static size_t packet_line(struct uroce_inspect *in, const struct uroce_frame *f,
   put_ext(&s, pi, h, false);
   if (pi->hdr_len && (!pi->op || (pi->op->mask & UROCE_OPM_PAYLOAD)))
     sb_printf(&s, " | payload %u", pi->payload_len);
+  if (cm_mad_str(pi, h, cm, sizeof(cm)))
+    sb_printf(&s, " | %s", cm);
   if (has_icrc)
     sb_printf(&s, " | icrc=0x%08x %s", seg->icrc, seg->icrc_ok ? "ok" : "BAD");
   if (!seg->icrc_ok && has_icrc)

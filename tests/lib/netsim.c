@@ -173,6 +173,35 @@ static void tap(struct netsim *ns, int src, const struct uroce_tx_pkt *tx) {
   ns->tap_mp_bit_late[src] += bit && ns->tap_heard_std[src];
 }
 
+/* rxe_read_floor: true if tx is a READ request that starts before an
+ * earlier request of the same READ (which then records the highest start). */
+static bool below_read_floor(struct ns_link *l, const struct uroce_tx_pkt *tx) {
+  if (!l->rxe_read_floor || tx->hdr_len < UROCE_BTH_LEN ||
+      uroce_bth_opcode(tx->hdr) != UROCE_OP_READ_REQ)
+    return false;
+  const uint8_t *reth =
+      tx->hdr + uroce_opcode(UROCE_OP_READ_REQ)->offset[UROCE_HDR_RETH];
+  uint64_t va = uroce_reth_va(reth);
+  uint64_t end = va + uroce_reth_len(reth);
+  uint32_t rkey = uroce_reth_rkey(reth);
+  uint32_t n = l->nreads < 64 ? l->nreads : 64;
+  for (uint32_t i = 0; i < n; i++) {
+    if (l->reads[i].rkey != rkey || l->reads[i].end != end)
+      continue;
+    if (va < l->reads[i].floor) {
+      l->floor_drops++;
+      return true;
+    }
+    l->reads[i].floor = va;
+    return false;
+  }
+  uint32_t i = l->nreads++ % 64;
+  l->reads[i].rkey = rkey;
+  l->reads[i].end = end;
+  l->reads[i].floor = va;
+  return false;
+}
+
 static void transmit(struct netsim *ns, int src,
                      const struct uroce_tx_pkt *tx) {
   ns->stats.sent++;
@@ -187,7 +216,8 @@ static void transmit(struct netsim *ns, int src,
   struct ns_link *l = &ns->link[src][dst];
   uint64_t ser = (uint64_t)len * 8 / (l->gbps ? l->gbps : 100);
   ns->busy_until[src] = ns->now + (ser ? ser : 1);
-  if (ns->silent[src] || ns->silent[dst] || lose(ns, l)) {
+  if (ns->silent[src] || ns->silent[dst] || lose(ns, l) ||
+      below_read_floor(l, tx)) {
     ns->stats.lost++;
     return;
   }

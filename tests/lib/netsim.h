@@ -35,9 +35,20 @@ struct ns_link {
    * so packets sprayed over paths arrive out of order. */
   uint32_t paths;
   uint64_t path_skew_ns;
+  /* Drop a READ re-request that starts before an earlier request of the
+   * same READ (same rkey and end address), as rxe's responder does
+   * (rxe_resp.c duplicate_request moves the READ's start to each
+   * re-request's and drops one before it without an answer). */
+  bool rxe_read_floor;
   /* state */
   bool ge_bad;
   uint64_t count;
+  struct {
+    uint32_t rkey;
+    uint64_t end, floor;
+  } reads[64]; /* rxe_read_floor: the READs seen, round robin */
+  uint32_t nreads;
+  uint64_t floor_drops;
 };
 
 struct ns_stats {

@@ -44,9 +44,12 @@ extern int t_checks, t_failures, t_tests, t_tests_failed;
   } while (0)
 
 static inline int t_done(const char *name) {
+  int failed = t_tests_failed;
+  if (t_failures && !failed) /* CHECKs that failed outside any T_RUN */
+    failed = 1;
   printf("%s: %d checks\n%d passed, %d failed\n", name, t_checks,
-         t_tests - t_tests_failed, t_tests_failed);
-  return t_tests_failed ? 1 : 0;
+         t_tests - t_tests_failed, failed);
+  return failed ? 1 : 0;
 }
 #define T_DONE() t_done(__FILE__)
 

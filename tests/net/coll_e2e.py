@@ -12,6 +12,12 @@ its own uroce device (127.0.2.x) and one RC QP per peer.
     fail by themselves with an error that names the dead rank within a few
     seconds (never hang), and `uroce launch` must exit non-zero.
 
+--transport roce (the default) keeps every rank on RoCEv2 over loopback
+(UROCE_COLL_SHM=0); --transport shm lets the ranks, all on one host, find
+each other and use shared memory (docs/coll.md, "Shared memory"): the same
+cases, each checked to have really run over it, through CMA and, with
+UROCE_COLL_CMA=0, through the copy path.
+
 Prints one line per case and `N passed, M failed` at the end."""
 import argparse
 import json
@@ -22,6 +28,7 @@ import sys
 import time
 
 results = []
+TRANSPORT = "roce"
 
 
 def report(name, ok, detail=""):
@@ -34,11 +41,19 @@ def launch_cmd(uroce, n, base, extra_launch=()):
         list(extra_launch) + ["--", uroce, "coll-bench"]
 
 
+def shm_env(mode):
+    env = dict(os.environ)
+    if mode:
+        env["UROCE_COLL_CMA"] = "0" if mode == "copy" else "1"
+    return env
+
+
 def check_case(uroce, n, algo, maxbytes, small_chunks, root,
-               progress="inline"):
-    name = "%2d ranks, algo %-5s%s%s" % (
+               progress="inline", shm_mode=None):
+    name = "%2d ranks, algo %-5s%s%s%s" % (
         n, algo, ", 4K chunks 2 slots" if small_chunks else "",
-        ", progress thread" if progress == "thread" else "")
+        ", progress thread" if progress == "thread" else "",
+        ", shm " + shm_mode if shm_mode else "")
     args = ["-c", "-J", "-o", "all", "-d", "all", "-r", "all", "-b", "4",
             "-e", str(maxbytes), "-f", "13", "-n", "1", "-w", "0",
             "--algo", algo, "--root", str(root), "--timeout", "20000",
@@ -48,7 +63,8 @@ def check_case(uroce, n, algo, maxbytes, small_chunks, root,
     t0 = time.time()
     try:
         p = subprocess.run(launch_cmd(uroce, n, "127.0.2.1") + args,
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=120,
+                           env=shm_env(shm_mode))
     except subprocess.TimeoutExpired as e:
         report(name, False, "\n  timed out after 120 s: %s" %
                ((e.stderr or b"")[-800:]))
@@ -65,6 +81,13 @@ def check_case(uroce, n, algo, maxbytes, small_chunks, root,
         types = set(r["type"] for r in res)
         ops = set(r["redop"] for r in res)
         ok = ok and doc["ranks"] == n and doc["wrong"] == 0
+        # the transport asked for is the one that ran
+        want = (n, shm_mode) if shm_mode else (1, "off")
+        got = (doc.get("host_ranks"), doc.get("shm"))
+        if got != want:
+            ok = False
+            detail += "\n  ran with (host ranks, shm) %r, wanted %r" % (got,
+                                                                      want)
         # the progress mode asked for is the one that ran
         if doc.get("progress") != progress:
             ok = False
@@ -202,14 +225,41 @@ def dead_rank_case(uroce, n, victim, algo, base, limit):
         print("    e.g. " + named[0][:150], flush=True)
 
 
+def shm_main(u, t0):
+    """Every collective x algorithm x type x op over shared memory, both
+    ways of moving bytes, and a dead rank named within seconds."""
+    plan = []
+    for n in (2, 3, 4, 8):
+        for i, algo in enumerate(("auto", "ring", "tree", "rhd")):
+            mode = "copy" if (n + i) % 3 == 0 else "cma"
+            plan.append((n, algo, 120000, (n + i) % 2 == 1,
+                         (n - 1) * (i % 2), "inline", mode))
+    plan.append((16, "auto", 10000, False, 5, "inline", "cma"))
+    plan.append((5, "ring", 120000, True, 4, "inline", "copy"))
+    for c in plan:
+        check_case(u, *c)
+    dead_rank_case(u, 4, 2, "ring", "127.0.2.101", 5)
+    dead_rank_case(u, 8, 5, "tree", "127.0.2.111", 5)
+    failed = sum(1 for _, ok in results if not ok)
+    print("%d passed, %d failed (%.0f s)" % (len(results) - failed, failed,
+                                             time.time() - t0))
+    return 1 if failed else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroce", required=True)
     ap.add_argument("--quick", action="store_true",
                     help="fewer rank counts and algorithms")
+    ap.add_argument("--transport", choices=("roce", "shm"), default="roce")
     args = ap.parse_args()
     u = args.uroce
     t0 = time.time()
+    if args.transport == "roce":
+        os.environ["UROCE_COLL_SHM"] = "0"
+    else:
+        os.environ.pop("UROCE_COLL_SHM", None)
+        return shm_main(u, t0)
 
     plan = []  # (ranks, algo, max bytes, small chunks, root)
     for n in (2, 3, 4, 8):

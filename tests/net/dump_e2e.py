@@ -360,8 +360,9 @@ def main():
                   data[0]["retransmissions"] == 0 and
                   any(c["acks"] > 0 for c in convs))
             report("--conv accounts for every packet", ok,
-                   "%d conversations, %d of %d packets" %
-                   (len(convs), total, sm["roce"]))
+                   "%d conversations, %d of %d packets, %s retransmitted"
+                   % (len(convs), total, sm["roce"],
+                      [c["retransmissions"] for c in data]))
             if data:
                 q = data[0]["dqpn"]
                 rc, recs, sm, _, _ = dump(u, ["--filter", "qp=%d" % q, v4])

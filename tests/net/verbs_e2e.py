@@ -190,6 +190,11 @@ def pingpong_cases(quick):
                              "2048"], 2048, n, 1),
         ("ibv_ud_pingpong", ["ibv_ud_pingpong", "-g", "1", "-c", "-s",
                              "1024"], 1024, n, 1),
+        # GID index 0 is the endpoint's address too: reachable, not empty
+        ("ibv_rc_pingpong -g 0", ["ibv_rc_pingpong", "-g", "0", "-c"], 4096,
+         n, 1),
+        ("ibv_ud_pingpong -g 0", ["ibv_ud_pingpong", "-g", "0", "-c", "-s",
+                                  "1024"], 1024, n, 1),
         ("ibv_ud_pingpong -e", ["ibv_ud_pingpong", "-g", "1", "-c", "-e",
                                 "-s", "2048"], 2048, n, 1),
         ("ibv_srq_pingpong", ["ibv_srq_pingpong", "-g", "1", "-c", "-q", "4",
@@ -241,8 +246,10 @@ def run_local_tools(uroce, side, where):
                                r"link_layer:\s+Ethernet",
                                r"active_mtu:\s+\d+ \(\d\)"]),
             (["ibv_devinfo", "-v"],
-             # index 0 (rxe's link-local GID) is left empty by uroce
-             [r"\A(?![\s\S]*GID\[\s*0\])", r"GID\[\s*1\]:\s+%s, RoCE v2" %
+             # indexes 0 and 1 are both the endpoint's address, RoCE v2
+             [r"GID\[\s*0\]:\s+%s, RoCE v2" %
+              re.escape(("::ffff:" if "." in side.addr else "") + side.addr),
+              r"GID\[\s*1\]:\s+%s, RoCE v2" %
               re.escape(("::ffff:" if "." in side.addr else "") + side.addr),
               r"atomic_cap:\s+ATOMIC_HCA", r"max_qp_rd_atom:\s+\d+",
               r"max_sge:\s+\d+"])):

@@ -164,6 +164,21 @@ void uroce_udp_close(struct uroce_udp_sock *s) {
   s->n_entropy = 0;
 }
 
+#ifndef SO_PREFER_BUSY_POLL
+#define SO_PREFER_BUSY_POLL 69
+#endif
+
+bool uroce_udp_busy_poll(struct uroce_udp_sock *s, int us) {
+  int one = 1;
+  s->busy_poll = us > 0 && setsockopt(s->fd, SOL_SOCKET, SO_BUSY_POLL, &us,
+                                      sizeof(us)) == 0;
+  if (s->busy_poll && setsockopt(s->fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one,
+                                 sizeof(one)) < 0) {
+    /* older kernel: busy polling without the preference */
+  }
+  return s->busy_poll;
+}
+
 uint16_t uroce_udp_sport(const struct uroce_udp_sock *s, unsigned e) {
   if (e == 0 || (int)e > s->n_entropy)
     return s->port;
@@ -504,9 +519,9 @@ static uint32_t rx_prefix(const struct uroce_udp_sock *s, const uint8_t src[16],
     uint32_t bth_len; /* 0: empty */
     uint32_t crc;
   } cache[64];
-  unsigned h = (src[15] * 31u ^ src[14] * 7u ^ sport * 13u ^ bth_len * 5u ^
-                s->port) &
-               (sizeof(cache) / sizeof(cache[0]) - 1);
+  unsigned h =
+      (src[15] * 31u ^ src[14] * 7u ^ sport * 13u ^ bth_len * 5u ^ s->port) &
+      (sizeof(cache) / sizeof(cache[0]) - 1);
   __typeof__(&cache[0]) e = &cache[h];
   if (e->bth_len != bth_len || e->sport != sport || e->dport != s->port ||
       memcmp(e->src, src, 16) != 0 || memcmp(e->dst, s->addr, 16) != 0) {

@@ -51,6 +51,7 @@ struct uroce_udp_sock {
   int efd[UROCE_UDP_MAX_ENTROPY];
   uint16_t eport[UROCE_UDP_MAX_ENTROPY];
   bool gso, gro;  /* what the kernel accepted */
+  bool busy_poll; /* SO_BUSY_POLL accepted (uroce_udp_busy_poll) */
   bool tx_gather; /* set by the caller: gather, don't stage (see above) */
   uint8_t ecn;    /* ECN codepoint sent (2 = ECT(0)) */
   struct uroce_udp_stats st;
@@ -97,6 +98,15 @@ struct uroce_udp_rx {
 int uroce_udp_open(struct uroce_udp_sock *s, const uint8_t addr[16],
                    uint16_t port, int n_entropy);
 void uroce_udp_close(struct uroce_udp_sock *s);
+
+/* Asks the kernel to poll the NIC's queue from the receiving call itself
+ * for up to us microseconds (SO_BUSY_POLL; once per call on a
+ * non-blocking socket), preferring that over interrupts
+ * (SO_PREFER_BUSY_POLL, Linux 5.11+), where the kernel offers it: it
+ * does with NICs whose driver polls (NAPI), not on loopback or veth.
+ * Raising it above net.core.busy_read needs CAP_NET_ADMIN. Returns
+ * whether SO_BUSY_POLL was accepted. */
+bool uroce_udp_busy_poll(struct uroce_udp_sock *s, int us);
 
 /* Source port the kernel uses for entropy index e. */
 uint16_t uroce_udp_sport(const struct uroce_udp_sock *s, unsigned e);

@@ -13,7 +13,10 @@ tshark on the tap (what really travelled) and by uroce itself (`--pcap`),
 and each capture goes through `uroce dump --json`: every packet decodes,
 no ICRC is bad, and both addresses sent packets.
 
-The cases run in three groups: IPv4 at the test bed's MTU 1500, then IPv6
+The rdma_cm cases (rping, ucmatose, udaddy, ib_write_bw -R) connect through
+uroce's librdmacm drop-in and the kernel's rdma_cm: CM MADs on QP1, which
+the tap capture must hold. The cases run in three groups: IPv4 at the test
+bed's MTU 1500, then IPv6
 (fd99::1 and fd99::2 added to the tap and the VM's eth0 for the run), then
 jumbo frames (the tap and eth0 set to MTU 9000 at run time, rxe's active
 MTU following to 4096; both are put back at the end). The 5% loss case on
@@ -98,7 +101,8 @@ def ns(argv):
 def case(name, prog, args, kind, size, iters, **kw):
     c = dict(name=name, prog=prog, args=args, kind=kind, size=size,
              iters=iters, net="v4", loss=None, read_loss=None,
-             min_payload=None, table_iters=None, client_only=False)
+             min_payload=None, table_iters=None, client_only=False,
+             cm=False)
     c.update(kw)
     return c
 
@@ -189,7 +193,41 @@ def cases():
              pp + ["-s", "4000"], "pp", 4000, 50, net="jumbo",
              min_payload=4000),
     ]
+    # rdma_cm: connections made by uroce's librdmacm drop-in and the
+    # kernel's rdma_cm, CM MADs on QP1 both ways. "{a}" is the server's
+    # address, "{p}" the port. Each must show its CM MADs in the captures.
+    c += [
+        cm_case("rdma_cm rping -V", ["rping", "-s", "-a", "{a}", "-p", "{p}",
+                                     "-C", "10", "-V", "-v"],
+                ["rping", "-c", "-a", "{a}", "-p", "{p}", "-C", "10", "-V",
+                 "-v"], "rping", ["REQ", "REP", "RTU", "DREQ"]),
+        cm_case("rdma_cm ucmatose", ["ucmatose", "-b", "{a}", "-p", "{p}",
+                                     "-c", "2", "-C", "10"],
+                ["ucmatose", "-s", "{a}", "-p", "{p}", "-c", "2", "-C", "10"],
+                "status0", ["REQ", "REP", "RTU"]),
+        # udaddy's port is fixed (7174): SIDR in the UDP port space
+        cm_case("rdma_cm udaddy", ["udaddy", "-b", "{a}", "-c", "2", "-C",
+                                   "10"],
+                ["udaddy", "-s", "{a}", "-c", "2", "-C", "10"], "status0",
+                ["SIDR_REQ", "SIDR_REP"], port=7174),
+        # perftest's server creates its listening id only after its TCP
+        # handshake, which the TCG VM can take longer over than our
+        # client: that client is rejected (no listener) and perftest's
+        # retry reuses destroyed ids and crashes (docs/rdmacm.md). So
+        # only the VM is the client here.
+        cm_case("rdma_cm ib_write_bw -R", ["ib_write_bw", "-R", "-F", "-x",
+                                           "{g}", "-p", "{p}", "-n", "200"],
+                ["ib_write_bw", "-R", "-F", "-x", "{g}", "-p", "{p}", "-n",
+                 "200", "{a}"], "bw", ["REQ", "REP", "RTU"],
+                ways=("uroce-server",)),
+    ]
     return c
+
+
+def cm_case(name, srv, cli, check, mads, port=None,
+            ways=("vm-server", "uroce-server")):
+    return case(name, srv[0], None, "cm", 65536, 200, cm=True, srv=srv,
+                cli=cli, check=check, mads=mads, fixed_port=port, ways=ways)
 
 
 # ---- running one case one way ----
@@ -242,7 +280,8 @@ def stop_tshark(p):
 
 
 DUMPS = {}  # pcap -> dump(pcap), for one run: a capture may be read twice
-KEEP = ("frame", "src", "dst", "opname", "psn", "payload_len", "icrc_ok")
+KEEP = ("frame", "src", "dst", "opname", "psn", "payload_len", "icrc_ok",
+        "cm")
 
 
 def dump(pcap):
@@ -481,6 +520,135 @@ def run_way(case, way, port, tag, net):
     return why, summ
 
 
+CM_LISTEN = ("rdma res show cm_id 2>/dev/null | grep LISTEN | "
+             "grep -q ':{p} '")
+
+
+def cm_check(case, out, server):
+    k = case["check"]
+    if k == "rping":
+        n = re.findall(r"ping data: rdma-ping-(\d+):", out)
+        if [int(x) for x in n] != list(range(10)):
+            return "%d of 10 pings verified" % len(n)
+        if re.search(r"(?i)error|failed|miscompare", out):
+            return "error in output"
+        return None
+    if k == "status0":
+        if "return status 0" not in out or \
+                "data transfers complete" not in out:
+            return "transfers not complete"
+        return None
+    return check_output(out, "bw", 65536, 200, server)
+
+
+def cm_mads(pcap):
+    pkts, _ = dump(pcap)
+    if pkts is None:
+        return []
+    return [o["cm"].split()[0] for o in pkts if "cm" in o]
+
+
+def run_cm_way(case, way, port, tag, net):
+    """An rdma_cm case one way: the server in the VM (readiness: its
+    listening cm_id in `rdma res`) or under uroce (the VM client tries again
+    while it is rejected for want of a listener)."""
+    port = case["fixed_port"] or port
+    srv_addr = net["vm"] if way == "vm-server" else net["host"]
+
+    def argv(tmpl, gid):
+        return [a.replace("{a}", srv_addr).replace("{p}", str(port))
+                .replace("{g}", gid) for a in tmpl]
+    host_pcap = os.path.join(OUT, tag + ".uroce.pcap")
+    tap_pcap = os.path.join(OUT, tag + ".tap.pcap")
+    for f in (host_pcap, tap_pcap):
+        if os.path.exists(f):
+            os.unlink(f)
+    uroce = ["timeout", "-s", "KILL", str(RUN_LIMIT), UROCE, "run", "--ns",
+             NETNS, "--addr", net["host"], "--pcap", host_pcap, "--"]
+    DUMPS.clear()
+    tsh = start_tshark(tap_pcap)
+    host_out = vm_out = ""
+    host_rc = vm_rc = None
+    why = None
+    try:
+        if way == "vm-server":
+            vm_cmd = "timeout -s KILL %d %s" % (
+                RUN_LIMIT, shlex.join(argv(case["srv"], net["vm_gid"])))
+            log_f = "/tmp/interop-srv.log"
+            start = ("rm -f {l}; ({c} > {l} 2>&1 < /dev/null; "
+                     "echo \"server-rc=$?\" >> {l}) > /dev/null 2>&1 & "
+                     "for i in $(seq 200); do {ready} && exit 0; "
+                     "sleep 0.2; done; exit 1").format(
+                         l=log_f, c=vm_cmd,
+                         ready=CM_LISTEN.format(p=port))
+            if vm("exec", start, timeout=90).returncode != 0:
+                why = "VM server did not listen"
+            else:
+                p = subprocess.run(uroce + argv(case["cli"], "1"),
+                                   stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+                host_out, host_rc = p.stdout, p.returncode
+                wait = ("for i in $(seq %d); do grep -q server-rc= %s && "
+                        "break; sleep 0.5; done; cat %s"
+                        % (2 * RUN_LIMIT + 20, log_f, log_f))
+                v = vm("exec", wait, timeout=RUN_LIMIT + 60)
+                m = re.search(r"server-rc=(\d+)", v.stdout)
+                vm_rc = int(m.group(1)) if m else None
+                vm_out = re.sub(r"server-rc=\d+\n?", "", v.stdout)
+        else:
+            srv = subprocess.Popen(uroce + argv(case["srv"], "1"),
+                                   stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+            vm_cmd = "timeout -s KILL %d %s" % (
+                RUN_LIMIT, shlex.join(argv(case["cli"], net["vm_gid"])))
+            # no listener yet: REJ (invalid service ID); try again
+            retry = ("for i in $(seq 20); do {c} > /tmp/interop-cli.log "
+                     "2>&1; rc=$?; grep -q REJECTED /tmp/interop-cli.log || "
+                     "break; sleep 1; done; cat /tmp/interop-cli.log; "
+                     "exit $rc").format(c=vm_cmd)
+            time.sleep(1)
+            v = vm("exec", retry, timeout=RUN_LIMIT + 60)
+            vm_out, vm_rc = v.stdout, v.returncode
+            try:
+                host_out = srv.communicate(timeout=RUN_LIMIT + 10)[0]
+            except subprocess.TimeoutExpired:
+                srv.kill()
+                host_out = srv.communicate()[0]
+            host_rc = srv.returncode
+    finally:
+        stop_tshark(tsh)
+    with open(os.path.join(OUT, tag + ".log"), "w") as f:
+        f.write("== uroce\n%s\n== rxe VM (%s)\n%s\n" % (host_out, vm_cmd,
+                                                        vm_out))
+    if why is None:
+        if host_rc != 0:
+            why = "uroce side rc %s" % host_rc
+        elif vm_rc != 0:
+            why = "VM side rc %s" % vm_rc
+    if why is None:
+        for side, out in (("uroce", host_out), ("rxe", vm_out)):
+            is_srv = (side == "rxe") == (way == "vm-server")
+            bad = cm_check(case, out, is_srv)
+            if bad:
+                why = "%s output: %s" % (side, bad)
+                break
+    addrs = (net["host"], net["vm"])
+    if why is None:
+        why = check_capture(tap_pcap, addrs) or check_capture(host_pcap,
+                                                              addrs)
+    if why is None:
+        got = cm_mads(tap_pcap)
+        missing = [m for m in case["mads"] if m not in got]
+        if missing:
+            why = "tap capture lacks CM %s (has %s)" % (missing,
+                                                        sorted(set(got)))
+    summ = "" if why else "CM MADs: %s" % " ".join(
+        "%s x%d" % (m, n) for m, n in sorted(
+            {m: cm_mads(tap_pcap).count(m) for m in
+             cm_mads(tap_pcap)}.items()))
+    return why, summ
+
+
 def vm_gid_index(addr):
     """The index of rxe0's RoCE v2 GID for addr (waits for rxe to add it)."""
     cmd = ("for t in $(seq 50); do for g in /sys/class/infiniband/rxe0/ports/"
@@ -597,13 +765,14 @@ def main():
                         c["name"], kind, str(e).splitlines()[0]))
                 continue
             for c in group:
-                for way in ("vm-server", "uroce-server"):
+                for way in c.get("ways", ("vm-server", "uroce-server")):
                     port += 1
                     tag = re.sub(r"[^A-Za-z0-9]+", "_", c["name"]).strip(
                         "_") + "." + way
                     t = time.time()
                     try:
-                        why, summ = run_way(c, way, port, tag, net)
+                        why, summ = (run_cm_way if c.get("cm") else
+                                     run_way)(c, way, port, tag, net)
                     except (subprocess.TimeoutExpired, RuntimeError) as e:
                         why, summ = "harness: %s" % str(e).splitlines()[0], ""
                     label = "%-34s %-13s" % (c["name"], way)

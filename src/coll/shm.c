@@ -1,0 +1,631 @@
+/* The collectives' shared-memory path: writes with immediate between ranks
+ * of the same host, without the network.
+ *
+ * Every rank maps one segment (POSIX shm) per host peer it receives from:
+ * its own, which holds one channel per local sender. A channel is a
+ * single-producer single-consumer queue of write descriptors {remote
+ * address, length, immediate} plus, for the copy path, a byte ring.
+ *
+ * A write moves its bytes one of two ways:
+ *  - CMA (process_vm_writev): straight from the sender's pieces (the slot
+ *    header and the caller's buffer, the gather path) into the receiver's
+ *    staging slot, one copy by the kernel, then a descriptor;
+ *  - copy, where the kernel refuses CMA (ptrace permission, seccomp): the
+ *    sender copies the pieces into the channel's byte ring, and the
+ *    receiver's poll copies them to their address (checked against its
+ *    registered regions) before it reports the arrival.
+ * Either way the bytes are in place before the RECV_IMM is seen (release
+ * on the descriptor count, acquire on its read), as the engine requires.
+ *
+ * The sender's WRITE_DONE is queued when the write is posted: the bytes
+ * have been copied by then. A local peer that exits is seen through a
+ * pidfd (checked every 20 ms) and becomes, once what it wrote has been
+ * read and a short grace has passed, an error completion that names it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "coll/coll_int.h"
+#include "util/clock.h"
+
+#define SHM_MAGIC 0x55534d31u /* "USM1" */
+#define NENT 512u             /* descriptors per channel, a power of 2 */
+#define DATA_BYTES (4u << 20) /* copy path: byte ring per channel */
+#define LIVE_CHECK_NS 20000000ull
+/* A peer seen gone is reported this much later: an ABORT that a third rank
+ * sent before it (over RoCEv2, slower than a pidfd) names the rank that
+ * failed first. */
+#define DEAD_GRACE_NS 300000000ull
+
+typedef struct shm_ent {
+  uint64_t raddr;
+  uint64_t dend; /* copy path: the byte ring's position after the data */
+  uint32_t imm;
+  uint32_t len;
+  uint32_t flags; /* ENT_COPY: the bytes are in the byte ring, ending at dend */
+  uint32_t pad;
+} shm_ent;
+#define ENT_COPY 1u
+
+typedef struct shm_chan {
+  _Atomic uint64_t head; /* descriptors posted (the sender's) */
+  char pad0[56];
+  _Atomic uint64_t tail;  /* descriptors consumed (the receiver's) */
+  _Atomic uint64_t dtail; /* byte ring: consumed up to */
+  char pad1[48];
+  uint64_t dhead; /* byte ring: written up to (only the sender uses it) */
+  char pad2[56];
+  shm_ent ent[NENT];
+} shm_chan;
+
+#define CHAN_BYTES ((sizeof(shm_chan) + 4095) & ~(size_t)4095)
+#define SEG_HDR 4096u
+
+typedef struct seg_hdr {
+  uint32_t magic;
+  int32_t rank;
+  int32_t nlocal;
+  int32_t pid;
+} seg_hdr;
+
+/* Host blob (the first rendezvous) and segment blob (the second). */
+typedef struct host_blob {
+  uint32_t magic;
+  int32_t rank;
+  int32_t pid;
+  uint32_t on;
+  uint64_t ns[5]; /* net, ipc, pid, mnt namespaces; uts */
+  char boot_id[40];
+} host_blob;
+_Static_assert(sizeof(host_blob) <= COLL_SHM_HOST_BLOB, "host blob size");
+
+typedef struct seg_blob {
+  uint32_t magic;
+  int32_t rank;
+  uint64_t hdr_addr; /* the segment header's address in the owner */
+  char name[48];
+} seg_blob;
+_Static_assert(sizeof(seg_blob) <= COLL_SHM_SEG_BLOB, "segment blob size");
+
+typedef struct region {
+  uintptr_t lo, hi;
+} region;
+
+typedef struct done_ent {
+  uint64_t wr_id;
+  int peer;
+} done_ent;
+
+struct coll_shm {
+  int rank, size, nlocal, on, cma_ok;
+  int *lidx;         /* rank -> local index, or -1 */
+  int *lrank;        /* local index -> rank */
+  int *pid;          /* by local index */
+  int *pidfd;        /* by local index, -1 if none */
+  uint8_t *cma;      /* by local index: CMA works to that peer */
+  uint8_t *dead;     /* 1: gone, not reported yet; 2: reported */
+  uint64_t *dead_at; /* when it was seen gone */
+  char name[48];
+  char *seg; /* own segment */
+  size_t seg_len;
+  char **peer_seg; /* by local index: the peer's segment (NULL for own) */
+  int unlinked;
+  region *reg;
+  int nreg, reg_cap;
+  done_ent *done;
+  size_t done_head, done_n, done_cap;
+  int rr; /* round robin start over senders */
+  uint64_t live_at;
+  char errmsg[192];
+};
+
+static void set_err(coll_shm *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_err(coll_shm *s, const char *fmt, ...) {
+  if (s->errmsg[0])
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
+  va_end(ap);
+}
+
+static uint64_t ns_ino(const char *what) {
+  char path[64];
+  struct stat st;
+  snprintf(path, sizeof path, "/proc/self/ns/%s", what);
+  return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+int coll_shm_enabled(void) {
+  const char *e = getenv("UROCE_COLL_SHM");
+  return !(e && (!strcmp(e, "0") || !strcasecmp(e, "off")));
+}
+
+void coll_shm_host_blob(int rank, void *blob) {
+  host_blob h;
+  memset(&h, 0, sizeof h);
+  h.magic = SHM_MAGIC;
+  h.rank = rank;
+  h.pid = (int32_t)getpid();
+  h.on = (uint32_t)coll_shm_enabled();
+  static const char *ns[5] = {"net", "ipc", "pid", "mnt", "uts"};
+  for (int i = 0; i < 5; i++)
+    h.ns[i] = ns_ino(ns[i]);
+  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = read(fd, h.boot_id, sizeof h.boot_id - 1);
+    (void)n;
+    close(fd);
+  }
+  memset((char *)blob, 0, COLL_SHM_HOST_BLOB);
+  memcpy(blob, &h, sizeof h);
+}
+
+int coll_shm_hosts(const void *blobs, int size, int rank, uint8_t *local) {
+  host_blob me;
+  memcpy(&me, (const char *)blobs + (size_t)rank * COLL_SHM_HOST_BLOB,
+         sizeof me);
+  int n = 0;
+  for (int r = 0; r < size; r++) {
+    host_blob h;
+    memcpy(&h, (const char *)blobs + (size_t)r * COLL_SHM_HOST_BLOB, sizeof h);
+    if (h.magic != SHM_MAGIC || h.rank != r)
+      return UROCE_COLL_ERR_MISMATCH;
+    local[r] =
+        r == rank ||
+        (me.on && h.on && !memcmp(h.ns, me.ns, sizeof me.ns) &&
+         !memcmp(h.boot_id, me.boot_id, sizeof me.boot_id) && me.boot_id[0]);
+    n += local[r];
+  }
+  return n;
+}
+
+void coll_shm_del(coll_shm *s) {
+  if (!s)
+    return;
+  if (s->peer_seg)
+    for (int i = 0; i < s->nlocal; i++)
+      if (s->peer_seg[i])
+        munmap(s->peer_seg[i], s->seg_len);
+  if (s->pidfd)
+    for (int i = 0; i < s->nlocal; i++)
+      if (s->pidfd[i] >= 0)
+        close(s->pidfd[i]);
+  if (s->seg)
+    munmap(s->seg, s->seg_len);
+  if (s->name[0] && !s->unlinked)
+    shm_unlink(s->name);
+  free(s->lidx);
+  free(s->lrank);
+  free(s->pid);
+  free(s->pidfd);
+  free(s->cma);
+  free(s->dead);
+  free(s->dead_at);
+  free(s->peer_seg);
+  free(s->reg);
+  free(s->done);
+  free(s);
+}
+
+int coll_shm_new(int rank, int size, const uint8_t *local,
+                 const void *host_blobs, coll_shm **out) {
+  coll_shm *s = calloc(1, sizeof *s);
+  if (!s)
+    return -ENOMEM;
+  s->rank = rank;
+  s->size = size;
+  s->lidx = malloc((size_t)size * sizeof *s->lidx);
+  s->lrank = malloc((size_t)size * sizeof *s->lrank);
+  s->pid = calloc((size_t)size, sizeof *s->pid);
+  s->pidfd = malloc((size_t)size * sizeof *s->pidfd);
+  s->cma = calloc((size_t)size, 1);
+  s->dead = calloc((size_t)size, 1);
+  s->dead_at = calloc((size_t)size, sizeof *s->dead_at);
+  s->peer_seg = calloc((size_t)size, sizeof *s->peer_seg);
+  if (!s->lidx || !s->lrank || !s->pid || !s->pidfd || !s->cma || !s->dead ||
+      !s->dead_at || !s->peer_seg) {
+    coll_shm_del(s);
+    return -ENOMEM;
+  }
+  for (int r = 0; r < size; r++) {
+    s->pidfd[r] = -1;
+    s->lidx[r] = -1;
+    if (local[r]) {
+      host_blob h;
+      memcpy(&h, (const char *)host_blobs + (size_t)r * COLL_SHM_HOST_BLOB,
+             sizeof h);
+      s->lidx[r] = s->nlocal;
+      s->pid[s->nlocal] = h.pid;
+      s->lrank[s->nlocal++] = r;
+    }
+  }
+  s->on = s->nlocal > 1;
+  if (!s->on) {
+    *out = s;
+    return 0;
+  }
+  s->seg_len = SEG_HDR + (size_t)s->nlocal * (CHAN_BYTES + DATA_BYTES);
+  static _Atomic unsigned seq;
+  snprintf(s->name, sizeof s->name, "/uroce-coll.%d.%u.%llx", (int)getpid(),
+           atomic_fetch_add(&seq, 1), (unsigned long long)mono_ns());
+  int fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  int rc = 0;
+  if (fd < 0) {
+    rc = -errno;
+    s->name[0] = 0;
+  } else if (ftruncate(fd, (off_t)s->seg_len) < 0) {
+    rc = -errno;
+  } else {
+    void *p = mmap(NULL, s->seg_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+      rc = -errno;
+    else
+      s->seg = p;
+  }
+  if (fd >= 0)
+    close(fd);
+  if (rc < 0) {
+    fprintf(stderr, "uroce coll: rank %d: shared memory segment: %s\n", rank,
+            strerror(-rc));
+    coll_shm_del(s);
+    return rc;
+  }
+  seg_hdr *h = (seg_hdr *)s->seg;
+  h->rank = rank;
+  h->nlocal = s->nlocal;
+  h->pid = (int32_t)getpid();
+  h->magic = SHM_MAGIC;
+  *out = s;
+  return 0;
+}
+
+int coll_shm_on(const coll_shm *s) {
+  return s && s->on;
+}
+
+int coll_shm_is_local(const coll_shm *s, int peer) {
+  return s && s->on && peer >= 0 && peer < s->size && s->lidx[peer] >= 0 &&
+         peer != s->rank;
+}
+
+int coll_shm_nlocal(const coll_shm *s) {
+  return s ? s->nlocal : 1;
+}
+
+const char *coll_shm_mode(const coll_shm *s) {
+  if (!s || !s->on)
+    return "off";
+  int cma = 0, copy = 0;
+  for (int i = 0; i < s->nlocal; i++)
+    if (s->lrank[i] != s->rank)
+      s->cma[i] ? cma++ : copy++;
+  return cma && copy ? "cma+copy" : cma ? "cma" : "copy";
+}
+
+const char *coll_shm_errmsg(const coll_shm *s) {
+  return s ? s->errmsg : "";
+}
+
+void coll_shm_seg_blob(const coll_shm *s, void *blob) {
+  seg_blob b;
+  memset(&b, 0, sizeof b);
+  b.magic = SHM_MAGIC;
+  b.rank = s->rank;
+  b.hdr_addr = (uint64_t)(uintptr_t)s->seg;
+  memcpy(b.name, s->name, sizeof b.name);
+  memset(blob, 0, COLL_SHM_SEG_BLOB);
+  memcpy(blob, &b, sizeof b);
+}
+
+/* Does the kernel let this process write into peer i (CMA)? Read the
+ * peer's segment header through CMA and compare it with the mapping. */
+static int cma_probe(coll_shm *s, int i, uint64_t hdr_addr) {
+  const char *e = getenv("UROCE_COLL_CMA");
+  if (e && (!strcmp(e, "0") || !strcasecmp(e, "off")))
+    return 0;
+  seg_hdr got;
+  struct iovec l = {&got, sizeof got};
+  struct iovec r = {(void *)(uintptr_t)hdr_addr, sizeof got};
+  if (process_vm_readv(s->pid[i], &l, 1, &r, 1, 0) != (ssize_t)sizeof got)
+    return 0;
+  return !memcmp(&got, s->peer_seg[i], sizeof got);
+}
+
+int coll_shm_connect(coll_shm *s, const void *seg_blobs) {
+  if (!s->on)
+    return 0;
+  for (int i = 0; i < s->nlocal; i++) {
+    int r = s->lrank[i];
+    if (r == s->rank)
+      continue;
+    seg_blob b;
+    memcpy(&b, (const char *)seg_blobs + (size_t)r * COLL_SHM_SEG_BLOB,
+           sizeof b);
+    b.name[sizeof b.name - 1] = 0;
+    if (b.magic != SHM_MAGIC || b.rank != r || b.name[0] != '/') {
+      set_err(s, "rank %d: shared memory blob of rank %d is malformed", s->rank,
+              r);
+      return UROCE_COLL_ERR_MISMATCH;
+    }
+    int fd = shm_open(b.name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+      set_err(s, "rank %d: opening rank %d's segment %s: %s", s->rank, r,
+              b.name, strerror(errno));
+      return -errno;
+    }
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size == s->seg_len)
+      p = mmap(NULL, s->seg_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+      set_err(s, "rank %d: mapping rank %d's segment %s failed", s->rank, r,
+              b.name);
+      return UROCE_COLL_ERR_MISMATCH;
+    }
+    s->peer_seg[i] = p;
+    seg_hdr h;
+    memcpy(&h, p, sizeof h);
+    if (h.magic != SHM_MAGIC || h.rank != r || h.nlocal != s->nlocal ||
+        h.pid != s->pid[i]) {
+      set_err(s, "rank %d: rank %d's segment does not match its blob", s->rank,
+              r);
+      return UROCE_COLL_ERR_MISMATCH;
+    }
+    s->cma[i] = (uint8_t)cma_probe(s, i, b.hdr_addr);
+#ifdef SYS_pidfd_open
+    s->pidfd[i] = (int)syscall(SYS_pidfd_open, s->pid[i], 0);
+#endif
+  }
+  s->live_at = mono_ns();
+  return 0;
+}
+
+void coll_shm_unlink(coll_shm *s) {
+  if (s && s->name[0] && !s->unlinked) {
+    shm_unlink(s->name);
+    s->unlinked = 1;
+  }
+}
+
+int coll_shm_add_region(coll_shm *s, void *addr, size_t len) {
+  if (s->nreg == s->reg_cap) {
+    int cap = s->reg_cap ? 2 * s->reg_cap : 4;
+    region *r = realloc(s->reg, (size_t)cap * sizeof *r);
+    if (!r)
+      return -ENOMEM;
+    s->reg = r;
+    s->reg_cap = cap;
+  }
+  s->reg[s->nreg++] = (region){(uintptr_t)addr, (uintptr_t)addr + len};
+  return 0;
+}
+
+void coll_shm_del_region(coll_shm *s, void *addr) {
+  for (int i = 0; i < s->nreg; i++)
+    if (s->reg[i].lo == (uintptr_t)addr) {
+      s->reg[i] = s->reg[--s->nreg];
+      return;
+    }
+}
+
+static int in_region(const coll_shm *s, uint64_t a, size_t len) {
+  for (int i = 0; i < s->nreg; i++)
+    if (a >= s->reg[i].lo && a <= s->reg[i].hi && len <= s->reg[i].hi - a)
+      return 1;
+  return 0;
+}
+
+static int push_done(coll_shm *s, int peer, uint64_t wr_id) {
+  if (s->done_n == s->done_cap) {
+    size_t cap = s->done_cap ? 2 * s->done_cap : 64;
+    done_ent *d = malloc(cap * sizeof *d);
+    if (!d)
+      return -ENOMEM;
+    for (size_t i = 0; i < s->done_n; i++)
+      d[i] = s->done[(s->done_head + i) % s->done_cap];
+    free(s->done);
+    s->done = d;
+    s->done_head = 0;
+    s->done_cap = cap;
+  }
+  s->done[(s->done_head + s->done_n++) % s->done_cap] = (done_ent){wr_id, peer};
+  return 0;
+}
+
+/* The channel rank `from` writes into in the segment seg. */
+static shm_chan *chan_of(const coll_shm *s, char *seg, int from) {
+  return (shm_chan *)(seg + SEG_HDR + (size_t)s->lidx[from] * CHAN_BYTES);
+}
+
+static char *data_of(const coll_shm *s, char *seg, int from) {
+  return seg + SEG_HDR + (size_t)s->nlocal * CHAN_BYTES +
+         (size_t)s->lidx[from] * DATA_BYTES;
+}
+
+int coll_shm_write(coll_shm *s, int peer, const void *p1, size_t l1,
+                   const void *p2, size_t l2, uint64_t raddr, uint32_t imm,
+                   uint64_t wr_id) {
+  if (!coll_shm_is_local(s, peer))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  int i = s->lidx[peer];
+  if (s->dead[i])
+    return push_done(s, peer, wr_id); /* its error completion is coming */
+  size_t len = l1 + l2;
+  if (len > 0xffffffffu)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  char *seg = s->peer_seg[i];
+  shm_chan *ch = chan_of(s, seg, s->rank);
+  uint64_t head = atomic_load_explicit(&ch->head, memory_order_relaxed);
+  if (head - atomic_load_explicit(&ch->tail, memory_order_acquire) >= NENT)
+    return UROCE_ERR_QUEUE_FULL;
+  shm_ent *e = &ch->ent[head % NENT];
+  e->raddr = raddr;
+  e->imm = imm;
+  e->len = (uint32_t)len;
+  e->flags = 0;
+  if (len && s->cma[i]) {
+    struct iovec l[2] = {{(void *)p1, l1}, {(void *)p2, l2}};
+    struct iovec r = {(void *)(uintptr_t)raddr, len};
+    ssize_t n = process_vm_writev(s->pid[i], l, l2 ? 2 : 1, &r, 1, 0);
+    if (n != (ssize_t)len) {
+      /* Gone (or its memory is): what it sent before it went (an abort
+       * naming the rank it saw fail) is read first, then poll reports the
+       * failure. */
+      if (n < 0 && errno == ESRCH)
+        set_err(s, "rank %d: local peer rank %d (pid %d) is gone", s->rank,
+                peer, s->pid[i]);
+      else
+        set_err(s, "rank %d: writing %zu bytes to rank %d (pid %d): %s",
+                s->rank, len, peer, s->pid[i],
+                n < 0 ? strerror(errno) : "short write");
+      s->dead[i] = 1;
+      s->dead_at[i] = mono_ns();
+      return push_done(s, peer, wr_id);
+    }
+  } else if (len) {
+    if (len > DATA_BYTES)
+      return UROCE_ERR_INVALID_ARGUMENT;
+    uint64_t dh = ch->dhead;
+    uint64_t off = dh % DATA_BYTES;
+    uint64_t skip = off + len > DATA_BYTES ? DATA_BYTES - off : 0;
+    uint64_t used = dh - atomic_load_explicit(&ch->dtail, memory_order_acquire);
+    if (used + skip + len > DATA_BYTES)
+      return UROCE_ERR_QUEUE_FULL;
+    dh += skip;
+    char *d = data_of(s, seg, s->rank) + dh % DATA_BYTES;
+    memcpy(d, p1, l1);
+    if (l2)
+      memcpy(d + l1, p2, l2);
+    ch->dhead = dh + len;
+    e->dend = dh + len;
+    e->flags = ENT_COPY;
+  }
+  int rc = push_done(s, peer, wr_id);
+  if (rc < 0)
+    return rc;
+  atomic_store_explicit(&ch->head, head + 1, memory_order_release);
+  return 0;
+}
+
+/* Every few ms: has a local peer exited? Marks it; poll reports it. */
+static void check_live(coll_shm *s) {
+  for (int i = 0; i < s->nlocal; i++) {
+    int r = s->lrank[i];
+    if (r == s->rank || s->dead[i])
+      continue;
+    int gone;
+    if (s->pidfd[i] >= 0) {
+      struct pollfd pf = {s->pidfd[i], POLLIN, 0};
+      gone = poll(&pf, 1, 0) > 0;
+    } else {
+      gone = kill(s->pid[i], 0) < 0 && errno == ESRCH;
+    }
+    if (!gone)
+      continue;
+    s->dead[i] = 1;
+    s->dead_at[i] = mono_ns();
+    set_err(s, "rank %d: local peer rank %d (pid %d) exited", s->rank, r,
+            s->pid[i]);
+  }
+}
+
+static int poll_inbound(coll_shm *s, uroce_coll_cqe *q, int max);
+
+int coll_shm_poll(coll_shm *s, uroce_coll_cqe *q, int max) {
+  int got = 0;
+  uint64_t now = mono_ns();
+  if (now - s->live_at > LIVE_CHECK_NS) {
+    s->live_at = now;
+    check_live(s);
+  }
+  got = poll_inbound(s, q, max);
+  if (got < 0)
+    return got;
+  while (got < max && s->done_n) {
+    done_ent d = s->done[s->done_head];
+    s->done_head = (s->done_head + 1) % s->done_cap;
+    s->done_n--;
+    memset(&q[got], 0, sizeof q[got]);
+    q[got].kind = UROCE_COLL_CQE_WRITE_DONE;
+    q[got].wr_id = d.wr_id;
+    q[got].peer = d.peer;
+    got++;
+  }
+  /* A peer that is gone, once everything it wrote has been read: one error
+   * completion that names it. */
+  for (int i = 0; i < s->nlocal && got < max; i++) {
+    if (s->dead[i] != 1 || now < s->dead_at[i] + DEAD_GRACE_NS)
+      continue;
+    shm_chan *ch = chan_of(s, s->seg, s->lrank[i]);
+    if (atomic_load_explicit(&ch->head, memory_order_acquire) !=
+        atomic_load_explicit(&ch->tail, memory_order_relaxed))
+      continue;
+    s->dead[i] = 2;
+    memset(&q[got], 0, sizeof q[got]);
+    q[got].kind = UROCE_COLL_CQE_WRITE_DONE;
+    q[got].peer = s->lrank[i];
+    q[got].status = -1;
+    got++;
+  }
+  return got;
+}
+
+static int poll_inbound(coll_shm *s, uroce_coll_cqe *q, int max) {
+  int got = 0;
+  int n = s->nlocal;
+  for (int k = 0; k < n && got < max; k++) {
+    int i = (s->rr + k) % n;
+    int r = s->lrank[i];
+    if (r == s->rank)
+      continue;
+    shm_chan *ch = chan_of(s, s->seg, r);
+    uint64_t tail = atomic_load_explicit(&ch->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&ch->head, memory_order_acquire);
+    while (tail != head && got < max) {
+      if (head - tail > NENT) {
+        set_err(s, "rank %d: channel from rank %d is corrupt", s->rank, r);
+        return UROCE_COLL_ERR_MISMATCH;
+      }
+      shm_ent e = ch->ent[tail % NENT];
+      uroce_coll_cqe *c = &q[got++];
+      memset(c, 0, sizeof *c);
+      c->kind = UROCE_COLL_CQE_RECV_IMM;
+      c->peer = r;
+      c->imm = e.imm;
+      c->byte_len = e.len;
+      if (e.flags & ENT_COPY) {
+        if (!in_region(s, e.raddr, e.len) || e.len > DATA_BYTES ||
+            e.dend < e.len) {
+          set_err(s,
+                  "rank %d: rank %d wrote %u bytes outside the staging "
+                  "memory",
+                  s->rank, r, e.len);
+          c->status = -1;
+        } else {
+          memcpy((void *)(uintptr_t)e.raddr,
+                 data_of(s, s->seg, r) + (e.dend - e.len) % DATA_BYTES, e.len);
+        }
+        atomic_store_explicit(&ch->dtail, e.dend, memory_order_release);
+      }
+      tail++;
+      atomic_store_explicit(&ch->tail, tail, memory_order_release);
+    }
+  }
+  s->rr = (s->rr + 1) % n;
+  return got;
+}

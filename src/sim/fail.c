@@ -1,0 +1,332 @@
+/* Failures: links and switches going down (and up) at given times, and
+ * each fabric's recovery. A dead link loses what is on it and what is
+ * queued for it; packets routed to it are lost until new routes take
+ * effect everywhere: on RoCE after a detection and a routing convergence
+ * delay (ECMP groups over the shortest paths that remain), on InfiniBand
+ * after a trap to the SM and its sweep, route computation (minhop over
+ * the links up) and LFT programming, as sm.c models them. The transport
+ * recovers the lost packets. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim_int.h"
+
+enum { FE_CHANGE, FE_INSTALL };
+
+struct fail_ev {
+  struct sim_ev ev;
+  uint32_t idx; /* the failure */
+  uint8_t what, up;
+  uint32_t res;     /* FE_INSTALL: the result it completes */
+  uint16_t *staged; /* FE_INSTALL on InfiniBand static: the new LFTs */
+};
+
+struct sim_fail {
+  struct fail_ev ev[SIM_FAIL_MAX][4]; /* down, up; their installs */
+  struct sim_fail_result res[2 * SIM_FAIL_MAX];
+  uint32_t nres;
+};
+
+/* The ports of failure f: one link, or every link of a switch. */
+static uint32_t fail_ports(struct sim *s, const struct sim_failure *f,
+                           struct sim_port **out, uint32_t max) {
+  struct sim_switch *sw = &s->sws[f->sw];
+  if (f->kind == SIM_FAIL_LINK) {
+    out[0] = &sw->n.ports[f->port];
+    return 1;
+  }
+  uint32_t n = 0;
+  for (uint16_t j = 0; j < sw->n.nports && n < max; j++)
+    out[n++] = &sw->n.ports[j];
+  return n;
+}
+
+void sim_fail_lost(struct sim *s, const struct sim_pkt *p) {
+  (void)p;
+  s->st.drops_link_down++;
+  if (s->fail && s->fail->nres) {
+    struct sim_fail_result *r = &s->fail->res[s->fail->nres - 1];
+    r->lost_pkts++;
+    r->last_loss = s->now;
+  }
+}
+
+/* Loses what a dead port holds: its egress queues, its control frames
+ * and the frames on the wire toward its peer. */
+static void flush(struct sim *s, struct sim_port *p) {
+  sim_ev_cancel(&p->tx_ev);
+  sim_ev_cancel(&p->rx_ev);
+  sim_ev_cancel(&p->fc_ev); /* its flow-control packet is lost */
+  memset(p->freed, 0, sizeof p->freed);
+  memset(p->freed2, 0, sizeof p->freed2);
+  p->fc_more = false;
+  for (struct sim_pkt *k = p->fly_head, *n; k; k = n) {
+    n = k->next;
+    if (k->kind < SIM_PKT_PAUSE)
+      sim_fail_lost(s, k);
+    sim_pkt_free(s, k);
+  }
+  p->fly_head = p->fly_tail = 0;
+  for (struct sim_pkt *k = p->ctl_head, *n; k; k = n) {
+    n = k->next;
+    sim_pkt_free(s, k);
+  }
+  p->ctl_head = p->ctl_tail = 0;
+  if (p->node->kind != SIM_NODE_SWITCH)
+    return;
+  struct sim_switch *sw = (struct sim_switch *)p->node;
+  for (unsigned q = 0; q < SIM_NPRIO; q++) {
+    struct sim_pktq *pq = &p->q[q];
+    struct sim_pkt *k = pq->head;
+    pq->head = pq->tail = 0;
+    p->qbytes -= pq->bytes;
+    pq->bytes = 0;
+    for (struct sim_pkt *n; k; k = n) {
+      n = k->next;
+      sim_fail_lost(s, k);
+      sim_sw_release(s, sw, k, q);
+    }
+  }
+  p->nonempty = 0;
+  p->paused = 0;
+  p->starved_since = SIM_NEVER;
+}
+
+/* A link comes up: trained afresh, the peer's credits are its input
+ * buffer less what it still holds. */
+static void link_up(struct sim *s, struct sim_port *p) {
+  p->down = false;
+  p->busy_until = s->now;
+  for (int v = 0; v < SIM_NPRIO && s->ib; v++) {
+    uint32_t full = (uint32_t)(s->cfg.ib.vl_buffer / SIM_IB_BLOCK);
+    p->credits[v] = full - p->peer->in_blocks[v];
+    p->freed[v] = p->freed2[v] = 0;
+  }
+  p->fc_more = false;
+  sim_ev_cancel(&p->fc_ev);
+}
+
+/* Shortest-path next hops over the links up, from every switch toward
+ * every leaf (a switch with NICs). */
+static int compute_nh(struct sim *s, uint64_t *nh) {
+  uint32_t nsw = s->nswitches;
+  uint32_t *dist = malloc(sizeof(*dist) * nsw), *q = malloc(sizeof(*q) * nsw);
+  if (!dist || !q) {
+    free(dist);
+    free(q);
+    return -1;
+  }
+  memset(nh, 0, sizeof(*nh) * (size_t)nsw * nsw);
+  for (uint32_t l = 0; l < nsw; l++) {
+    if (s->sws[l].n.tier != 1)
+      continue;
+    for (uint32_t i = 0; i < nsw; i++)
+      dist[i] = UINT32_MAX;
+    uint32_t h = 0, t = 0;
+    dist[l] = 0;
+    q[t++] = l;
+    while (h < t) {
+      struct sim_switch *sw = &s->sws[q[h++]];
+      for (uint16_t j = 0; j < sw->n.nports; j++) {
+        struct sim_port *p = &sw->n.ports[j];
+        if (p->down || p->peer->node->kind != SIM_NODE_SWITCH)
+          continue;
+        uint32_t o = p->peer->node->id;
+        if (dist[o] == UINT32_MAX) {
+          dist[o] = dist[sw->n.id] + 1;
+          q[t++] = o;
+        }
+      }
+    }
+    for (uint32_t i = 0; i < nsw; i++) {
+      struct sim_switch *sw = &s->sws[i];
+      if (i == l || dist[i] == UINT32_MAX)
+        continue;
+      uint64_t m = 0;
+      for (uint16_t j = 0; j < sw->n.nports; j++) {
+        struct sim_port *p = &sw->n.ports[j];
+        if (!p->down && p->peer->node->kind == SIM_NODE_SWITCH &&
+            dist[p->peer->node->id] + 1 == dist[i])
+          m |= 1ull << j;
+      }
+      nh[(uint64_t)i * nsw + l] = m;
+    }
+  }
+  free(dist);
+  free(q);
+  return 0;
+}
+
+static void install(struct sim *s, struct fail_ev *fe) {
+  struct sim_fail_result *r = &s->fail->res[fe->res];
+  r->installed = s->now;
+  if (fe->staged) {
+    uint32_t nl = sim_sm_nlids(s);
+    for (uint32_t i = 0; i < s->nswitches; i++)
+      memcpy(s->sws[i].lft, fe->staged + (size_t)i * nl, sizeof(uint16_t) * nl);
+    free(fe->staged);
+    fe->staged = 0;
+    return;
+  }
+  if (!s->nh)
+    s->nh = malloc(sizeof(*s->nh) * (size_t)s->nswitches * s->nswitches);
+  if (!s->nh || compute_nh(s, s->nh)) {
+    fprintf(stderr, "uroce sim: out of memory rerouting; routes unchanged\n");
+    free(s->nh);
+    s->nh = 0;
+  }
+}
+
+static void change(struct sim *s, struct fail_ev *fe) {
+  struct sim_fail *fl = s->fail;
+  const struct sim_failure *f = &s->cfg.fail[fe->idx];
+  struct sim_fail_result *r = &fl->res[fl->nres++];
+  *r = (struct sim_fail_result){
+      .f = f, .up = fe->up, .at = s->now, .last_loss = SIM_NEVER};
+  struct sim_port *ports[4096];
+  uint32_t n = fail_ports(s, f, ports, 4096);
+  for (uint32_t i = 0; i < n; i++) {
+    struct sim_port *p = ports[i];
+    if (fe->up) {
+      link_up(s, p);
+      link_up(s, p->peer);
+    } else {
+      p->down = p->peer->down = true;
+      flush(s, p);
+      flush(s, p->peer);
+    }
+  }
+  /* Kick both ends: queues may move again (up), or a NIC may have
+   * lost what it was waiting for. */
+  for (uint32_t i = 0; i < n; i++)
+    for (int e = 0; e < 2; e++) {
+      struct sim_port *p = e ? ports[i]->peer : ports[i];
+      if (p->node->kind == SIM_NODE_NIC)
+        sim_nic_kick(s, container_of(p, struct sim_nic, port));
+      else if (fe->up)
+        sim_schedule(s, &p->tx_ev, s->now);
+    }
+  struct fail_ev *ins = &fl->ev[fe->idx][2 + fe->up];
+  ins->res = fl->nres - 1;
+  sim_time_t delay;
+  if (!s->ib) {
+    r->detect = s->cfg.recovery.detection;
+    r->compute = s->cfg.recovery.convergence;
+    delay = r->detect + r->compute;
+  } else {
+    r->detect = s->cfg.recovery.trap;
+    if (s->cfg.routing == SIM_ROUTE_STATIC) {
+      uint32_t nl = sim_sm_nlids(s);
+      free(ins->staged);
+      ins->staged = malloc(sizeof(uint16_t) * nl * s->nswitches);
+      if (!ins->staged || sim_sm_recompute(s, ins->staged, &r->sweep,
+                                           &r->compute, &r->program)) {
+        fprintf(stderr, "uroce sim: out of memory in the SM; routes stay\n");
+        free(ins->staged);
+        ins->staged = 0;
+        return;
+      }
+    } else {
+      /* Adaptive routing: the SM's sweep still reprograms the AR groups;
+       * modelled as a sweep and a full programming of the LFTs. */
+      struct sim_sm_info in;
+      sim_sm_info(s, &in);
+      r->sweep = in.discover;
+      r->compute = in.compute;
+      r->program = in.program;
+    }
+    delay = r->detect + r->sweep + r->compute + r->program;
+  }
+  sim_schedule(s, &ins->ev, s->now + delay);
+}
+
+void sim_fail_event(struct sim *s, struct sim_ev *ev) {
+  struct fail_ev *fe = container_of(ev, struct fail_ev, ev);
+  if (fe->what == FE_INSTALL)
+    install(s, fe);
+  else
+    change(s, fe);
+}
+
+int sim_fail_new(struct sim *s, char *err, size_t errlen) {
+  const struct sim_cfg *c = &s->cfg;
+  if (!c->nfail)
+    return 0;
+  if (c->nfail > SIM_FAIL_MAX || s->nswitches > 8192) {
+    snprintf(err, errlen, "failures: at most %d, on at most 8192 switches",
+             SIM_FAIL_MAX);
+    return -1;
+  }
+  for (uint32_t i = 0; i < c->nfail; i++) {
+    const struct sim_failure *f = &c->fail[i];
+    if (f->sw >= s->nswitches) {
+      snprintf(err, errlen, "failures[%u]: switch %u, the fabric has %u", i,
+               f->sw, s->nswitches);
+      return -1;
+    }
+    const struct sim_switch *sw = &s->sws[f->sw];
+    if (sw->n.nports > 64) {
+      snprintf(err, errlen,
+               "failures[%u]: switch %u has %u ports; failures need at most "
+               "64",
+               i, f->sw, sw->n.nports);
+      return -1;
+    }
+    if (f->kind == SIM_FAIL_LINK &&
+        (f->port >= sw->n.nports ||
+         sw->n.ports[f->port].peer->node->kind != SIM_NODE_SWITCH)) {
+      snprintf(err, errlen,
+               "failures[%u]: switch %u port %u is not a link to another "
+               "switch (host links cannot fail: the host would be cut off)",
+               i, f->sw, f->port);
+      return -1;
+    }
+    if (f->kind == SIM_FAIL_SWITCH && sw->n.tier == 1) {
+      snprintf(err, errlen,
+               "failures[%u]: switch %u is a leaf/edge; only spine, "
+               "aggregation and core switches can fail (hosts would be cut "
+               "off)",
+               i, f->sw);
+      return -1;
+    }
+  }
+  struct sim_fail *fl = calloc(1, sizeof(*fl));
+  if (!fl) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  s->fail = fl;
+  for (uint32_t i = 0; i < c->nfail; i++)
+    for (int k = 0; k < 4; k++) {
+      struct fail_ev *fe = &fl->ev[i][k];
+      sim_ev_init(&fe->ev);
+      fe->ev.arg = SIM_EV_FAIL;
+      fe->idx = i;
+      fe->what = k < 2 ? FE_CHANGE : FE_INSTALL;
+      fe->up = (uint8_t)(k & 1);
+    }
+  for (uint32_t i = 0; i < c->nfail; i++) {
+    sim_schedule(s, &fl->ev[i][0].ev, c->fail[i].at);
+    if (c->fail[i].up_after)
+      sim_schedule(s, &fl->ev[i][1].ev, c->fail[i].at + c->fail[i].up_after);
+  }
+  return 0;
+}
+
+void sim_fail_del(struct sim *s) {
+  if (s->fail)
+    for (uint32_t i = 0; i < SIM_FAIL_MAX; i++)
+      for (int k = 2; k < 4; k++)
+        free(s->fail->ev[i][k].staged);
+  free(s->fail);
+  free(s->nh);
+  s->fail = 0;
+  s->nh = 0;
+}
+
+const struct sim_fail_result *sim_fail_results(const struct sim *s,
+                                               uint32_t *n) {
+  *n = s->fail ? s->fail->nres : 0;
+  return s->fail ? s->fail->res : 0;
+}

@@ -1,0 +1,294 @@
+#!/usr/bin/python3
+"""What rdma-core's own test suite checks of a device, checked here with
+Debian's python3-pyverbs against uroce's drop-in (run under `uroce run`
+by the launcher below, in a network namespace of the test's own), so CI
+covers it without the suite: GIDs 0 and 1 the endpoint's address and
+RoCE v2 through every query, a UD datagram's completion (GRH flag,
+src_qp, network header type in sl as mlx5 reports it) and GRH, CQ
+comp_vector bounds, CQ resize both ways, a context's cmd_fd, and QP
+create flags.
+
+  tests/net/pyverbs_e2e.py --uroce build/uroce
+Exits 77 (skip) without pyverbs.
+"""
+import argparse
+import errno
+import os
+import subprocess
+import sys
+import unittest
+
+
+class Drop(unittest.TestCase):
+    """Runs inside `uroce run`, where libibverbs is the drop-in."""
+
+    @classmethod
+    def setUpClass(cls):
+        import pyverbs.device as d
+        cls.d = d
+        cls.ctx = d.Context(name="uroce0")
+        cls.addr = os.environ["UROCE_ADDR"]
+
+    def gid_bytes(self):
+        import ipaddress
+        return ipaddress.IPv6Address("::ffff:" + self.addr).packed
+
+    def test_gids_0_and_1_are_the_address(self):
+        import pyverbs.enums as e
+        want = self.gid_bytes()
+        port = self.ctx.query_port(1)
+        self.assertGreaterEqual(port.gid_tbl_len, 2)
+        self.assertEqual(bytes(16), bytes.fromhex(
+            self.ctx.query_gid(1, 2).gid.replace(":", "")))  # empty
+        for i in (0, 1):
+            g = self.ctx.query_gid(1, i)
+            self.assertEqual(bytes.fromhex(g.gid.replace(":", "")), want)
+            self.assertEqual(self.ctx.query_gid_type(1, i),
+                             e.IBV_GID_TYPE_SYSFS_ROCE_V2)
+            x = self.ctx.query_gid_ex(port_num=1, gid_index=i)
+            self.assertEqual(x.gid_type, e.IBV_GID_TYPE_ROCE_V2)
+            self.assertEqual(x.gid_index, i)
+        table = self.ctx.query_gid_table(2)
+        self.assertEqual(sorted(t.gid_index for t in table), [0, 1])
+
+    def test_comp_vector_bounds(self):
+        from pyverbs.cq import CQ
+        from pyverbs.pyverbs_error import PyverbsRDMAError
+        n = self.ctx.num_comp_vectors
+        self.assertGreaterEqual(n, 1)
+        CQ(self.ctx, 10, None, None, n - 1).close()
+        with self.assertRaises(PyverbsRDMAError) as ex:
+            CQ(self.ctx, 10, None, None, n)
+        self.assertEqual(ex.exception.error_code, errno.EINVAL)
+
+    def test_cmd_fd_is_open(self):
+        fd = self.ctx.cmd_fd
+        self.assertGreaterEqual(fd, 0)
+        os.fstat(fd)  # raises if not open
+        # the device node `uroce run` made, a character device
+        self.assertEqual(os.readlink("/proc/self/fd/%d" % fd),
+                         "/dev/infiniband/uverbs0")
+        import stat
+        self.assertTrue(stat.S_ISCHR(os.fstat(fd).st_mode))
+
+    def traffic_pair(self, cq_depth=64):
+        """Two UD QPs on one PD, RTS."""
+        import pyverbs.enums as e
+        from pyverbs.cq import CQ
+        from pyverbs.pd import PD
+        from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+        pd = PD(self.ctx)
+        cq = CQ(self.ctx, cq_depth)
+        qps = []
+        for _ in range(2):
+            init = QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq,
+                              cap=QPCap(max_send_wr=32, max_recv_wr=32))
+            qp = QP(pd, init)
+            a = QPAttr(qp_state=e.IBV_QPS_INIT)
+            a.qkey = 0x1234
+            a.pkey_index = 0
+            a.port_num = 1
+            qp.to_init(a)
+            a = QPAttr(qp_state=e.IBV_QPS_RTR)
+            qp.to_rtr(a)
+            a = QPAttr(qp_state=e.IBV_QPS_RTS)
+            a.sq_psn = 0
+            qp.to_rts(a)
+            qps.append(qp)
+        return pd, cq, qps
+
+    def poll(self, cq, n):
+        import time
+        got, end = [], time.time() + 10
+        while len(got) < n and time.time() < end:
+            k, wcs = cq.poll(n - len(got))
+            got += wcs[:k] if k > 0 else []
+        self.assertEqual(len(got), n, "completions")
+        return got
+
+    def test_ud_completion_as_mlx5_reports_it(self):
+        import pyverbs.enums as e
+        from pyverbs.addr import AH, AHAttr, GlobalRoute
+        from pyverbs.mr import MR
+        from pyverbs.wr import SGE, RecvWR, SendWR
+        pd, cq, (a, b) = self.traffic_pair()
+        size = 256
+        rmr = MR(pd, 40 + size, e.IBV_ACCESS_LOCAL_WRITE)
+        smr = MR(pd, size, e.IBV_ACCESS_LOCAL_WRITE)
+        smr.write(bytes(range(256)), size)
+        b.post_recv(RecvWR(wr_id=7, num_sge=1,
+                           sg=[SGE(rmr.buf, 40 + size, rmr.lkey)]))
+        for sgid in (0, 1):
+            gr = GlobalRoute(dgid=self.ctx.query_gid(1, sgid),
+                             sgid_index=sgid)
+            ah = AH(pd, attr=AHAttr(gr=gr, is_global=1, port_num=1))
+            if sgid:
+                b.post_recv(RecvWR(wr_id=7, num_sge=1,
+                                   sg=[SGE(rmr.buf, 40 + size, rmr.lkey)]))
+            wr = SendWR(wr_id=1, num_sge=1, sg=[SGE(smr.buf, size, smr.lkey)])
+            wr.set_wr_ud(ah, b.qp_num, 0x1234)
+            a.post_send(wr)
+            wcs = self.poll(cq, 2)
+            recv = [w for w in wcs if w.opcode == e.IBV_WC_RECV]
+            self.assertEqual(len(recv), 1)
+            w = recv[0]
+            self.assertEqual(w.status, e.IBV_WC_SUCCESS)
+            self.assertEqual(w.byte_len, 40 + size)
+            self.assertEqual(w.src_qp, a.qp_num)
+            self.assertTrue(w.wc_flags & e.IBV_WC_GRH)
+            self.assertEqual(w.sl, 2)  # IPv4: mlx5's L3 header type
+            data = rmr.read(40 + size, 0)
+            ip = data[20:40]  # the IPv4 header in the GRH's last 20 bytes
+            self.assertEqual(ip[0], 0x45)
+            self.assertEqual(ip[12:16], self.gid_bytes()[12:])
+            self.assertEqual(ip[16:20], self.gid_bytes()[12:])
+            self.assertEqual(data[40:], bytes(range(256)))
+
+    def test_cq_resize_both_ways(self):
+        import pyverbs.enums as e
+        from pyverbs.addr import AH, AHAttr, GlobalRoute
+        from pyverbs.mr import MR
+        from pyverbs.pyverbs_error import PyverbsRDMAError
+        from pyverbs.wr import SGE, SendWR
+        pd, cq, (a, b) = self.traffic_pair(cq_depth=3)
+        cq.resize(1)
+        self.assertGreaterEqual(cq.cqe, 1)
+        cq.resize(20)
+        self.assertGreaterEqual(cq.cqe, 20)
+        smr = MR(pd, 64, e.IBV_ACCESS_LOCAL_WRITE)
+        gr = GlobalRoute(dgid=self.ctx.query_gid(1, 1), sgid_index=1)
+        ah = AH(pd, attr=AHAttr(gr=gr, is_global=1, port_num=1))
+        for i in range(6):  # to a QP with no receive posted: dropped
+            wr = SendWR(wr_id=i, num_sge=1, sg=[SGE(smr.buf, 64, smr.lkey)])
+            wr.set_wr_ud(ah, b.qp_num, 0x1234)
+            a.post_send(wr)
+        with self.assertRaises(PyverbsRDMAError) as ex:
+            cq.resize(2)  # 6 completions wait
+        self.assertEqual(ex.exception.error_code, errno.EINVAL)
+        wcs = self.poll(cq, 6)  # none lost across the resizes
+        self.assertEqual(sorted(w.wr_id for w in wcs), list(range(6)))
+        cq.resize(2)
+
+    def test_odp_caps_and_registration(self):
+        import pyverbs.enums as e
+        from pyverbs.mr import MR
+        from pyverbs.pd import PD
+        caps = self.ctx.query_device_ex().odp_caps
+        self.assertTrue(caps.general_caps & e.IBV_ODP_SUPPORT)
+        self.assertFalse(caps.general_caps & e.IBV_ODP_SUPPORT_IMPLICIT)
+        want = e.IBV_ODP_SUPPORT_SEND | e.IBV_ODP_SUPPORT_RECV | \
+            e.IBV_ODP_SUPPORT_WRITE | e.IBV_ODP_SUPPORT_READ
+        self.assertEqual(caps.rc_odp_caps & want, want)
+        pd = PD(self.ctx)
+        MR(pd, 4096, e.IBV_ACCESS_ON_DEMAND | e.IBV_ACCESS_LOCAL_WRITE).close()
+
+    def test_rereg_keeps_keys_and_checks_access(self):
+        import pyverbs.enums as e
+        from pyverbs.mr import MR
+        from pyverbs.pd import PD
+        from pyverbs.pyverbs_error import PyverbsRDMAError
+        pd, pd2 = PD(self.ctx), PD(self.ctx)
+        mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
+        keys = (mr.lkey, mr.rkey)
+        mr.rereg(flags=e.IBV_REREG_MR_CHANGE_ACCESS, pd=None, addr=0,
+                 length=0, access=e.IBV_ACCESS_LOCAL_WRITE |
+                 e.IBV_ACCESS_REMOTE_WRITE)
+        mr.rereg(flags=e.IBV_REREG_MR_CHANGE_PD, pd=pd2, addr=0, length=0,
+                 access=0)
+        self.assertEqual((mr.lkey, mr.rkey), keys)
+        with self.assertRaises(PyverbsRDMAError):  # remote write, no local
+            mr.rereg(flags=e.IBV_REREG_MR_CHANGE_ACCESS, pd=None, addr=0,
+                     length=0, access=e.IBV_ACCESS_REMOTE_WRITE)
+        mr.rereg(flags=e.IBV_REREG_MR_CHANGE_PD, pd=pd, addr=0, length=0,
+                 access=0)
+        mr.close()
+
+    def test_reset_cleans_the_qps_completions(self):
+        import pyverbs.enums as e
+        from pyverbs.addr import AH, AHAttr, GlobalRoute
+        from pyverbs.mr import MR
+        from pyverbs.qp import QPAttr
+        from pyverbs.wr import SGE, SendWR
+        import time
+        pd, cq, (a, b) = self.traffic_pair()
+        smr = MR(pd, 64, e.IBV_ACCESS_LOCAL_WRITE)
+        gr = GlobalRoute(dgid=self.ctx.query_gid(1, 1), sgid_index=1)
+        ah = AH(pd, attr=AHAttr(gr=gr, is_global=1, port_num=1))
+        for qp, n in ((a, 3), (b, 2)):
+            for i in range(n):
+                wr = SendWR(wr_id=qp.qp_num, num_sge=1,
+                            sg=[SGE(smr.buf, 64, smr.lkey)])
+                wr.set_wr_ud(ah, 0x99, 0x1234)
+                qp.post_send(wr)
+        time.sleep(0.2)  # all five sent and completed
+        a.modify(QPAttr(qp_state=e.IBV_QPS_RESET), e.IBV_QP_STATE)
+        wcs = self.poll(cq, 2)
+        self.assertEqual({w.qp_num for w in wcs}, {b.qp_num})
+        self.assertEqual(cq.poll(1)[0], 0)
+
+    def test_parent_domain(self):
+        import pyverbs.enums as e
+        from pyverbs.cq import CqInitAttrEx, CQEX
+        from pyverbs.pd import PD, ParentDomain, ParentDomainInitAttr
+        from pyverbs.qp import QP, QPCap, QPInitAttr
+        pd = PD(self.ctx)
+        parent = ParentDomain(self.ctx, attr=ParentDomainInitAttr(pd=pd))
+        cq = CQEX(self.ctx, CqInitAttrEx(
+            cqe=16, wc_flags=0, comp_mask=e.IBV_CQ_INIT_ATTR_MASK_PD,
+            parent_domain=parent))
+        qp = QP(parent, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
+                                   cap=QPCap()))
+        qp.close()
+        cq.close()
+        parent.close()
+        pd.close()
+
+    def test_create_flags(self):
+        import pyverbs.enums as e
+        from pyverbs.cq import CQ
+        from pyverbs.pd import PD
+        from pyverbs.pyverbs_error import PyverbsRDMAError
+        from pyverbs.qp import QP, QPCap, QPInitAttrEx
+        pd = PD(self.ctx)
+        cq = CQ(self.ctx, 8)
+        mask = e.IBV_QP_INIT_ATTR_PD | e.IBV_QP_INIT_ATTR_CREATE_FLAGS
+        QP(self.ctx, QPInitAttrEx(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
+                                  pd=pd, cap=QPCap(), comp_mask=mask,
+                                  create_flags=0)).close()
+        with self.assertRaises(PyverbsRDMAError) as ex:
+            QP(self.ctx, QPInitAttrEx(
+                qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, pd=pd, cap=QPCap(),
+                comp_mask=mask,
+                create_flags=e.IBV_QP_CREATE_SCATTER_FCS))
+        self.assertEqual(ex.exception.error_code, errno.EOPNOTSUPP)
+
+
+def main():
+    if os.environ.get("UROCE_PYVERBS_INNER"):
+        sys.argv = sys.argv[:1]
+        unittest.main(verbosity=2)
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--uroce", required=True)
+    a = ap.parse_args()
+    try:
+        import pyverbs  # noqa: F401
+    except ImportError:
+        print("pyverbs missing (apt install python3-pyverbs): skip")
+        return 77
+    ns = "uroce-pyv-%d" % os.getpid()
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"],
+                       check=True)
+        env = dict(os.environ, UROCE_PYVERBS_INNER="1")
+        p = subprocess.run(["ip", "netns", "exec", ns, a.uroce, "run",
+                            "--addr", "127.0.0.2", "--", "/usr/bin/python3",
+                            os.path.abspath(__file__)], env=env, timeout=120)
+        return p.returncode
+    finally:
+        subprocess.run(["ip", "netns", "del", ns])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+/* Failures on both fabrics: a link on a flow's path goes down; packets
+ * are lost until the new routes take effect, which must be the modelled
+ * detection + convergence (RoCE) or trap + sweep + computation +
+ * programming (InfiniBand) after the failure, within one packet time;
+ * the transport then delivers every byte. A spine going down and a link
+ * flapping recover too. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim.h"
+#include "t.h"
+
+static struct sim *mk(struct sim_cfg *c) {
+  char err[256] = "";
+  struct sim *s = sim_new(c, err, sizeof err);
+  if (!s)
+    fprintf(stderr, "sim_new: %s\n", err);
+  CHECK(s != NULL);
+  return s;
+}
+
+/* Two leaves of four hosts, two spines, 100 Gb/s, 1 us links; the simple
+ * model with a window that never closes during the outage, so that the
+ * flow keeps sending into the dead link until the routes change. */
+static void base(struct sim_cfg *c, bool ib) {
+  sim_cfg_default(c);
+  c->topo.leaves = 2;
+  c->topo.hosts_per_leaf = 4;
+  c->topo.spines = 2;
+  c->tp.model = SIM_HOST_SIMPLE;
+  c->tp.window = 65536;
+  c->tp.rto = 200 * SIM_US;
+  c->recovery.detection = 50 * SIM_US;
+  c->recovery.convergence = 100 * SIM_US;
+  c->recovery.trap = 10 * SIM_US;
+  if (ib) {
+    c->fabric = SIM_FABRIC_IB;
+    c->routing = SIM_ROUTE_STATIC;
+  }
+}
+
+/* The leaf-0 up port flow 0 (host 0 to host 4) takes. */
+static uint16_t first_up(bool ib) {
+  struct sim_cfg c;
+  base(&c, ib);
+  struct sim *s = mk(&c);
+  if (!s)
+    return 0;
+  sim_add_flow(s, 0, 4, 64 << 20, 0, SIM_OP_WRITE);
+  uint16_t ports[8];
+  uint32_t sws[8];
+  int h = sim_flow_path(s, 0, ports, sws, 8);
+  CHECK(h == 3 && sws[0] == 0 && ports[0] >= 4);
+  sim_del(s);
+  return ports[0];
+}
+
+static void link_on_path(bool ib) {
+  struct sim_cfg c;
+  base(&c, ib);
+  c.nfail = 1;
+  c.fail[0] = (struct sim_failure){
+      .kind = SIM_FAIL_LINK, .sw = 0, .port = first_up(ib), .at = 100 * SIM_US};
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  sim_add_flow(s, 0, 4, 64 << 20, 0, SIM_OP_WRITE);
+  CHECK(sim_run(s, 100 * SIM_MS) == 1);
+  uint32_t n;
+  const struct sim_fail_result *r = sim_fail_results(s, &n);
+  CHECK_EQ(n, 1);
+  if (n != 1) {
+    sim_del(s);
+    return;
+  }
+  sim_time_t model = r->detect + r->sweep + r->compute + r->program;
+  double pkt_ps =
+      (double)sim_data_wire_bytes(&c, 4096, false) * 8 / 100e9 * 1e12;
+  printf("%s link down at %.1f us: routes back after %.3f us (detect %.3f, "
+         "sweep %.3f, compute %.3f, program %.3f); last loss %.3f us after; "
+         "%llu packets lost, flow done at %.1f us\n",
+         ib ? "ib" : "roce", (double)r->at / 1e6,
+         (double)(r->installed - r->at) / 1e6, (double)r->detect / 1e6,
+         (double)r->sweep / 1e6, (double)r->compute / 1e6,
+         (double)r->program / 1e6, (double)(r->last_loss - r->at) / 1e6,
+         (unsigned long long)r->lost_pkts,
+         (double)sim_flow(s, 0)->finish / 1e6);
+  CHECK_EQ(r->installed - r->at, model);
+  if (ib)
+    CHECK(r->sweep > 0 && r->program > 0);
+  else
+    CHECK_EQ(model, 150 * SIM_US);
+  /* Lost up to the moment the routes changed, and not after. */
+  CHECK(r->last_loss != SIM_NEVER && r->last_loss <= r->installed);
+  CHECK((double)(r->installed - r->last_loss) <= pkt_ps);
+  CHECK(r->lost_pkts > 0);
+  CHECK_EQ(sim_flow(s, 0)->acked, 64 << 20);
+  CHECK_EQ(sim_stats(s)->drops_link_down, r->lost_pkts);
+  sim_del(s);
+}
+
+static void test_link_down(void) {
+  link_on_path(false);
+  link_on_path(true);
+}
+
+/* A spine dies and a link flaps under a permutation: every flow finishes,
+ * each change gets its own recovery. */
+static void test_switch_and_flap(void) {
+  for (int ib = 0; ib < 2; ib++) {
+    struct sim_cfg c;
+    base(&c, ib);
+    c.tp.window = 256;
+    c.wl.kind = SIM_WL_PERMUTATION;
+    c.wl.bytes = 4 << 20;
+    c.nfail = 2;
+    c.fail[0] = (struct sim_failure){
+        .kind = SIM_FAIL_SWITCH, .sw = 2, .at = 50 * SIM_US};
+    c.fail[1] = (struct sim_failure){.kind = SIM_FAIL_LINK,
+                                     .sw = 1,
+                                     .port = 5,
+                                     .at = 400 * SIM_US,
+                                     .up_after = 100 * SIM_US};
+    struct sim *s = mk(&c);
+    if (!s)
+      return;
+    CHECK(sim_run(s, 200 * SIM_MS) == 1);
+    uint32_t n;
+    const struct sim_fail_result *r = sim_fail_results(s, &n);
+    CHECK_EQ(n, 3);
+    for (uint32_t i = 0; i < n; i++) {
+      printf("%s %s %s at %.0f us: recovery %.3f us, %llu lost\n",
+             ib ? "ib" : "roce",
+             r[i].f->kind == SIM_FAIL_SWITCH ? "spine" : "link",
+             r[i].up ? "up" : "down", (double)r[i].at / 1e6,
+             (double)(r[i].installed - r[i].at) / 1e6,
+             (unsigned long long)r[i].lost_pkts);
+      CHECK(r[i].installed > r[i].at);
+    }
+    CHECK(r[0].lost_pkts > 0);
+    CHECK_EQ(r[2].lost_pkts, 0); /* a link coming up loses nothing */
+    for (uint32_t i = 0; i < sim_nflows(s); i++)
+      CHECK_EQ(sim_flow(s, i)->acked, 4 << 20);
+    sim_del(s);
+  }
+}
+
+/* Failures that make no sense are refused with the reason. */
+static void test_bad(void) {
+  struct sim_cfg c;
+  char err[256];
+  static const struct sim_failure bad[] = {
+      {.kind = SIM_FAIL_LINK, .sw = 0, .port = 0}, /* a host link */
+      {.kind = SIM_FAIL_SWITCH, .sw = 0},          /* a leaf */
+      {.kind = SIM_FAIL_LINK, .sw = 9, .port = 0}, /* no such switch */
+  };
+  static const char *const why[] = {"host links", "leaf", "switch 9"};
+  for (int i = 0; i < 3; i++) {
+    base(&c, false);
+    c.nfail = 1;
+    c.fail[0] = bad[i];
+    err[0] = 0;
+    struct sim *s = sim_new(&c, err, sizeof err);
+    CHECK(s == NULL && strstr(err, why[i]));
+    sim_del(s);
+  }
+}
+
+int main(void) {
+  T_RUN(test_link_down);
+  T_RUN(test_switch_and_flap);
+  T_RUN(test_bad);
+  return T_DONE();
+}
