@@ -176,18 +176,34 @@ def main():
     for p in ps:
         p.start()
     res = []
-    wait = 600
-    for _ in ps:
+    deadline = time.time() + 600
+    died = []
+    while len(res) < N and time.time() < deadline and not died:
         try:
-            res.append(q.get(timeout=wait))
-        except Exception:  # noqa: BLE001
-            break
+            res.append(q.get(timeout=1))
+        except Exception:  # noqa: BLE001  queue.Empty: look at the ranks
+            if all(p.exitcode is None for p in ps):
+                continue
+            try:  # a rank that exited may have its result still in the pipe
+                while len(res) < N:
+                    res.append(q.get(timeout=2))
+            except Exception:  # noqa: BLE001
+                pass
+            got = {r[0] for r in res}
+            died = ["rank %d exited with code %s and no result" %
+                    (r, p.exitcode) for r, p in enumerate(ps)
+                    if r not in got and p.exitcode is not None]
+            continue
         if res[-1][1]:
-            wait = 30  # a rank failed: the others follow or hang
+            deadline = min(deadline, time.time() + 30)  # the others follow
     for p in ps:
         p.join(10)
         if p.is_alive():
             p.kill()
+    for d in died:
+        print(d)
+    if len(res) < N and not died:
+        print("%d of %d ranks gave no result in time" % (N - len(res), N))
     bad = len(res) < N
     for rank, fails, count, tc, td in sorted(res):
         print("rank %d: %d collectives vs Gloo in %.1f s, DDP x2 in %.1f s: "

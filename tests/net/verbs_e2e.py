@@ -66,9 +66,30 @@ def listening(port, ns, deadline):
     return False
 
 
+# perftest calibrates its cycle counter against gettimeofday at start and
+# gives up when the fit is poor, which a loaded machine (the ASan run on 2
+# cores) causes now and then: nothing to do with the stack under test.
+PERFTEST_CLOCK = re.compile(r"Correlation coefficient r\^2|Unable to calibrate|"
+                            r"Conflicting CPU frequency")
+
+
 def run_pair(uroce, srv, cli, argv_srv, argv_cli, port, timeout=40):
     """Runs a server and a client; returns (rc_srv, rc_cli, out_srv,
-    out_cli)."""
+    out_cli). Runs them once more if perftest failed to calibrate its
+    clock (the first run's output is kept in front of the second's)."""
+    r = run_pair_once(uroce, srv, cli, argv_srv, argv_cli, port, timeout)
+    if (r[0] or r[1]) and (PERFTEST_CLOCK.search(r[2]) or
+                           PERFTEST_CLOCK.search(r[3])):
+        print("  (perftest could not calibrate its clock; once more)",
+              flush=True)
+        r2 = run_pair_once(uroce, srv, cli, argv_srv, argv_cli, port,
+                           timeout)
+        r = (r2[0], r2[1], r[2][-800:] + "\n<again>\n" + r2[2],
+             r[3][-800:] + "\n<again>\n" + r2[3])
+    return r
+
+
+def run_pair_once(uroce, srv, cli, argv_srv, argv_cli, port, timeout):
     s = subprocess.Popen(srv.cmd(uroce, argv_srv), stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     if not listening(port, srv.ns, time.time() + 10):
