@@ -62,6 +62,12 @@ struct cma_ev;
 struct cma_chan {
   struct rdma_event_channel ch; /* ch.fd: an eventfd, one count per event */
   struct cma_ev *head, *tail;
+  /* Threads inside rdma_get_cm_event, and whether the channel was
+   * destroyed under them (rping's cm_thread is still waiting when its
+   * main thread destroys the channel and exits): the last one out frees
+   * it (rdma_destroy_event_channel). */
+  int readers;
+  bool dead;
 };
 
 struct cma_id {
@@ -954,6 +960,24 @@ RC_EXPORT struct rdma_event_channel *rdma_create_event_channel(void) {
   return &c->ch;
 }
 
+static void chan_free(struct cma_chan *c) {
+  close(c->ch.fd);
+  free(c);
+}
+
+/* A thread in rdma_get_cm_event found its channel destroyed: the kernel's
+ * rdma_cm would keep it waiting (a read on a file closed by another
+ * thread never returns), and so does this, after freeing the channel if
+ * it is the last one out. pause() is a cancellation point, like read(). */
+static void chan_gone(struct cma_chan *c) {
+  bool last = --c->readers == 0;
+  pthread_mutex_unlock(&g.lock);
+  if (last)
+    chan_free(c);
+  for (;;)
+    pause();
+}
+
 RC_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *ch) {
   if (!ch)
     return;
@@ -964,15 +988,20 @@ RC_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *ch) {
     e->owner->events--;
     free(e);
   }
+  c->head = c->tail = NULL;
   /* Ids still on it (a misuse) get no more events rather than a dangling
    * channel. */
   for (struct cma_id *p = g.ids; p; p = p->next)
     if (p->id.channel == ch)
       p->id.channel = NULL;
   pthread_cond_broadcast(&g.cond);
+  /* A thread still waiting on it keeps it (and its eventfd, which nobody
+   * writes to any more) until it leaves; one that never does keeps it. */
+  c->dead = true;
+  bool busy = c->readers > 0;
   pthread_mutex_unlock(&g.lock);
-  close(c->ch.fd);
-  free(c);
+  if (!busy)
+    chan_free(c);
 }
 
 RC_EXPORT int rdma_get_cm_event(struct rdma_event_channel *ch,
@@ -980,19 +1009,31 @@ RC_EXPORT int rdma_get_cm_event(struct rdma_event_channel *ch,
   if (!ch || !event)
     return fail(EINVAL);
   struct cma_chan *c = (struct cma_chan *)(void *)ch;
+  pthread_mutex_lock(&g.lock);
+  c->readers++;
+  pthread_mutex_unlock(&g.lock);
   for (;;) {
     uint64_t n;
     ssize_t r = read(c->ch.fd, &n, sizeof(n));
-    if (r < 0)
-      return -1; /* EAGAIN on a non-blocking channel */
-    if (r != sizeof(n))
-      return fail(EIO);
+    int err = errno;
     pthread_mutex_lock(&g.lock);
+    if (c->dead)
+      chan_gone(c); /* does not return */
+    if (r != sizeof(n)) {
+      c->readers--;
+      pthread_mutex_unlock(&g.lock);
+      if (r < 0) {
+        errno = err;
+        return -1; /* EAGAIN on a non-blocking channel */
+      }
+      return fail(EIO);
+    }
     struct cma_ev *e = c->head;
     if (e) {
       c->head = e->next;
       if (!c->head)
         c->tail = NULL;
+      c->readers--;
     }
     pthread_mutex_unlock(&g.lock);
     if (e) { /* none: its id was destroyed before the event was taken */
