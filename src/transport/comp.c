@@ -164,19 +164,16 @@ static bool gap_retry(struct uroce_qp *qp, uint32_t psn) {
  * re-request's and drops, unanswered, one that starts before it. So each
  * such re-request waits for the responder's verdict (back_seen) before
  * the next, and once it was ignored the QP never backs off again. */
-static void back_off(struct uroce_qp *qp) {
+static bool back_off(struct uroce_qp *qp) {
   struct swqe *w = oldest(qp);
   struct comp *c = &qp->comp;
-  if (c->rereqs >= 2 && !c->no_back && !c->back_wait && w &&
-      w->opcode == UROCE_WR_RDMA_READ &&
-      uroce_psn_cmp(c->psn, w->first_psn) > 0) {
-    qp->req.back = c->rereqs - 1u;
-    c->back_wait = true;
-    c->back_hi = c->rereq_hi;
-    /* Its retry is charged once the responder is seen to take it. */
-    if (qp->retry_cnt != 7 && qp->req.retry_left < qp->retry_cnt)
-      qp->req.retry_left++;
-  }
+  if (c->rereqs < 2 || c->no_back || c->back_wait || !w ||
+      w->opcode != UROCE_WR_RDMA_READ ||
+      uroce_psn_cmp(c->psn, w->first_psn) <= 0)
+    return false;
+  c->back_wait = true;
+  c->back_hi = c->rereq_hi;
+  return true;
 }
 
 /* The responder ignored a re-request that started before an earlier one:
@@ -199,8 +196,7 @@ static void back_seen(struct uroce_qp *qp, uint32_t psn, bool beyond) {
   if (!beyond) {
     if (uroce_psn_cmp(psn, c->psn) < 0) { /* taken: now it costs a retry */
       c->back_wait = false;
-      if (qp->retry_cnt != 7 && qp->req.retry_left)
-        qp->req.retry_left--;
+      (void)use_retry(qp);
     }
   } else if (uroce_psn_cmp(psn, c->back_hi) <= 0) {
     refused(qp);
@@ -402,12 +398,16 @@ static enum comp_state update(struct comp_pkt *c) {
 /* Go back to comp.psn, or fail the oldest WQE once retries are spent. */
 static enum comp_state error_retry(struct comp_pkt *c) {
   struct uroce_qp *qp = c->qp;
-  if (!use_retry(qp)) {
+  /* A re-request that starts further back costs a retry only once the
+   * responder is seen to take it (back_seen). */
+  bool back = back_off(qp);
+  if (!back && !use_retry(qp)) {
     c->status = UROCE_WC_RETRY_EXC_ERR;
     return oldest(qp) ? COMPST_ERROR : COMPST_DONE;
   }
   go_back(qp, qp->comp.psn, c->now);
-  back_off(qp);
+  if (back)
+    qp->req.back = qp->comp.rereqs - 1u;
   qp_drain_sq(qp);
   return COMPST_DONE;
 }
@@ -745,11 +745,8 @@ void comp_timeout(struct uroce_qp *qp, uint64_t now) {
     return;
   }
   qp->eng->stats.timeouts++;
-  if (qp->comp.back_wait) {     /* no answer at all to a re-request that */
-    qp->comp.back_wait = false; /* started before an earlier one */
-    qp->comp.no_back = true;
-    qp->eng->stats.back_refused++;
-  }
+  if (qp->comp.back_wait) /* no answer at all to a re-request that */
+    refused(qp);          /* started before an earlier one */
   if (!use_retry(qp)) {
     fail_wqe(qp, oldest(qp), UROCE_WC_RETRY_EXC_ERR);
     return;
