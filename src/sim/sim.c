@@ -475,7 +475,10 @@ uint32_t sim_pkt_payload(const struct sim *s, const struct sim_pkt *p) {
 static uint64_t *stream_rx(struct sim *s, uint32_t flow) {
   if (flow & SIM_COLL_FLOW || flow >= s->nflows)
     return 0;
-  return &s->fchunks[flow / SIM_FLOW_CHUNK][flow % SIM_FLOW_CHUNK].wire_rx;
+  struct sim_flow_int *f =
+      &s->fchunks[flow / SIM_FLOW_CHUNK][flow % SIM_FLOW_CHUNK];
+  f->last_rx = s->now;
+  return &f->wire_rx;
 }
 
 /* A data frame arrived at nic: count what a sample did not already. */
@@ -630,9 +633,16 @@ static sim_time_t stream_active(struct sim *s, uint32_t i, sim_time_t a,
                                 sim_time_t b) {
   if (s->coll)
     return sim_coll_is_rank(s, i) ? b - a : 0;
-  const struct sim_flow *f = sim_flow_mut(s, i);
+  const struct sim_flow_int *fi =
+      &s->fchunks[i / SIM_FLOW_CHUNK][i % SIM_FLOW_CHUNK];
+  const struct sim_flow *f = &fi->f;
+  /* Until it finished or its last byte arrived, whichever is later: a
+   * copy resent for nothing may arrive after the flow completed. */
+  sim_time_t end = fi->last_rx > f->finish && f->finish != SIM_NEVER
+                       ? fi->last_rx
+                       : f->finish;
   sim_time_t lo = f->start > a ? f->start : a;
-  sim_time_t hi = f->finish < b ? f->finish : b;
+  sim_time_t hi = end < b ? end : b;
   return hi > lo ? hi - lo : 0;
 }
 

@@ -244,7 +244,8 @@ double sim_coll_progress(const struct sim *s);
 struct sim_flow_int {
   struct sim_flow f;
   struct sim_ev start_ev;
-  uint64_t wire_rx; /* payload arrived at the receiver, as rx_payload */
+  uint64_t wire_rx;   /* payload arrived at the receiver, as rx_payload */
+  sim_time_t last_rx; /* when the latest of it arrived */
 };
 
 /* A PFC frame taking effect at a port (the pause trace). */
