@@ -554,14 +554,34 @@ void uroce_device_kick(struct uroce_device *dev) {
  * host (docs/transport.md): UROCE_TRANSPORT=standard (no multipath, not
  * even its announcement) or multipath (every peer is uroce: use it from
  * the first packet), UROCE_PATHS=n (spray over n source ports). */
-static void eng_env(struct uroce_eng_cfg *cfg) {
+static int eng_env(struct uroce_eng_cfg *cfg) {
   const char *t = getenv("UROCE_TRANSPORT"), *n = getenv("UROCE_PATHS");
-  if (t && !strcmp(t, "standard"))
-    cfg->flags |= UROCE_ENG_STANDARD;
-  else if (t && !strcmp(t, "multipath"))
-    cfg->flags |= UROCE_ENG_MULTIPATH;
-  if (n && atoi(n) > 0 && atoi(n) <= 256)
-    cfg->paths = (uint32_t)atoi(n);
+  if (t && *t) {
+    if (!strcmp(t, "standard"))
+      cfg->flags |= UROCE_ENG_STANDARD;
+    else if (!strcmp(t, "multipath"))
+      cfg->flags |= UROCE_ENG_MULTIPATH;
+    else if (strcmp(t, "auto")) {
+      fprintf(stderr,
+              "uroce: UROCE_TRANSPORT=%s: not auto, standard or "
+              "multipath\n",
+              t);
+      return UROCE_ERR_INVALID_ARGUMENT;
+    }
+  }
+  if (n && *n) {
+    char *end;
+    unsigned long v = strtoul(n, &end, 10);
+    if (*end || v < 1 || v > 16384) {
+      fprintf(stderr,
+              "uroce: UROCE_PATHS=%s: not a number of paths in "
+              "1..16384\n",
+              n);
+      return UROCE_ERR_INVALID_ARGUMENT;
+    }
+    cfg->paths = (uint32_t)v;
+  }
+  return 0;
 }
 
 int uroce_device_open(struct uroce_device **out,
@@ -626,12 +646,18 @@ int uroce_device_open(struct uroce_device **out,
   const char *cc = attr->cc ? attr->cc : getenv("UROCE_CC");
   cfg.cc = uroce_cc_find(cc && *cc ? cc : "none");
   if (!cfg.cc) {
+    fprintf(stderr,
+            "uroce: %s%s: no such congestion control (none, dcqcn, "
+            "swift)\n",
+            attr->cc ? "" : "UROCE_CC=", cc);
     rv = UROCE_ERR_INVALID_ARGUMENT;
     goto fail;
   }
   cfg.max_qp = 4096;
   cfg.max_mr = 4096;
-  eng_env(&cfg);
+  rv = eng_env(&cfg);
+  if (rv < 0)
+    goto fail;
   rv = uroce_eng_new(&dev->eng, &cfg);
   if (rv < 0)
     goto fail;
