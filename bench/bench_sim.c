@@ -4,7 +4,10 @@
  *
  *   bench_sim            k = 16 (1024 hosts), spray and ECMP
  *   bench_sim 32         k = 32 (8192 hosts)
- *   bench_sim 16 spray   one routing only
+ *   bench_sim 16 spray   one routing only (spray: the switches spray;
+ *                        nic: the NICs spray over the whole entropy space,
+ *                        paths 16384, through ECMP switches; ecmp;
+ *                        adaptive)
  *   bench_sim 16 spray simple   the built-in host model instead of the
  *                               real transport engine (the default)
  *
@@ -18,13 +21,15 @@
 
 static enum sim_host_model model = SIM_HOST_UROCE;
 
-static int run(uint32_t k, enum sim_routing rt, const char *name) {
+static int run(uint32_t k, enum sim_routing rt, uint32_t paths,
+               const char *name) {
   struct sim_cfg c;
   sim_cfg_default(&c);
   c.tp.model = model;
   c.topo.kind = SIM_TOPO_FAT_TREE;
   c.topo.k = k;
   c.routing = rt;
+  c.tp.paths = paths;
   c.wl.kind = SIM_WL_PERMUTATION;
   c.wl.bytes = 2 << 20;
   char err[256] = "";
@@ -41,12 +46,14 @@ static int run(uint32_t k, enum sim_routing rt, const char *name) {
       last = sim_flow(s, i)->finish;
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  printf("%s fat-tree k=%u %u hosts %-6s: %s, simulated %.1f us, wall %.3f s, "
-         "%llu events, %.2f M events/s, %llu data pkts, peak RSS %.0f MB\n",
+  printf("%s fat-tree k=%u %u hosts %-8s: %s, simulated %.1f us, wall %.3f "
+         "s, %llu events, %.2f M events/s, %llu data pkts (%llu resent), "
+         "peak RSS %.0f MB\n",
          model == SIM_HOST_UROCE ? "uroce" : "simple", k, sim_nhosts(s), name,
          done ? "all done" : "NOT DONE", (double)last / 1e6, st->wall_s,
          (unsigned long long)st->events, (double)st->events / st->wall_s / 1e6,
-         (unsigned long long)st->data_pkts, (double)ru.ru_maxrss / 1024);
+         (unsigned long long)st->data_pkts, (unsigned long long)st->retx_pkts,
+         (double)ru.ru_maxrss / 1024);
   sim_del(s);
   return !done;
 }
@@ -58,10 +65,12 @@ int main(int argc, char **argv) {
     model = SIM_HOST_SIMPLE;
   int rc = 0;
   if (!only || !strcmp(only, "spray"))
-    rc |= run(k, SIM_ROUTE_SPRAY, "spray");
+    rc |= run(k, SIM_ROUTE_SPRAY, 1, "spray");
+  if ((!only && model == SIM_HOST_UROCE) || (only && !strcmp(only, "nic")))
+    rc |= run(k, SIM_ROUTE_ECMP, 16384, "nicspray");
   if (!only || !strcmp(only, "ecmp"))
-    rc |= run(k, SIM_ROUTE_ECMP, "ecmp");
+    rc |= run(k, SIM_ROUTE_ECMP, 1, "ecmp");
   if (!only || !strcmp(only, "adaptive"))
-    rc |= run(k, SIM_ROUTE_ADAPTIVE, "adaptive");
+    rc |= run(k, SIM_ROUTE_ADAPTIVE, 1, "adaptive");
   return rc;
 }

@@ -436,7 +436,7 @@ static int transport_fn(struct ctx *x, const char *key, yaml_node_t *v,
   if (KEY("ack_every"))
     return get_u32(x, v, key, 1, 65536, &t->ack_every);
   if (KEY("paths"))
-    return get_u32(x, v, key, 1, 256, &t->paths);
+    return get_u32(x, v, key, 1, 16384, &t->paths);
   if (KEY("rto_us"))
     return get_time(x, v, key, 1e6, &t->rto);
   if (KEY("out_of_order")) {

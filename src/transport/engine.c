@@ -95,9 +95,9 @@ int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg) {
   if (!c.paths)
     c.paths = 1;
   if (!c.reorder_ns)
-    c.reorder_ns = 16000;
+    c.reorder_ns = 24000;
   if (c.port_mtu > 5 || c.max_qp > (1u << 20) || c.max_mr > (1u << 20) ||
-      c.max_unacked_psn > (1u << 22) || c.paths > 256)
+      c.max_unacked_psn > (1u << 22) || c.paths > 16384)
     return UROCE_ERR_INVALID_ARGUMENT;
 
   void *p = c.alloc(c.alloc_ctx, sizeof(struct uroce_eng));
@@ -236,8 +236,7 @@ void eng_charge(struct uroce_eng *eng, struct uroce_qp *qp) {
   eng->inflight = eng->inflight - qp->charged + c;
   qp->charged = c;
   /* Room again: the waiting QPs get their turn, oldest first. */
-  while (!ulist_empty(&eng->blocked) &&
-         eng->inflight < eng->cfg.max_inflight) {
+  while (!ulist_empty(&eng->blocked) && eng->inflight < eng->cfg.max_inflight) {
     struct uroce_qp *w =
         ULIST_ENTRY(eng->blocked.next, struct uroce_qp, blocked);
     ulist_del(&w->blocked);

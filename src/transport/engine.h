@@ -85,11 +85,11 @@ struct uroce_eng_cfg {
                                     buffer; default 2 MiB. A QP with
                                     nothing in flight may always send */
   uint32_t paths;                /* multipath: UDP source ports a QP
-                                    sprays over (1..256, default 1) */
+                                    sprays over (1..16384, default 1) */
   uint64_t reorder_ns;           /* multipath: reordering tolerated
                                     before a gap is retransmitted, the
-                                    least (default 2000); grows with the
-                                    RTT and on spurious retransmits */
+                                    least (default 24000); grows with
+                                    the RTT and on spurious retransmits */
 };
 
 /* Why the engine dropped a received packet. */
