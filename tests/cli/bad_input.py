@@ -26,7 +26,8 @@ def report(name, ok, detail=""):
 def refused(uroce, args, *named, env=None, code=None):
     """uroce ARGS exits non-zero within LIMIT and stderr contains every
     string in named."""
-    name = "uroce " + " ".join(args)
+    name = " ".join(["%s=%s" % kv for kv in (env or {}).items()
+                     if kv[0].startswith("UROCE_")] + ["uroce"] + args)
     full_env = dict(os.environ)
     for k in list(full_env):  # no launcher variables leak in from outside
         if k.startswith(("OMPI_", "PMI", "SLURM_", "UROCE_")) or k in (
@@ -101,6 +102,17 @@ def bad_values(uroce):
     r(uroce, ["perf", "write", "bw", "-m", "1500"], "--mtu '1500'")
     r(uroce, ["perf", "write", "bw", "-q", "-1"], "--qps '-1'")
     r(uroce, ["perf", "wrte", "bw"], "'wrte'")
+    # the transport's environment (docs/transport.md)
+    r(uroce, ["perf", "write", "bw"], "UROCE_PATHS=0", "1..16384",
+      env={"UROCE_PATHS": "0"})
+    r(uroce, ["perf", "write", "bw"], "UROCE_PATHS=16385",
+      env={"UROCE_PATHS": "16385"})
+    r(uroce, ["perf", "write", "bw"], "UROCE_PATHS=8x",
+      env={"UROCE_PATHS": "8x"})
+    r(uroce, ["perf", "write", "bw"], "UROCE_TRANSPORT=multipth",
+      env={"UROCE_TRANSPORT": "multipth"})
+    r(uroce, ["perf", "write", "bw"], "UROCE_CC=dcqnc", "swift",
+      env={"UROCE_CC": "dcqnc"})
     r(uroce, ["perf", "write", "bw", "a", "b"], "'b'")
     # run
     r(uroce, ["run", "--udp-port", "0", "--", "true"], "--udp-port '0'")
