@@ -11,8 +11,9 @@
 # Usage: bench/loss_bench.sh [BUILD_DIR] [ITERS] [REPS]
 #   BUILD_DIR  the build with `uroce` and compat/lib (default: build)
 #   ITERS      perftest iterations (-n, default 500)
-#   REPS       runs of each, the median reported (default 3: a 500-message
-#              run lasts tens of milliseconds, which a busy host disturbs)
+#   REPS       rounds, each running every case once; the median reported
+#              (default 3: a 500-message run lasts tens of milliseconds,
+#              which a busy host disturbs)
 set -euo pipefail
 build=${1:-build}
 iters=${2:-500}
@@ -59,35 +60,40 @@ print(mbs, sent, iters * 16)
 PY
 }
 
-echo "median of $reps runs of $iters x 64 KiB each"
-printf '%-12s %-11s %6s %12s %10s %9s\n' program transport drop \
-  'sent/needed' 'MB/s' 'vs 0%'
+# Interleaved: each round runs every case once, so that a disturbance of
+# the host lands on all of them alike; the median of the rounds is shown.
+echo "median of $reps interleaved runs of $iters x 64 KiB each"
+cases=()
 for prog in ib_write_bw ib_read_bw; do
   for mode in standard auto; do
-    base=
     for drop in 0 0.01 0.02 0.05; do
-      : >"$tmp/reps"
-      for _ in $(seq "$reps"); do
-        run "$mode" "$prog" "$drop" >>"$tmp/reps"
-      done
-      read -r mbs sent needed < <(/usr/bin/python3 - "$tmp/reps" <<'PY'
-import statistics, sys
-rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-print(statistics.median(float(r[0]) for r in rows),
-      int(statistics.median(int(r[1]) for r in rows)), rows[0][2])
-PY
-)
-      [ -n "$base" ] || base=$mbs
-      /usr/bin/python3 - "$prog" "$mode" "$drop" "$mbs" "$sent" "$needed" \
-        "$base" <<'PY'
-import sys
-p, m, d, mbs, sent, need, base = sys.argv[1:]
-mbs, sent, need, base = float(mbs), int(sent), int(need), float(base)
-print("%-12s %-11s %5.0f%% %12.2f %10.1f %9.2f" % (
-    p, "multipath" if m == "auto" else m, float(d) * 100, sent / need if need else 0, mbs,
-    mbs / base if base else 0))
-PY
+      cases+=("$prog $mode $drop")
     done
   done
 done
+for r in $(seq "$reps"); do
+  for c in "${cases[@]}"; do
+    # shellcheck disable=SC2086
+    run $c >>"$tmp/$(echo "$c" | tr ' ' _)"
+  done
+done
+printf '%-12s %-11s %6s %12s %10s %9s\n' program transport drop \
+  'sent/needed' 'MB/s' 'vs 0%'
+/usr/bin/python3 - "$tmp" "${cases[@]}" <<'PY'
+import statistics, sys
+tmp, cases = sys.argv[1], sys.argv[2:]
+base = {}
+for c in cases:
+    prog, mode, drop = c.split()
+    rows = [l.split() for l in open(tmp + "/" + c.replace(" ", "_"))
+            if l.strip()]
+    mbs = statistics.median(float(r[0]) for r in rows)
+    sent = statistics.median(int(r[1]) for r in rows)
+    need = int(rows[0][2])
+    base.setdefault((prog, mode), mbs)
+    b = base[(prog, mode)]
+    print("%-12s %-11s %5.0f%% %12.2f %10.1f %9.2f" % (
+        prog, "multipath" if mode == "auto" else mode, float(drop) * 100,
+        sent / need if need else 0, mbs, mbs / b if b else 0))
+PY
 rm -rf "$tmp"
