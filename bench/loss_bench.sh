@@ -14,6 +14,8 @@
 #   REPS       rounds, each running every case once; the median reported
 #              (default 3: a 500-message run lasts tens of milliseconds,
 #              which a busy host disturbs)
+# LOSS_PROGS, LOSS_MODES (standard, auto) and LOSS_DROPS narrow the cases,
+# e.g. LOSS_MODES=auto LOSS_DROPS="0 0.02".
 set -euo pipefail
 build=${1:-build}
 iters=${2:-500}
@@ -56,6 +58,10 @@ row = [l.split() for l in out.splitlines() if re.match(r"\s*65536\s", l)]
 mbs = float(row[0][3]) if row else 0.0
 # WRITE: the client sends the data; READ: the server answers with it.
 sent = stats(tmp + ("/cli.err" if "write" in prog else "/srv.err"))
+if not row or not sent:
+    sys.exit("loss_bench: %s gave no result:\n%s%s" % (
+        prog, open(tmp + "/cli.err").read()[-800:],
+        open(tmp + "/srv.err").read()[-800:]))
 print(mbs, sent, iters * 16)
 PY
 }
@@ -64,10 +70,10 @@ PY
 # the host lands on all of them alike; the median of the rounds is shown.
 echo "median of $reps interleaved runs of $iters x 64 KiB each"
 cases=()
-for prog in ib_write_bw ib_read_bw; do
-  for mode in standard auto; do
-    for drop in 0 0.01 0.02 0.05; do
-      cases+=("$prog $mode $drop")
+for prog in ${LOSS_PROGS:-ib_write_bw ib_read_bw}; do
+  for mode in ${LOSS_MODES:-standard auto}; do
+    for drop in ${LOSS_DROPS:-0 0.01 0.02 0.05}; do
+      cases+=("$mode $prog $drop")
     done
   done
 done
@@ -84,7 +90,7 @@ import statistics, sys
 tmp, cases = sys.argv[1], sys.argv[2:]
 base = {}
 for c in cases:
-    prog, mode, drop = c.split()
+    mode, prog, drop = c.split()
     rows = [l.split() for l in open(tmp + "/" + c.replace(" ", "_"))
             if l.strip()]
     mbs = statistics.median(float(r[0]) for r in rows)
