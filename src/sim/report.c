@@ -459,13 +459,8 @@ static void resolved_json(FILE *f, const struct sim *s) {
           "\"control_priority\": %u, \"cc\": \"%s\"",
           p->model == SIM_HOST_SIMPLE ? "simple" : "uroce", p->mtu, p->window,
           p->ack_every, (double)p->rto / 1e6,
-          (p->ooo < 0 ? c->routing == SIM_ROUTE_ADAPTIVE ||
-                            c->routing == SIM_ROUTE_SPRAY || p->paths > 1
-                      : p->ooo)
-              ? "true"
-              : "false",
-          p->paths,
-          p->ipv6 ? "true" : "false", p->data_prio, p->ctrl_prio,
+          s->ooo ? "true" : "false", /* as sim_new resolved auto */
+          p->paths, p->ipv6 ? "true" : "false", p->data_prio, p->ctrl_prio,
           p->cc == SIM_CC_DCQCN   ? "dcqcn"
           : p->cc == SIM_CC_SWIFT ? "swift"
                                   : "none");

@@ -393,8 +393,7 @@ int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
     s->nfchunks++;
   }
   uint32_t id = s->nflows++;
-  struct sim_flow_int *fi =
-      &s->fchunks[id / SIM_FLOW_CHUNK][id % SIM_FLOW_CHUNK];
+  struct sim_flow_int *fi = sim_flow_int(s, id);
   fi->f = (struct sim_flow){.id = id,
                             .src = src,
                             .dst = dst,
@@ -472,13 +471,13 @@ uint32_t sim_pkt_payload(const struct sim *s, const struct sim_pkt *p) {
   return s->host == &sim_host_eng ? p->plen : p->len;
 }
 
-static uint64_t *stream_rx(struct sim *s, uint32_t flow) {
+/* Payload of flow arrived now: counted in its stream. */
+static void stream_rx(struct sim *s, uint32_t flow, uint64_t bytes) {
   if (flow & SIM_COLL_FLOW || flow >= s->nflows)
-    return 0;
-  struct sim_flow_int *f =
-      &s->fchunks[flow / SIM_FLOW_CHUNK][flow % SIM_FLOW_CHUNK];
+    return;
+  struct sim_flow_int *f = sim_flow_int(s, flow);
+  f->wire_rx += bytes;
   f->last_rx = s->now;
-  return &f->wire_rx;
 }
 
 /* A data frame arrived at nic: count what a sample did not already. */
@@ -488,9 +487,7 @@ void sim_rx_data(struct sim *s, struct sim_nic *nic, const struct sim_pkt *p) {
   if (c > b)
     c = b;
   nic->rx_payload += b - c;
-  uint64_t *f = stream_rx(s, p->flow);
-  if (f)
-    *f += b - c;
+  stream_rx(s, p->flow, b - c);
 }
 
 /* At a sample: count the part of each frame now arriving at a NIC that
@@ -515,9 +512,7 @@ static void credit_arriving(struct sim *s) {
     uint64_t d = part - nic->rx_credit;
     nic->rx_credit = part;
     nic->rx_payload += d;
-    uint64_t *f = stream_rx(s, p->flow);
-    if (f)
-      *f += d;
+    stream_rx(s, p->flow, d);
   }
 }
 
@@ -624,8 +619,7 @@ static uint32_t nstreams(const struct sim *s) {
 }
 
 static uint64_t stream_bytes(struct sim *s, uint32_t i) {
-  return s->coll ? s->nics[i].rx_payload
-                 : s->fchunks[i / SIM_FLOW_CHUNK][i % SIM_FLOW_CHUNK].wire_rx;
+  return s->coll ? s->nics[i].rx_payload : sim_flow_int(s, i)->wire_rx;
 }
 
 /* Active part of [a, b] for stream i (a flow between start and finish). */
@@ -633,14 +627,11 @@ static sim_time_t stream_active(struct sim *s, uint32_t i, sim_time_t a,
                                 sim_time_t b) {
   if (s->coll)
     return sim_coll_is_rank(s, i) ? b - a : 0;
-  const struct sim_flow_int *fi =
-      &s->fchunks[i / SIM_FLOW_CHUNK][i % SIM_FLOW_CHUNK];
+  const struct sim_flow_int *fi = sim_flow_int(s, i);
   const struct sim_flow *f = &fi->f;
   /* Until it finished or its last byte arrived, whichever is later: a
    * copy resent for nothing may arrive after the flow completed. */
-  sim_time_t end = fi->last_rx > f->finish && f->finish != SIM_NEVER
-                       ? fi->last_rx
-                       : f->finish;
+  sim_time_t end = fi->last_rx > f->finish ? fi->last_rx : f->finish;
   sim_time_t lo = f->start > a ? f->start : a;
   sim_time_t hi = end < b ? end : b;
   return hi > lo ? hi - lo : 0;
@@ -773,8 +764,7 @@ static void sample(struct sim *s) {
   memcpy(r->ecn[i], s->st.ecn_marks, sizeof(r->ecn[i]));
   r->cnps[i] = sim_stats(s)->cnps;
   for (uint32_t f = 0; f < r->nflows; f++)
-    r->acked[(uint64_t)i * r->nflows + f] =
-        s->fchunks[f / SIM_FLOW_CHUNK][f % SIM_FLOW_CHUNK].wire_rx;
+    r->acked[(uint64_t)i * r->nflows + f] = sim_flow_int(s, f)->wire_rx;
   sample_rates(s, i);
   sample_cc(s, i);
   if (s->coll ? !sim_coll_done(s) : s->st.flows_done < s->nflows)

@@ -329,8 +329,12 @@ static inline void sim_pkt_free(struct sim *s, struct sim_pkt *p) {
   s->free_pkts = p;
 }
 
+static inline struct sim_flow_int *sim_flow_int(const struct sim *s,
+                                                uint32_t id) {
+  return &s->fchunks[id / SIM_FLOW_CHUNK][id % SIM_FLOW_CHUNK];
+}
 static inline struct sim_flow *sim_flow_mut(struct sim *s, uint32_t id) {
-  return &s->fchunks[id / SIM_FLOW_CHUNK][id % SIM_FLOW_CHUNK].f;
+  return &sim_flow_int(s, id)->f;
 }
 
 /* Schedules ev at t unless it is already due at or before t. */
