@@ -449,7 +449,7 @@ static enum comp_state drop_pkt(struct comp_pkt *c) {
 /* What arrived tells the gaps before it; the newest delivery (by send
  * time) among those of one packet is the evidence. */
 struct mp_ev {
-  bool any;
+  bool any, clean;
   uint32_t psn;
   uint64_t ts;
 };
@@ -457,20 +457,27 @@ struct mp_ev {
 static void mp_deliver(struct comp_pkt *c, uint32_t psn, struct mp_ev *ev) {
   struct uroce_qp *qp = c->qp;
   uint64_t ts = qp->mp.ts[psn & qp->mp.mask];
-  if (!mp_done(qp, psn, c->now))
+  bool clean;
+  if (!mp_done(qp, psn, &clean))
     return;
   c->delivered = true;
   if (!ev->any || ts > ev->ts ||
       (ts == ev->ts && uroce_psn_cmp(psn, ev->psn) > 0)) {
     ev->any = true;
+    ev->clean = clean;
     ev->psn = psn;
     ev->ts = ts;
   }
 }
 
+/* The latest sent of what one packet delivered gives the RTT sample and
+ * the evidence of gaps before it. */
 static void mp_evidence(struct comp_pkt *c, const struct mp_ev *ev) {
-  if (ev->any)
-    mp_gaps_before(c->qp, ev->psn, ev->ts, c->now);
+  if (!ev->any)
+    return;
+  if (ev->clean && c->now >= ev->ts)
+    mp_rtt(c->qp, ev->psn, c->now - ev->ts);
+  mp_gaps_before(c->qp, ev->psn, ev->ts, c->now);
 }
 
 /* ACKs and requests through psn delivered (what a response never says). */

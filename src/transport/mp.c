@@ -139,22 +139,32 @@ static void rtt_sample(struct mp_tx *m, uint64_t rtt, uint64_t floor,
     m->reo = r;
 }
 
-bool mp_done(struct uroce_qp *qp, uint32_t psn, uint64_t now) {
+bool mp_done(struct uroce_qp *qp, uint32_t psn, bool *clean) {
   struct mp_tx *m = &qp->mp;
   if (!in_ring(qp, psn))
     return false;
   uint8_t *st = mp_tx_st(qp, psn);
   if ((*st & (TX_DONE | TX_SENT)) != TX_SENT)
     return false;
-  uint64_t ts = m->ts[psn & m->mask];
   if (*st & TX_LOST)
     m->lost--;
-  if (!(*st & (TX_RTX | TX_GAP)) && now >= ts)
-    rtt_sample(m, now - ts, qp->eng->cfg.reorder_ns, *st & TX_RESP);
+  *clean = !(*st & (TX_RTX | TX_GAP));
   if ((*st & (TX_GAP | TX_RTX)) == TX_GAP)
     m->reordered = true; /* a gap that filled by itself */
   *st = (uint8_t)((*st | TX_DONE) & ~(TX_GAP | TX_LOST));
   return true;
+}
+
+/* One sample per acknowledgement, from the latest sent of what it
+ * delivered (RACK's): a cumulative ACK that follows a repaired gap also
+ * delivers PSNs sent long before, whose age is the repair's, not the
+ * path's (each taken as a sample, they made the SRTT of a 2%-lossy
+ * loopback tens of milliseconds, and every resend and probe wait that
+ * long). */
+void mp_rtt(struct uroce_qp *qp, uint32_t psn, uint64_t rtt) {
+  if (in_ring(qp, psn))
+    rtt_sample(&qp->mp, rtt, qp->eng->cfg.reorder_ns,
+               *mp_tx_st(qp, psn) & TX_RESP);
 }
 
 void mp_dsack(struct uroce_qp *qp, uint32_t psn) {

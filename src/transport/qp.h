@@ -545,8 +545,12 @@ static inline uint8_t *mp_tx_st(struct uroce_qp *qp, uint32_t psn) {
 /* Records request PSNs [psn, psn + n) sent now (resp: READ/atomic). */
 void mp_sent(struct uroce_qp *qp, uint32_t psn, uint32_t n, bool resp,
              uint64_t now);
-/* PSN psn arrived (acknowledged, or its response came); false if it had. */
-bool mp_done(struct uroce_qp *qp, uint32_t psn, uint64_t now);
+/* PSN psn arrived (acknowledged, or its response came); false if it had.
+ * *clean: it was sent once and never taken for a gap, so its send time
+ * gives a round-trip sample (Karn). */
+bool mp_done(struct uroce_qp *qp, uint32_t psn, bool *clean);
+/* A round-trip sample from psn, sent once and delivered rtt ago. */
+void mp_rtt(struct uroce_qp *qp, uint32_t psn, uint64_t rtt);
 /* After deliveries up to psn, sent at ts: PSNs sent before it and still
  * missing are gaps; the gap timer is armed. */
 void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
