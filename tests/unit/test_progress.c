@@ -188,7 +188,13 @@ static void test_idle_sleeps_packet_wakes(void) {
     CHECK(read_once(a, b, true) != UINT64_MAX);
   uint64_t wall = mono_ns() - t0;
   ua = thread_cpu_ns(a->dev) - ca;
-  CHECK(ua < wall / 4);
+  /* A thread that spun would use about the whole wall time; backing off
+   * it uses 5-7% here, but under ASan beside another test on a 2-core CI
+   * machine it once used more than a quarter. */
+  if (ua >= wall / 2)
+    fprintf(stderr, "progress thread used %.0f%% of the wall time\n",
+            100.0 * (double)ua / (double)wall);
+  CHECK(ua < wall / 2);
 out:
   close_side(a);
   close_side(b);
