@@ -52,6 +52,11 @@ void mp_peer(struct uroce_qp *qp, const struct uroce_rx_pkt *rx) {
   if (uroce_bth_mp(rx->pi.bth)) {
     qp->peer = PEER_MP;
     qp->eng->stats.mp_qps++;
+    /* A standard timeout before this (a first burst that met a silent
+     * peer or a full socket) left the requester probing, one packet out
+     * until something is acked; multipath recovers by its own marks and
+     * never ends that, so it ends here. */
+    qp->req.probe = false;
   } else {
     qp->peer = PEER_STD;
   }

@@ -369,6 +369,61 @@ static void test_negotiation(void) {
   CHECK_EQ(ops, 0);
 }
 
+/* A WRITE of 256 packets over a 5 us link: the time it takes, from post
+ * to completion, on a QP whose first WRITE (standard opcodes: the peer
+ * was not known yet) met a silent peer and timed out before the peer's
+ * first answer turned it multipath. */
+static uint64_t after_timeout_run(bool blackout, uint64_t *timeouts) {
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg)); /* auto: multipath once both speak it */
+  CHECK_EQ(ns_init(&ns, 2, 43, &cfg), 0);
+  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 5000;
+  struct tp_opts o;
+  tp_opts_default(&o);
+  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], &o), 0);
+  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], &o), 0);
+  CHECK_EQ(tp_connect(&A, &B, &o), 0);
+  ns.silent[1] = blackout;
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 20000,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           0);
+  while (ns.now < 6000000 && ns_step(&ns)) /* past one 4.2 ms timeout */
+    ;
+  ns.silent[1] = false;
+  struct uroce_wc wc;
+  CHECK_EQ(wait_cq(A.scq, &wc, 1), 1);
+  CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+  CHECK(uroce_qp_multipath(A.qp));
+  *timeouts = uroce_eng_stats(ns.eng[0])->timeouts;
+  uint64_t t0 = ns.now;
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 2, 0, 256 << 10,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           0);
+  CHECK_EQ(wait_cq(A.scq, &wc, 1), 1);
+  CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+  uint64_t took = ns.now - t0;
+  CHECK(memcmp(B.mem, A.mem, 256 << 10) == 0);
+  teardown();
+  return took;
+}
+
+/* The standard transport's recovery after a timeout (one packet out until
+ * something is acknowledged) ends when the QP turns multipath: the next
+ * WRITE goes out at full speed, not one packet per round trip (which it
+ * did: every later WRITE of a loopback QP whose first burst overflowed a
+ * socket took 256 round trips for 256 packets). */
+static void test_timeout_then_multipath(void) {
+  uint64_t to_clean, to_black;
+  uint64_t clean = after_timeout_run(false, &to_clean);
+  uint64_t black = after_timeout_run(true, &to_black);
+  CHECK_EQ(to_clean, 0);
+  CHECK(to_black >= 1);
+  printf("256-packet WRITE after a clean start %llu us, after a timeout "
+         "%llu us\n",
+         (unsigned long long)clean / 1000, (unsigned long long)black / 1000);
+  CHECK(black < 2 * clean);
+}
+
 /* The device's in-flight bound: 64 QPs of one engine each write 256 KiB
  * at once; what they have unacknowledged together stays within the bound
  * (plus one packet per QP that had nothing in flight), every QP completes,
@@ -739,6 +794,7 @@ int main(void) {
   T_RUN(test_ecn_cnp);
   T_RUN(test_one_gib_phantom);
   T_RUN(test_negotiation);
+  T_RUN(test_timeout_then_multipath);
   T_RUN(test_reorder);
   T_RUN(test_inflight_bound);
   T_RUN(test_cc_swift);
