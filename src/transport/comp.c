@@ -456,7 +456,7 @@ struct mp_ev {
 
 static void mp_deliver(struct comp_pkt *c, uint32_t psn, struct mp_ev *ev) {
   struct uroce_qp *qp = c->qp;
-  uint64_t ts = qp->mp.ts[psn & qp->mp.mask];
+  uint64_t ts = qp->mp.sent[psn & qp->mp.mask];
   bool clean;
   if (!mp_done(qp, psn, &clean))
     return;

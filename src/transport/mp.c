@@ -31,9 +31,11 @@ int mp_alloc(struct uroce_qp *qp) {
   w = w < 64 ? 64 : w;
   qp->mp.st = eng_alloc(eng, w);
   qp->mp.ts = eng_alloc(eng, (size_t)w * sizeof(*qp->mp.ts));
+  qp->mp.sent = eng_alloc(eng, (size_t)w * sizeof(*qp->mp.sent));
   qp->resp.mp_st = eng_alloc(eng, w);
   qp->resp.runs = eng_alloc(eng, MP_RUNS * sizeof(*qp->resp.runs));
-  if (!qp->mp.st || !qp->mp.ts || !qp->resp.mp_st || !qp->resp.runs)
+  if (!qp->mp.st || !qp->mp.ts || !qp->mp.sent || !qp->resp.mp_st ||
+      !qp->resp.runs)
     return -ENOMEM;
   qp->mp.mask = qp->resp.mp_mask = w - 1;
   return 0;
@@ -42,6 +44,7 @@ int mp_alloc(struct uroce_qp *qp) {
 void mp_free(struct uroce_qp *qp) {
   eng_free(qp->eng, qp->mp.st);
   eng_free(qp->eng, qp->mp.ts);
+  eng_free(qp->eng, qp->mp.sent);
   eng_free(qp->eng, qp->resp.mp_st);
   eng_free(qp->eng, qp->resp.runs);
 }
@@ -80,6 +83,12 @@ static uint64_t reo_now(const struct mp_tx *m) {
   return r && r < m->reo ? r : m->reo;
 }
 
+static void gap_rtx_forget(struct mp_tx *m, uint32_t psn) {
+  for (uint32_t i = 0; i < 32 && i < m->gap_rtx_n; i++)
+    if (m->gap_rtx[i] == psn)
+      m->gap_rtx[i] = UINT32_MAX; /* no PSN: they have 24 bits */
+}
+
 void mp_sent(struct uroce_qp *qp, uint32_t psn, uint32_t n, bool resp,
              uint64_t now) {
   struct mp_tx *m = &qp->mp;
@@ -88,12 +97,19 @@ void mp_sent(struct uroce_qp *qp, uint32_t psn, uint32_t n, bool resp,
     if (!in_ring(qp, p))
       break; /* a standard READ longer than the ring: see mp_advance */
     uint8_t *st = mp_tx_st(qp, p);
+    m->sent[p & m->mask] = now;
     if (*st & TX_SENT) {
       if (qp->req.sampling && p == qp->req.sample_psn)
         qp->req.sampling = false; /* sent again: no sample (Karn) */
       if (*st & TX_LOST)
         m->lost--;
-      if (!(*st & TX_PROBE))
+      /* A D-SACK of p says a gap resend was spurious only while p went
+       * out twice: once and once for its gap. A probe's copy, or a
+       * resend's own resend (its ACK lost), makes the duplicate's source
+       * unknown. */
+      if (*st & (TX_RTX | TX_PROBE))
+        gap_rtx_forget(m, p);
+      else
         m->gap_rtx[m->gap_rtx_n++ % 32] = p;
       *st = (uint8_t)((*st & ~(TX_GAP | TX_LOST | TX_PROBE)) | TX_RTX);
       if (uroce_psn_cmp(p, m->scan) < 0)

@@ -193,7 +193,10 @@ enum {
 };
 struct mp_tx {
   uint8_t *st;  /* TX_* per PSN */
-  uint64_t *ts; /* when last sent, or when its gap was seen (TX_GAP) */
+  uint64_t *ts; /* when last sent, or when its gap was seen or its
+                   resend is due back (TX_GAP) */
+  uint64_t *sent; /* when last sent: what a delivery tells of the PSNs
+                     sent before it */
   uint32_t mask;
   uint32_t lost;      /* PSNs marked TX_LOST */
   uint32_t scan;      /* PSNs below it were compared with a delivery */
