@@ -1,12 +1,15 @@
 /* A minimal test harness: CHECK() records a failure with file:line and the
  * failed expression and goes on; T_RUN() runs one test function; T_DONE()
  * prints "N passed, M failed" (the line CI reads) and returns the exit
- * status. Each test file has its own main(). */
+ * status. Each test file has its own main(). T_ONLY=name in the
+ * environment runs only the tests whose function name contains it. */
 #ifndef UROCE_TESTS_T_H
 #define UROCE_TESTS_T_H
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "util/rng.h"
 
@@ -34,6 +37,9 @@ extern int t_checks, t_failures, t_tests, t_tests_failed;
 
 #define T_RUN(fn)                                                              \
   do {                                                                         \
+    const char *t_only_ = getenv("T_ONLY");                                    \
+    if (t_only_ && *t_only_ && !strstr(#fn, t_only_))                          \
+      break;                                                                   \
     int t_before_ = t_failures;                                                \
     t_tests++;                                                                 \
     fn();                                                                      \
