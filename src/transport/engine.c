@@ -231,7 +231,8 @@ void eng_sched(struct uroce_eng *eng, struct uroce_qp *qp) {
 void eng_charge(struct uroce_eng *eng, struct uroce_qp *qp) {
   uint64_t c = 0;
   if (qp->type == UROCE_QPT_RC && qp_can_send(qp))
-    c = (uint64_t)(uint32_t)uroce_psn_diff(qp->req.max_psn, qp->comp.psn) *
+    c = (uint64_t)((uint32_t)uroce_psn_diff(qp->req.max_psn, qp->comp.psn) -
+                   (qp_mp(qp) ? qp->mp.sacked : 0)) *
         qp->mtu;
   eng->inflight = eng->inflight - qp->charged + c;
   qp->charged = c;

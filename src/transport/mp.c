@@ -23,12 +23,23 @@ static uint32_t pow2_at_least(uint32_t n) {
   return p;
 }
 
+/* The ring of PSN states: four windows, so that new data goes on while
+ * holes are repaired (the window bounds what is in flight, the ring the
+ * span from the oldest hole), at most what one SACK describes unless the
+ * window alone is larger, and at least 64. */
+static uint32_t mp_ring_size(uint32_t window) {
+  uint32_t one = pow2_at_least(window), four = pow2_at_least(window * 4);
+  uint32_t sack = UROCE_SACK_MAX_WORDS * 64;
+  if (four > sack)
+    four = one > sack ? one : sack;
+  return four < 64 ? 64 : four;
+}
+
 int mp_alloc(struct uroce_qp *qp) {
   struct uroce_eng *eng = qp->eng;
   if (!qp->mp_cap)
     return 0;
-  uint32_t w = pow2_at_least(eng->cfg.max_unacked_psn);
-  w = w < 64 ? 64 : w;
+  uint32_t w = mp_ring_size(eng->cfg.max_unacked_psn);
   qp->mp.st = eng_alloc(eng, w);
   qp->mp.ts = eng_alloc(eng, (size_t)w * sizeof(*qp->mp.ts));
   qp->mp.sent = eng_alloc(eng, (size_t)w * sizeof(*qp->mp.sent));
@@ -173,6 +184,7 @@ bool mp_done(struct uroce_qp *qp, uint32_t psn, bool *clean) {
   if ((*st & (TX_GAP | TX_RTX)) == TX_GAP)
     m->reordered = true; /* a gap that filled by itself */
   *st = (uint8_t)((*st | TX_DONE) & ~(TX_GAP | TX_LOST));
+  m->sacked++;
   return true;
 }
 
@@ -287,6 +299,7 @@ uint32_t mp_advance(struct uroce_qp *qp) {
     if (!(*st & TX_DONE))
       break;
     *st = 0;
+    m->sacked--;
     /* The slot now stands for comp.psn + mask + 1. A PSN there already
      * sent was beyond the ring then (a READ sent in standard mode before
      * the peer was known): its responses were dropped, ask again. */

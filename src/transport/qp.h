@@ -199,6 +199,7 @@ struct mp_tx {
                      sent before it */
   uint32_t mask;
   uint32_t lost;      /* PSNs marked TX_LOST */
+  uint32_t sacked;    /* PSNs marked TX_DONE (beyond comp.psn) */
   uint32_t scan;      /* PSNs below it were compared with a delivery */
   uint64_t gap_timer; /* earliest TX_GAP time + reorder, UINT64_MAX */
   uint64_t srtt, min_rtt, reo;

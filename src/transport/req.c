@@ -40,7 +40,7 @@ void req_reset(struct uroce_qp *qp) {
   struct mp_tx *m = &qp->mp;
   if (m->st) {
     memset(m->st, 0, (size_t)m->mask + 1);
-    m->lost = 0;
+    m->lost = m->sacked = 0;
     m->scan = r->psn;
     m->gap_timer = UINT64_MAX;
     m->srtt = m->min_rtt = 0;
@@ -235,13 +235,17 @@ static enum req_state req_check(struct uroce_qp *qp, uint64_t now) {
     return REQST_WAIT_WINDOW;
   int32_t inflight = uroce_psn_diff(r->psn, qp->comp.psn);
   uint32_t window = qp->eng->cfg.max_unacked_psn;
-  if (rc && inflight >= 0 &&
-      (qp_mp(qp) ? (uint32_t)inflight +
-                           req_psns(qp, w, r->psn,
-                                    w->state == WQE_POSTED ? true : w->mp) >
-                       window
-                 : (uint32_t)inflight >= window))
+  if (rc && inflight >= 0 && qp_mp(qp)) {
+    /* Multipath: what is in flight (sent, neither acknowledged nor
+     * selectively) within the window; the span from the oldest hole
+     * within the ring, which SACKs describe. */
+    uint32_t n = req_psns(qp, w, r->psn, w->state == WQE_POSTED ? true : w->mp);
+    if ((uint32_t)inflight + n > qp->mp.mask + 1 ||
+        (uint32_t)inflight - qp->mp.sacked + n > window)
+      return REQST_WAIT_WINDOW;
+  } else if (rc && inflight >= 0 && (uint32_t)inflight >= window) {
     return REQST_WAIT_WINDOW;
+  }
   /* New PSNs only: resending adds nothing to what is in flight. */
   if (rc && uroce_psn_cmp(r->psn, r->max_psn) >= 0 &&
       !eng_room(qp->eng, qp,

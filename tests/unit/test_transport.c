@@ -474,6 +474,55 @@ static void test_fifo_loss_no_reordering(void) {
   teardown();
 }
 
+/* Multipath's window bounds what is in flight, not the span from the
+ * oldest hole: over a 1 ms path (a window-limited QP) with 1% loss, the
+ * requester sends past a hole up to four windows on while it repairs it,
+ * never with more than a window unacknowledged (neither acknowledged nor
+ * selectively); the data lands. */
+static void test_window_is_in_flight(void) {
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  CHECK_EQ(ns_init(&ns, 2, 53, &cfg), 0);
+  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 500000;
+  ns.link[0][1].loss = 0.01;
+  struct tp_opts o;
+  tp_opts_default(&o);
+  o.mtu = UROCE_MTU_4096;
+  o.memlen = 16 << 20;
+  o.timeout = 14;
+  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], &o), 0);
+  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], &o), 0);
+  CHECK_EQ(tp_connect(&A, &B, &o), 0);
+  for (size_t i = 0; i < A.memlen; i++)
+    A.mem[i] = (uint8_t)(i * 7 + 3);
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 16 << 20,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           0);
+  uint32_t window = ns.eng[0]->cfg.max_unacked_psn, span = 0, pipe = 0;
+  struct uroce_wc wc;
+  int got = 0;
+  while (!got && ns_step(&ns) && ns.now < 10000000000ull) {
+    got = tp_poll(A.scq, &wc, 1);
+    if (!uroce_qp_multipath(A.qp))
+      continue;
+    uint32_t s = (uint32_t)uroce_psn_diff(A.qp->req.max_psn, A.qp->comp.psn);
+    if (s > span)
+      span = s;
+    if (s - A.qp->mp.sacked > pipe)
+      pipe = s - A.qp->mp.sacked;
+  }
+  CHECK_EQ(got, 1);
+  CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+  CHECK(memcmp(B.mem, A.mem, 16 << 20) == 0);
+  printf("window %u PSNs, 1%% loss: span from the oldest hole up to %u, in "
+         "flight up to %u\n",
+         window, span, pipe);
+  CHECK(span > window);
+  CHECK(span <= 4 * window);
+  CHECK(pipe <= window);
+  teardown();
+}
+
 /* The device's in-flight bound: 64 QPs of one engine each write 256 KiB
  * at once; what they have unacknowledged together stays within the bound
  * (plus one packet per QP that had nothing in flight), every QP completes,
@@ -846,6 +895,7 @@ int main(void) {
   T_RUN(test_negotiation);
   T_RUN(test_timeout_then_multipath);
   T_RUN(test_fifo_loss_no_reordering);
+  T_RUN(test_window_is_in_flight);
   T_RUN(test_reorder);
   T_RUN(test_inflight_bound);
   T_RUN(test_cc_swift);
