@@ -94,6 +94,14 @@ static uint64_t reo_now(const struct mp_tx *m) {
   return r && r < m->reo ? r : m->reo;
 }
 
+/* p is a gap from time t on: lost once the reorder window passed. */
+static void gap_from(struct mp_tx *m, uint8_t *st, uint32_t p, uint64_t t) {
+  *st |= TX_GAP;
+  m->ts[p & m->mask] = t;
+  if (t + reo_now(m) < m->gap_timer)
+    m->gap_timer = t + reo_now(m);
+}
+
 static void gap_rtx_forget(struct mp_tx *m, uint32_t psn) {
   for (uint32_t i = 0; i < 32 && i < m->gap_rtx_n; i++)
     if (m->gap_rtx[i] == psn)
@@ -129,17 +137,11 @@ void mp_sent(struct uroce_qp *qp, uint32_t psn, uint32_t n, bool resp,
        * that a resend lost again goes once more without waiting for a
        * probe, even when nothing sent after it can arrive (a full
        * window; the rest of a READ's responses, sent before it). */
-      if (m->srtt) {
-        *st |= TX_GAP;
-        m->ts[p & m->mask] = now + 2 * m->srtt;
-        if (now + 2 * m->srtt + m->reo < m->gap_timer)
-          m->gap_timer = now + 2 * m->srtt + reo_now(m);
-        continue;
-      }
+      if (m->srtt)
+        gap_from(m, st, p, now + 2 * m->srtt);
     } else {
       *st = (uint8_t)(TX_SENT | (resp ? TX_RESP : 0));
     }
-    m->ts[p & m->mask] = now;
   }
 }
 
@@ -237,11 +239,8 @@ void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
     uint8_t *st = mp_tx_st(qp, p);
     if ((*st & (TX_DONE | TX_GAP | TX_LOST)) || !(*st & TX_SENT))
       continue;
-    if (m->ts[p & m->mask] <= ts) {
-      *st |= TX_GAP;
-      m->ts[p & m->mask] = now;
-      if (now + m->reo < m->gap_timer)
-        m->gap_timer = now + reo_now(m);
+    if (m->sent[p & m->mask] <= ts) {
+      gap_from(m, st, p, now);
     } else if (!skipped) { /* sent again after it: not evidence yet */
       skipped = true;
       first_skip = p;
@@ -262,12 +261,9 @@ void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
       uint8_t *st = mp_tx_st(qp, p);
       if ((*st & (TX_DONE | TX_GAP | TX_LOST | TX_SENT | TX_RESP)) !=
               TX_SENT ||
-          m->ts[p & m->mask] >= ts)
+          m->sent[p & m->mask] >= ts)
         continue;
-      *st |= TX_GAP;
-      m->ts[p & m->mask] = now;
-      if (now + m->reo < m->gap_timer)
-        m->gap_timer = now + reo_now(m);
+      gap_from(m, st, p, now);
       if (uroce_psn_cmp(p, m->scan) >= 0)
         m->scan = uroce_psn_add(p, 1);
     }

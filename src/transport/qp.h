@@ -193,8 +193,8 @@ enum {
 };
 struct mp_tx {
   uint8_t *st;  /* TX_* per PSN */
-  uint64_t *ts; /* when last sent, or when its gap was seen or its
-                   resend is due back (TX_GAP) */
+  uint64_t *ts;   /* TX_GAP: when its gap was seen, or when its resend
+                     is due back */
   uint64_t *sent; /* when last sent: what a delivery tells of the PSNs
                      sent before it */
   uint32_t mask;

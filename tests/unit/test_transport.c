@@ -17,11 +17,11 @@ static struct tp_end A, B;
  * standard mode; between two uroce engines multipath is the default. */
 static uint32_t eng_flags = UROCE_ENG_STANDARD;
 
-static void setup(const struct tp_opts *o, uint64_t seed) {
-  struct uroce_eng_cfg cfg;
-  memset(&cfg, 0, sizeof(cfg));
-  cfg.flags = eng_flags;
-  CHECK_EQ(ns_init(&ns, 2, seed, &cfg), 0);
+/* Two engines made from cfg, one QP pair (o) between them connected, and
+ * their memory filled with known patterns. */
+static void setup_cfg(const struct uroce_eng_cfg *cfg, const struct tp_opts *o,
+                      uint64_t seed) {
+  CHECK_EQ(ns_init(&ns, 2, seed, cfg), 0);
   CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], o), 0);
   CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], o), 0);
   if (o->type != UROCE_QPT_UD)
@@ -30,6 +30,13 @@ static void setup(const struct tp_opts *o, uint64_t seed) {
     A.mem[i] = (uint8_t)(i * 7 + 1);
   for (size_t i = 0; B.mem && i < B.memlen; i++)
     B.mem[i] = (uint8_t)(i * 13 + 5);
+}
+
+static void setup(const struct tp_opts *o, uint64_t seed) {
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.flags = eng_flags;
+  setup_cfg(&cfg, o, seed);
 }
 
 static void teardown(void) {
@@ -376,13 +383,10 @@ static void test_negotiation(void) {
 static uint64_t after_timeout_run(bool blackout, uint64_t *timeouts) {
   struct uroce_eng_cfg cfg;
   memset(&cfg, 0, sizeof(cfg)); /* auto: multipath once both speak it */
-  CHECK_EQ(ns_init(&ns, 2, 43, &cfg), 0);
-  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 5000;
   struct tp_opts o;
   tp_opts_default(&o);
-  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], &o), 0);
-  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], &o), 0);
-  CHECK_EQ(tp_connect(&A, &B, &o), 0);
+  setup_cfg(&cfg, &o, 43);
+  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 5000;
   ns.silent[1] = blackout;
   CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 20000,
                         UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
@@ -436,19 +440,14 @@ static void test_timeout_then_multipath(void) {
 static void test_fifo_loss_no_reordering(void) {
   struct uroce_eng_cfg cfg;
   memset(&cfg, 0, sizeof(cfg));
-  CHECK_EQ(ns_init(&ns, 2, 47, &cfg), 0);
-  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 5000;
-  ns.link[0][1].gbps = ns.link[1][0].gbps = 25;
-  ns.link[0][1].loss = ns.link[1][0].loss = 0.02;
   struct tp_opts o;
   tp_opts_default(&o);
   o.mtu = UROCE_MTU_4096;
   o.memlen = 4 << 20;
-  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], &o), 0);
-  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], &o), 0);
-  CHECK_EQ(tp_connect(&A, &B, &o), 0);
-  for (size_t i = 0; i < A.memlen; i++)
-    A.mem[i] = (uint8_t)(i * 7 + 1);
+  setup_cfg(&cfg, &o, 47);
+  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 5000;
+  ns.link[0][1].gbps = ns.link[1][0].gbps = 25;
+  ns.link[0][1].loss = ns.link[1][0].loss = 0.02;
   enum { N = 64, LEN = 64 << 10 };
   for (int i = 0; i < N; i++)
     CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, (uint64_t)i,
@@ -482,19 +481,14 @@ static void test_fifo_loss_no_reordering(void) {
 static void test_window_is_in_flight(void) {
   struct uroce_eng_cfg cfg;
   memset(&cfg, 0, sizeof(cfg));
-  CHECK_EQ(ns_init(&ns, 2, 53, &cfg), 0);
-  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 500000;
-  ns.link[0][1].loss = 0.01;
   struct tp_opts o;
   tp_opts_default(&o);
   o.mtu = UROCE_MTU_4096;
   o.memlen = 16 << 20;
   o.timeout = 14;
-  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], &o), 0);
-  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], &o), 0);
-  CHECK_EQ(tp_connect(&A, &B, &o), 0);
-  for (size_t i = 0; i < A.memlen; i++)
-    A.mem[i] = (uint8_t)(i * 7 + 3);
+  setup_cfg(&cfg, &o, 53);
+  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 500000;
+  ns.link[0][1].loss = 0.01;
   CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 16 << 20,
                         UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
            0);
@@ -601,16 +595,11 @@ static void test_cc_swift(void) {
   struct uroce_eng_cfg cfg;
   memset(&cfg, 0, sizeof(cfg));
   cfg.cc = &uroce_cc_swift;
-  CHECK_EQ(ns_init(&ns, 2, 51, &cfg), 0);
-  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 50000;
   struct tp_opts o;
   tp_opts_default(&o);
   o.mtu = UROCE_MTU_4096;
-  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], &o), 0);
-  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], &o), 0);
-  CHECK_EQ(tp_connect(&A, &B, &o), 0);
-  for (size_t i = 0; i < A.memlen; i++)
-    A.mem[i] = (uint8_t)(i * 7 + 1);
+  setup_cfg(&cfg, &o, 51);
+  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 50000;
   CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 1 << 20,
                         UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
            0);
