@@ -34,6 +34,16 @@ sb_printf(struct sb *s, const char *fmt, ...) {
     s->len += (size_t)n < s->cap - s->len ? (size_t)n : s->cap - s->len - 1;
 }
 
+/* Ends a line with tail (which holds its "\n"), cutting what came before
+ * if it must: a line handed to emit is always whole. */
+static void sb_end(struct sb *s, const char *tail) {
+  size_t n = strlen(tail);
+  if (s->len + n + 1 > s->cap)
+    s->len = s->cap - n - 1;
+  memcpy(s->p + s->len, tail, n + 1);
+  s->len += n;
+}
+
 static const char *ecn_name(uint8_t ecn) {
   static const char *const n[4] = {"Not-ECT", "ECT1", "ECT0", "CE"};
   return n[ecn & 3];
@@ -86,7 +96,11 @@ static void put_aeth(struct sb *s, const struct uroce_hdr_fields *h,
 }
 
 /* A selective ACK: base, the runs of PSNs its bitmap says arrived (as
- * offsets from the base), and the duplicate it reports. */
+ * offsets from the base), and the duplicate it reports. A bitmap of up
+ * to 255 words can hold thousands of runs; past this many the rest are
+ * counted, so that a packet's line fits its buffer whatever it holds. */
+#define SACK_RUNS_SHOWN 64u
+
 static void put_sack(struct sb *s, const struct uroce_pkt_info *pi,
                      const struct uroce_hdr_fields *h, bool json) {
   sb_printf(s, json ? ",\"sacketh\":{\"base\":%u,\"words\":%u,\"got\":["
@@ -104,7 +118,9 @@ static void put_sack(struct sb *s, const struct uroce_pkt_info *pi,
     uint32_t e = b;
     while (e + 1 < bits && (get_be64(bm + (e + 1) / 64 * 8) >> ((e + 1) % 64) & 1))
       e++;
-    if (json)
+    if (runs >= SACK_RUNS_SHOWN)
+      ; /* counted, not listed: the line stays bounded */
+    else if (json)
       sb_printf(s, "%s[%u,%u]", runs ? "," : "", b, e);
     else if (b == e)
       sb_printf(s, "%s+%u", runs ? "," : "", b);
@@ -117,6 +133,9 @@ static void put_sack(struct sb *s, const struct uroce_pkt_info *pi,
     sb_printf(s, "-");
   if (json)
     sb_printf(s, "]");
+  if (runs > SACK_RUNS_SHOWN)
+    sb_printf(s, json ? ",\"runs\":%u" : " (%u runs, first %u shown)", runs,
+              SACK_RUNS_SHOWN);
   if (h->sack_flags & UROCE_SACK_DUP)
     sb_printf(s, json ? ",\"dup\":%u" : " dup=%u", h->sack_dup);
   if (json)
@@ -643,7 +662,7 @@ static size_t packet_line(struct uroce_inspect *in, const struct uroce_frame *f,
                 seg->icrc, seg->icrc_expected, seg->icrc_ok ? "true" : "false");
     if (prv != 0)
       sb_printf(&s, ",\"malformed\":\"%s\"", uroce_strerror(prv));
-    sb_printf(&s, "}\n");
+    sb_end(&s, "}\n");
     return s.len;
   }
 
@@ -679,7 +698,7 @@ static size_t packet_line(struct uroce_inspect *in, const struct uroce_frame *f,
     sb_printf(&s, " (expected 0x%08x)", seg->icrc_expected);
   if (prv != 0)
     sb_printf(&s, " | MALFORMED: %s", uroce_strerror(prv));
-  sb_printf(&s, "\n");
+  sb_end(&s, "\n");
   return s.len;
 }
 
@@ -847,7 +866,7 @@ void uroce_inspect_summary(const struct uroce_inspect *in,
                 st->by_opcode[i]);
       sep = ",";
     }
-    sb_printf(&s, "}}}\n");
+    sb_end(&s, "}}}\n");
     emit(arg, line, s.len);
     return;
   }

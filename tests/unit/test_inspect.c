@@ -315,6 +315,45 @@ static void test_vlan_dscp_port(void) {
   uroce_inspect_del(in);
 }
 
+/* A selective ACK whose 255-word bitmap alternates holds 8160 runs: the
+ * line lists the first ones, counts the rest, and stays whole (a fuzzer
+ * found the line cut short, without its newline). */
+static void test_sack_many_runs(void) {
+  static uint8_t buf[UROCE_FRAME_HEADROOM + 4096];
+  uint8_t *bth = buf + UROCE_FRAME_HEADROOM;
+  struct uroce_hdr_fields h = {.pkey = 0xFFFF, .dqpn = 0x77, .psn = 5,
+                               .opcode = UROCE_OP_MP_SACK, .syndrome = 0x1F,
+                               .sack_words = 255, .sack_base = 0,
+                               .resv7 = UROCE_BTH_MP};
+  int hl = uroce_hdr_encode(bth, &h);
+  CHECK(hl > 0);
+  uint32_t payload = 255 * 8;
+  memset(bth + hl, 0x55, payload);
+  size_t len = (size_t)hl + payload + UROCE_ICRC_LEN;
+  struct uroce_frame_params fp = {.ipver = 4, .sport = 0xC001,
+                                  .dport = UROCE_UDP_PORT};
+  uroce_addr_parse("10.0.0.1", fp.src);
+  uroce_addr_parse("10.0.0.2", fp.dst);
+  int start = uroce_frame_encap(buf, UROCE_FRAME_HEADROOM, len, &fp);
+  CHECK(start >= 0);
+  size_t flen = (size_t)(bth - buf) + len - (size_t)start;
+  for (int json = 0; json < 2; json++) {
+    struct uroce_inspect_opts o = {.json = json};
+    struct uroce_inspect *in = uroce_inspect_new(&o);
+    reset_out();
+    uroce_inspect_frame(in, UROCE_LINK_RAW, buf + start, flen, flen, 0, 1,
+                        collect, NULL);
+    CHECK_EQ(lines, 1);
+    CHECK(strstr(out, json ? "\"got\":[[0,0],[2,2],"
+                           : "got=+0,+2,+4,"));
+    CHECK(strstr(out, json ? "[126,126]],\"runs\":8160}"
+                           : ",+126 (8160 runs, first 64 shown)"));
+    CHECK(!strstr(out, json ? "[128,128]" : "+128"));
+    CHECK(strstr(out, json ? "\"icrc_ok\":true}\n" : "icrc=0x"));
+    uroce_inspect_del(in);
+  }
+}
+
 /* uroce's multipath packets decode: the MP bit, a WRITE MIDDLE's RETH and
  * MPETH, a selective ACK's bitmap as runs of PSNs and its D-SACK, with a
  * good ICRC. */
@@ -567,6 +606,7 @@ int main(void) {
   T_RUN(test_inspect_gso_lines);
   T_RUN(test_vlan_dscp_port);
   T_RUN(test_multipath_decode);
+  T_RUN(test_sack_many_runs);
   T_RUN(test_filter_parse);
   T_RUN(test_filter_match);
   T_RUN(test_conv);
