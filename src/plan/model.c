@@ -11,6 +11,7 @@
 /* Bytes a full data packet costs besides its payload. */
 #define IB_LRH 8
 #define IB_VCRC 2
+#define IB_L1 2 /* start and end delimiters */
 #define BTH 12
 #define ICRC 4
 #define ETH_L1 20  /* preamble 7, start delimiter 1, inter-frame gap 12 */
@@ -20,7 +21,7 @@
 
 double plan_wire_efficiency(enum plan_fabric f, uint32_t mtu,
                             uint32_t *wire_bytes) {
-  uint32_t over = f == PLAN_IB ? IB_LRH + BTH + ICRC + IB_VCRC
+  uint32_t over = f == PLAN_IB ? IB_L1 + IB_LRH + BTH + ICRC + IB_VCRC
                                : ETH_L1 + ETH_HDR + IPV4 + UDP + BTH + ICRC;
   if (wire_bytes)
     *wire_bytes = mtu + over;

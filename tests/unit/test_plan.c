@@ -210,9 +210,12 @@ static void test_framing(void) {
   /* The model's RoCEv2 framing is the simulator's, byte for byte. */
   CHECK_EQ(wire, sim_data_wire_bytes(&c, 4096, false));
   CHECK(fabs(e - 4096.0 / 4178) < 1e-12);
-  /* InfiniBand: LRH 8, BTH 12, ICRC 4, VCRC 2. */
+  /* InfiniBand: delimiters 2, LRH 8, BTH 12, ICRC 4, VCRC 2; the
+   * simulator's IB framing, byte for byte. */
   CHECK(plan_wire_efficiency(PLAN_IB, 4096, &wire) > e);
-  CHECK_EQ(wire, 4096 + 26);
+  CHECK_EQ(wire, 4096 + 28);
+  c.fabric = SIM_FABRIC_IB;
+  CHECK_EQ(wire, sim_data_wire_bytes(&c, 4096, false));
   sim_cfg_free(&c);
 }
 
