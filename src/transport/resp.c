@@ -971,10 +971,16 @@ static void mp_run_deferred(struct uroce_qp *qp) {
   r->msn = (r->msn + 1) & UROCE_PSN_MASK;
 }
 
-/* The receive WQE at the head of the queue is whole: completes it. */
-static void mp_complete_recv(struct uroce_qp *qp) {
+/* The receive WQE at the head of the queue is whole: completes it. False
+ * when there is none or it is not whole: the peer marked two ends of one
+ * message (two LAST packets, say), and the first end consumed the WQE. */
+static bool mp_complete_recv(struct uroce_qp *qp) {
   struct resp *r = &qp->resp;
+  if (!r->have_rwqe && (qp->srq || !rq_count(&qp->rq)))
+    return false;
   struct rwqe *w = r->have_rwqe ? &r->rwqe : &qp->rq.wqe[qp->rq.tail & qp->rq.mask];
+  if (!w->whole)
+    return false;
   struct uroce_wc wc = {.wr_id = w->wr_id,
                         .status = UROCE_WC_SUCCESS,
                         .opcode = w->wc_op,
@@ -994,7 +1000,10 @@ static void mp_complete_recv(struct uroce_qp *qp) {
   else
     qp->rq.tail++;
   r->mp_ssn++;
+  return true;
 }
+
+static enum resp_state err_invalid_req(struct resp_pkt *p);
 
 /* epsn moves over everything that arrived in order: messages end, receive
  * WQEs complete, deferred READs and atomics run. */
@@ -1013,8 +1022,8 @@ static enum resp_state mp_walk(struct resp_pkt *p) {
     }
     uint8_t f = *st;
     *st = 0;
-    if (f & RX_CQE)
-      mp_complete_recv(qp);
+    if ((f & RX_CQE) && !mp_complete_recv(qp))
+      return err_invalid_req(p);
     if (f & RX_LAST) {
       r->msn = (r->msn + 1) & UROCE_PSN_MASK;
       r->in_msg = 0;

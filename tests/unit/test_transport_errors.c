@@ -9,6 +9,7 @@
 #include "tphelp.h"
 #include "transport/qp.h"
 #include "uroce/uroce.h"
+#include "wire/hdr.h"
 
 static struct netsim ns;
 static struct tp_end A, B;
@@ -272,6 +273,80 @@ static void test_garbage_headers(void) {
   teardown();
 }
 
+/* Hands B a multipath SEND packet as if A sent it: PSN epsn + k, offset
+ * off in message ssn, n payload bytes (a multiple of 4). */
+static void mp_send_pkt(uint8_t op, uint32_t k, uint32_t ssn, uint32_t off,
+                        uint32_t n) {
+  static uint8_t buf[UROCE_TX_HDR_MAX + 4096];
+  struct uroce_hdr_fields h = {
+      .opcode = (uint8_t)(UROCE_OP_MP_BASE + op),
+      .pkey = 0xFFFF,
+      .dqpn = uroce_qp_num(B.qp),
+      .psn = uroce_psn_add(B.qp->resp.epsn, k),
+      .resv7 = UROCE_BTH_MP,
+      .ssn = ssn,
+      .mp_off = off};
+  int hl = uroce_hdr_encode(buf, &h);
+  CHECK(hl > 0);
+  memset(buf + hl, 0x5A, n);
+  struct uroce_rx_pkt rx;
+  memset(&rx, 0, sizeof(rx));
+  CHECK_EQ(uroce_pkt_parse(buf, (size_t)hl + n + UROCE_ICRC_LEN, &rx.pi), 0);
+  memcpy(rx.sgid, ns.gid[0], 16);
+  memcpy(rx.dgid, ns.gid[1], 16);
+  rx.sport = 0xC000;
+  uroce_eng_read_pkt(ns.eng[1], &rx, ns.now);
+}
+
+/* A peer marks two ends of one multipath SEND (a FIRST, then a LAST at
+ * PSN + 1 and another at PSN + 2): the first end completes the SRQ's
+ * receive WQE and the second has none. The responder fails the QP with an
+ * invalid-request NAK; it neither completes a WQE nobody handed it nor
+ * reads one that is not there (an engine fuzzer found it reading through
+ * the RQ an SRQ-fed QP does not have). With a plain RQ the second end
+ * does not complete the next WQE either: nothing was placed in it. */
+static void double_end_case(bool srq) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  o.use_srq = srq;
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.flags = UROCE_ENG_MULTIPATH;
+  CHECK_EQ(ns_init(&ns, 2, 99, &cfg), 0);
+  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], &o), 0);
+  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], &o), 0);
+  CHECK_EQ(tp_connect(&A, &B, &o), 0);
+  CHECK_EQ(tp_post_recv(&B, 1, 0, 4096), 0);
+  CHECK_EQ(tp_post_recv(&B, 2, 4096, 4096), 0);
+  uint32_t mtu = B.qp->mtu;
+  mp_send_pkt(UROCE_OP_SEND_LAST, 2, 0, 2 * mtu, 12);
+  mp_send_pkt(UROCE_OP_SEND_LAST, 1, 0, mtu, 20);
+  mp_send_pkt(UROCE_OP_SEND_FIRST, 0, 0, 0, mtu);
+  const struct uroce_eng_stats *st = uroce_eng_stats(ns.eng[1]);
+  CHECK_EQ(st->naks_tx, 0);
+  ns_run_idle(&ns, 100000000ull);
+  struct uroce_wc wc[4];
+  int n = drain(B.rcq, wc, 4);
+  CHECK_EQ(n, srq ? 1 : 2); /* the message's WQE, once */
+  CHECK_EQ(wc[0].wr_id, 1);
+  CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
+  CHECK_EQ(wc[0].byte_len, mtu + 20);
+  if (!srq) { /* the next one received nothing: flushed with the QP */
+    CHECK_EQ(wc[1].wr_id, 2);
+    CHECK_EQ(wc[1].status, UROCE_WC_WR_FLUSH_ERR);
+  }
+  CHECK_EQ(st->naks_tx, 1);
+  CHECK_EQ(qp_state(B.qp), UROCE_QPS_ERR);
+  teardown();
+}
+
+static void test_mp_double_end_srq(void) {
+  double_end_case(true);
+}
+static void test_mp_double_end_rq(void) {
+  double_end_case(false);
+}
+
 /* A third host that knows B's QPN, PSN and rkey (a QP of its own aimed at
  * B) writes into B's region: B drops every packet as not from its peer
  * (RC and UC), the memory stays as it was, the intruder gets no answer
@@ -342,5 +417,7 @@ int main(void) {
   T_RUN(test_garbage_headers);
   T_RUN(test_foreign_peer_rc);
   T_RUN(test_foreign_peer_uc);
+  T_RUN(test_mp_double_end_srq);
+  T_RUN(test_mp_double_end_rq);
   return T_DONE();
 }
