@@ -151,7 +151,7 @@ struct loads {
 };
 
 static double shift_factor(const struct plan_option *o, uint32_t shift,
-                           double bytes, bool *saturated) {
+                           double bytes, struct plan_phase_times *ph) {
   uint32_t L = o->sw[1], P = o->pods ? o->pods : 1;
   struct loads ld = {calloc(L, 4), calloc(L, 4), calloc(L, 4), calloc(P, 4)};
   double f = 1;
@@ -191,10 +191,15 @@ static double shift_factor(const struct plan_option *o, uint32_t shift,
       rho = fmax(rho, (double)ld.pod_out[p] / pod_bins);
     }
     /* Offered load above a link's rate: queues grow for the whole phase.
-     * A lossless fabric pauses the senders, which the fluid model
-     * describes; a lossy one drops, and loss recovery is not modelled. */
+     * A lossy fabric drops, and loss recovery is not modelled. Credits
+     * hold the senders back instead, link by link: a full input buffer
+     * stops its upstream port for every destination behind it
+     * (head-of-line blocking), and a switch port shares its rate among
+     * input ports, not flows; the fluid model has neither. */
     if (rho > 1 + 1e-9 && o->fabric == PLAN_UET)
-      *saturated = true;
+      ph->lossy_saturated = true;
+    if (rho > 1 + 1e-9 && o->fabric == PLAN_IB)
+      ph->credit_saturated = true;
     if (route == ROUTE_SPRAY && nbins > 1 && per_bin > 0) {
       /* Packets sprayed at random fill the links unevenly: a link's count
        * is binomial, and the fullest of nbins sits about sqrt(2 ln nbins)
@@ -257,13 +262,13 @@ void plan_model_phases(const struct plan_spec *sp, const struct plan_option *o,
   ph->valid = true;
   if (o->servers < 2)
     return;
-  ph->ring_factor = shift_factor(o, 1, sp->probe_bytes, &ph->lossy_saturated);
+  ph->ring_factor = shift_factor(o, 1, sp->probe_bytes, ph);
   uint32_t k =
       sp->a2a_phases < o->servers - 1 ? sp->a2a_phases : o->servers - 1;
   double sum = 0;
   for (uint32_t j = 0; j < k; j++)
-    sum += shift_factor(o, plan_a2a_shift(o->servers, k, j), sp->probe_bytes,
-                        &ph->lossy_saturated);
+    sum +=
+        shift_factor(o, plan_a2a_shift(o->servers, k, j), sp->probe_bytes, ph);
   ph->a2a_factor = sum / k;
 }
 

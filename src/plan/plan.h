@@ -192,6 +192,10 @@ struct plan_phase_times {
   /* A lossy fabric offered more than a link's rate in some phase: drops
    * and their recovery are outside the analytical model. */
   bool lossy_saturated;
+  /* So did InfiniBand: credit back-pressure (head-of-line blocking) and
+   * the arbitration among a port's inputs are outside it too, and the
+   * model's time is a lower bound. */
+  bool credit_saturated;
   bool valid;
 };
 

@@ -18,11 +18,6 @@ bool plan_probe_possible(const struct plan_spec *sp,
     snprintf(why, len, "not buildable");
     return false;
   }
-  if (o->fabric == PLAN_IB) {
-    snprintf(why, len,
-             "analytical only: no InfiniBand packet-level simulator yet");
-    return false;
-  }
   if (!sp->simulate) {
     snprintf(why, len, "analytical only: simulate.enabled is false");
     return false;
@@ -77,7 +72,18 @@ static void build_cfg(const struct plan_spec *sp, const struct plan_option *o,
   c->tp.mtu = 4096;
   c->sw.ecn = true;
   c->tp.cc = SIM_CC_DCQCN;
-  if (o->fabric == PLAN_UET) {
+  if (o->fabric == PLAN_IB) {
+    /* InfiniBand: credit flow control per VL (the simulator's default
+     * buffers and FC latency), LIDs and LFTs from the subnet manager, and
+     * the switches' adaptive routing among the up ports, which the model
+     * takes as ideal; IB framing; no ECN, PFC or DCQCN: credits never
+     * drop, and IB congestion control is off. */
+    c->fabric = SIM_FABRIC_IB;
+    c->routing = SIM_ROUTE_ADAPTIVE;
+    c->sw.pfc = false;
+    c->sw.ecn = false;
+    c->tp.cc = SIM_CC_NONE;
+  } else if (o->fabric == PLAN_UET) {
     /* UET-style as the simulator supports it today: lossy switches,
      * per-packet spraying, out-of-order placement; RoCEv2 framing. */
     c->sw.pfc = false;

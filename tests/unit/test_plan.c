@@ -298,14 +298,16 @@ static void test_errors(void) {
 }
 
 /* Shipped examples load; the ones small enough for CI are simulated and
- * the model must agree with the simulator within 10% on every probe. */
+ * the model must agree with the simulator within 10% on every probe; where
+ * a phase overloads a link of a lossy or credit-based fabric (outside the
+ * model, and labelled so), the model's time must be a lower bound. */
 static void check_calibration(const char *name, uint32_t max_nics) {
   char path[512], err[1024];
   snprintf(path, sizeof path, "%s/examples/plan/%s.yaml", src_dir, name);
   CHECK(plan_spec_load(path, &sp, err, sizeof err) == 0);
   int n = plan_enumerate(&sp, opt, 64, err, sizeof err);
   CHECK(n > 0);
-  int simulated = 0;
+  int simulated = 0, outside = 0;
   for (int i = 0; i < n; i++) {
     struct plan_option *o = &opt[i];
     char why[200];
@@ -315,8 +317,6 @@ static void check_calibration(const char *name, uint32_t max_nics) {
     struct plan_probe_stats st;
     plan_model_phases(&sp, o, &m);
     CHECK(plan_probe(&sp, o, &s, &st, NULL, NULL, err, sizeof err) == 0);
-    if (m.lossy_saturated)
-      continue; /* outside the model; the tool says so */
     double ideal =
         sp.probe_bytes * 8 /
         (o->speed_gbps * plan_wire_efficiency(o->fabric, 4096, NULL) * 1e3);
@@ -325,12 +325,23 @@ static void check_calibration(const char *name, uint32_t max_nics) {
     double ma = (s.a2a_hashed > 0 ? s.a2a_hashed : m.a2a_factor) * ideal;
     double ring = (mr + lat) / (s.ring_factor * ideal + lat);
     double a2a = (ma + lat) / (s.a2a_factor * ideal + lat);
-    printf("%s %-24s ring %.3f a2a %.3f\n", name, o->name, ring, a2a);
-    CHECK(fabs(ring - 1) <= 0.10);
-    CHECK(fabs(a2a - 1) <= 0.10);
+    bool out = m.lossy_saturated || m.credit_saturated;
+    printf("%s %-24s ring %.3f a2a %.3f%s\n", name, o->name, ring, a2a,
+           out ? " (outside the model: a lower bound)" : "");
+    if (out) {
+      /* Drops or credit back-pressure, which the model leaves out (the
+       * tool says so): it must still be a bound the simulator never
+       * beats. */
+      CHECK(ring <= 1.02);
+      CHECK(a2a <= 1.02);
+      outside++;
+    } else {
+      CHECK(fabs(ring - 1) <= 0.10);
+      CHECK(fabs(a2a - 1) <= 0.10);
+    }
     simulated++;
   }
-  CHECK(simulated > 0);
+  CHECK(simulated > outside);
 }
 
 static void test_calibration_small(void) {
