@@ -315,21 +315,16 @@ static void test_vlan_dscp_port(void) {
   uroce_inspect_del(in);
 }
 
-/* A selective ACK whose 255-word bitmap alternates holds 8160 runs: the
- * line lists the first ones, counts the rest, and stays whole (a fuzzer
- * found the line cut short, without its newline). */
-static void test_sack_many_runs(void) {
+/* Encodes h with n bytes of payload into an IPv4/UDP frame and runs it
+ * through the inspector, text or JSON: the line lands in out. */
+static void inspect_pkt(const struct uroce_hdr_fields *h,
+                        const uint8_t *payload, uint32_t n, bool json) {
   static uint8_t buf[UROCE_FRAME_HEADROOM + 4096];
   uint8_t *bth = buf + UROCE_FRAME_HEADROOM;
-  struct uroce_hdr_fields h = {.pkey = 0xFFFF, .dqpn = 0x77, .psn = 5,
-                               .opcode = UROCE_OP_MP_SACK, .syndrome = 0x1F,
-                               .sack_words = 255, .sack_base = 0,
-                               .resv7 = UROCE_BTH_MP};
-  int hl = uroce_hdr_encode(bth, &h);
+  int hl = uroce_hdr_encode(bth, h);
   CHECK(hl > 0);
-  uint32_t payload = 255 * 8;
-  memset(bth + hl, 0x55, payload);
-  size_t len = (size_t)hl + payload + UROCE_ICRC_LEN;
+  memcpy(bth + hl, payload, n);
+  size_t len = (size_t)hl + n + UROCE_ICRC_LEN;
   struct uroce_frame_params fp = {.ipver = 4, .sport = 0xC001,
                                   .dport = UROCE_UDP_PORT};
   uroce_addr_parse("10.0.0.1", fp.src);
@@ -337,20 +332,33 @@ static void test_sack_many_runs(void) {
   int start = uroce_frame_encap(buf, UROCE_FRAME_HEADROOM, len, &fp);
   CHECK(start >= 0);
   size_t flen = (size_t)(bth - buf) + len - (size_t)start;
+  struct uroce_inspect_opts o = {.json = json};
+  struct uroce_inspect *in = uroce_inspect_new(&o);
+  reset_out();
+  uroce_inspect_frame(in, UROCE_LINK_RAW, buf + start, flen, flen, 0, 1,
+                      collect, NULL);
+  CHECK_EQ(lines, 1);
+  uroce_inspect_del(in);
+}
+
+/* A selective ACK whose 255-word bitmap alternates holds 8160 runs: the
+ * line lists the first ones, counts the rest, and stays whole (a fuzzer
+ * found the line cut short, without its newline). */
+static void test_sack_many_runs(void) {
+  struct uroce_hdr_fields h = {.pkey = 0xFFFF, .dqpn = 0x77, .psn = 5,
+                               .opcode = UROCE_OP_MP_SACK, .syndrome = 0x1F,
+                               .sack_words = 255, .sack_base = 0,
+                               .resv7 = UROCE_BTH_MP};
+  static uint8_t bm[255 * 8];
+  memset(bm, 0x55, sizeof(bm));
   for (int json = 0; json < 2; json++) {
-    struct uroce_inspect_opts o = {.json = json};
-    struct uroce_inspect *in = uroce_inspect_new(&o);
-    reset_out();
-    uroce_inspect_frame(in, UROCE_LINK_RAW, buf + start, flen, flen, 0, 1,
-                        collect, NULL);
-    CHECK_EQ(lines, 1);
+    inspect_pkt(&h, bm, sizeof(bm), json);
     CHECK(strstr(out, json ? "\"got\":[[0,0],[2,2],"
                            : "got=+0,+2,+4,"));
     CHECK(strstr(out, json ? "[126,126]],\"runs\":8160}"
                            : ",+126 (8160 runs, first 64 shown)"));
     CHECK(!strstr(out, json ? "[128,128]" : "+128"));
     CHECK(strstr(out, json ? "\"icrc_ok\":true}\n" : "icrc=0x"));
-    uroce_inspect_del(in);
   }
 }
 
@@ -358,11 +366,9 @@ static void test_sack_many_runs(void) {
  * MPETH, a selective ACK's bitmap as runs of PSNs and its D-SACK, with a
  * good ICRC. */
 static void test_multipath_decode(void) {
-  static uint8_t buf[UROCE_FRAME_HEADROOM + 256];
-  uint8_t *bth = buf + UROCE_FRAME_HEADROOM;
   for (int k = 0; k < 2; k++) {
     struct uroce_hdr_fields h = {.pkey = 0xFFFF, .dqpn = 0x77, .psn = 99};
-    uint32_t payload = 0;
+    uint8_t payload[16];
     if (k == 0) {
       h.opcode = UROCE_OP_MP_SACK;
       h.syndrome = 0x1F;
@@ -370,6 +376,8 @@ static void test_multipath_decode(void) {
       h.sack_base = 100;
       h.sack_flags = UROCE_SACK_DUP;
       h.sack_dup = 42;
+      put_be64(payload, 0xEull);      /* +1..+3 */
+      put_be64(payload + 8, 0x40ull); /* +70 */
     } else {
       h.opcode = UROCE_OP_MP_BASE + UROCE_OP_WRITE_MIDDLE;
       h.va = 0x1000;
@@ -377,33 +385,11 @@ static void test_multipath_decode(void) {
       h.dma_len = 3000;
       h.ssn = 7;
       h.mp_off = 1024;
-      payload = 16;
+      memset(payload, 0xAB, sizeof(payload));
     }
     h.resv7 = UROCE_BTH_MP;
-    int hl = uroce_hdr_encode(bth, &h);
-    CHECK(hl > 0);
-    if (k == 0) {
-      put_be64(bth + hl, 0xEull);     /* +1..+3 */
-      put_be64(bth + hl + 8, 0x40ull); /* +70 */
-      payload = 16;
-    } else {
-      memset(bth + hl, 0xAB, payload);
-    }
-    size_t len = (size_t)hl + payload + UROCE_ICRC_LEN;
-    struct uroce_frame_params fp = {.ipver = 4, .sport = 0xC001,
-                                    .dport = UROCE_UDP_PORT};
-    uroce_addr_parse("10.0.0.1", fp.src);
-    uroce_addr_parse("10.0.0.2", fp.dst);
-    int start = uroce_frame_encap(buf, UROCE_FRAME_HEADROOM, len, &fp);
-    CHECK(start >= 0);
-    size_t flen = (size_t)(bth - buf) + len - (size_t)start;
     for (int json = 0; json < 2; json++) {
-      struct uroce_inspect_opts o = {.json = json};
-      struct uroce_inspect *in = uroce_inspect_new(&o);
-      reset_out();
-      uroce_inspect_frame(in, UROCE_LINK_RAW, buf + start, flen, flen, 0, 1,
-                          collect, NULL);
-      CHECK_EQ(lines, 1);
+      inspect_pkt(&h, payload, sizeof(payload), json);
       CHECK(!strstr(out, json ? "\"icrc_ok\":false" : "BAD"));
       CHECK(strstr(out, json ? "\"mp\":true" : " MP "));
       if (k == 0)
@@ -417,7 +403,6 @@ static void test_multipath_decode(void) {
         CHECK(strstr(out, json ? "\"mpeth\":{\"ssn\":7,\"offset\":1024}"
                                : "| RETH va=0x1000 rkey=0x00001234 len=3000 "
                                  "| MPETH ssn=7 offset=1024 | payload 16"));
-      uroce_inspect_del(in);
     }
   }
 }
