@@ -6,6 +6,7 @@
 
 #include "transport/qp.h"
 #include "uroce/uroce.h"
+#include "util/bits.h"
 #include "util/rng.h"
 
 /* ---- allocation and randomness ---- */
@@ -56,13 +57,6 @@ int uroce_eng_get_async_event(struct uroce_eng *eng,
 }
 
 /* ---- the engine ---- */
-
-static uint32_t pow2_at_least(uint32_t n) {
-  uint32_t p = 1;
-  while (p < n)
-    p <<= 1;
-  return p;
-}
 
 int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg) {
   if (!out || !cfg || (!cfg->alloc != !cfg->free))

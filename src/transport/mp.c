@@ -15,13 +15,7 @@
 
 #include "transport/qp.h"
 #include "uroce/uroce.h"
-
-static uint32_t pow2_at_least(uint32_t n) {
-  uint32_t p = 1;
-  while (p < n)
-    p <<= 1;
-  return p;
-}
+#include "util/bits.h"
 
 /* The ring of PSN states: four windows, so that new data goes on while
  * holes are repaired (the window bounds what is in flight, the ring the

@@ -6,6 +6,7 @@
 
 #include "transport/qp.h"
 #include "uroce/uroce.h"
+#include "util/bits.h"
 
 const char *uroce_qp_state_name(int state) {
   static const char *const names[] = {"RESET", "INIT", "RTR", "RTS",
@@ -14,13 +15,6 @@ const char *uroce_qp_state_name(int state) {
 }
 
 /* ---- creation ---- */
-
-static uint32_t pow2_at_least(uint32_t n) {
-  uint32_t p = 1;
-  while (p < n)
-    p <<= 1;
-  return p;
-}
 
 static void qp_free_mem(struct uroce_eng *eng, struct uroce_qp *qp) {
   eng_free(eng, qp->sq);
