@@ -225,20 +225,43 @@ static const char *basis_label(const struct result *r) {
   return lossy(r) ? "sim*" : basis(r);
 }
 
+/* The table's bus bandwidth column, named for what it measures. */
+static const char *headline_col(const struct plan_spec *sp) {
+  switch (plan_headline_coll(sp)) {
+  case PLAN_C_ALLREDUCE:
+    return "AR busbw";
+  case PLAN_C_REDUCE_SCATTER:
+  case PLAN_C_ALLGATHER:
+    return "RS/AG busbw";
+  default:
+    return "A2A busbw";
+  }
+}
+
 static void print_table(FILE *f, const struct plan_run *pr) {
   const struct plan_spec *sp = &pr->sp;
+  static const char *const label[PLAN_NCOLL] = {"allreduce", "reduce-scatter",
+                                                "all-gather", "all-to-all"};
+  char wl[256] = "";
+  size_t n = 0;
+  for (int k = 0; k < PLAN_NCOLL; k++)
+    if (sp->coll_bytes[k] > 0 && n < sizeof wl)
+      n += (size_t)snprintf(wl + n, sizeof wl - n, "%s%s %.0f MiB",
+                            n ? ", " : "", label[k],
+                            sp->coll_bytes[k] / 1048576);
   fprintf(f,
           "%s: %u GPUs, %u per server; step = %.1f ms compute + "
-          "communication (allreduce %.0f MiB, all-to-all %.0f MiB per GPU, "
-          "overlap %.0f%%)\n",
-          sp->name, sp->gpus, sp->gpus_per_server, sp->compute_s * 1e3,
-          sp->allreduce_bytes / 1048576, sp->alltoall_bytes / 1048576,
+          "communication (%s per GPU, overlap %.0f%%)\n",
+          sp->name, sp->gpus, sp->gpus_per_server, sp->compute_s * 1e3, wl,
           sp->overlap * 100);
+  if (sp->trace[0])
+    fprintf(f, "collectives from the trace %s: %u in a step\n", sp->trace,
+            sp->nops);
   fprintf(f, "basis: sim = network phases measured packet by packet (uroce "
              "sim), model = analytical only\n\n");
-  fprintf(f, "%-3s %-30s %5s %6s %5s %5s %5s %8s %7s %8s %8s %9s %7s %-5s %s\n",
+  fprintf(f, "%-3s %-30s %5s %6s %5s %5s %5s %8s %7s %8s %8s %11s %7s %-5s %s\n",
           "#", "option", "NICs", "leaf", "spine", "core", "os", "capex$M", "kW",
-          "step ms", "comm ms", "AR busbw", "$/Gbps", "basis", "");
+          "step ms", "comm ms", headline_col(sp), "$/Gbps", "basis", "");
   for (uint32_t i = 0; i < pr->n; i++) {
     const struct result *r = &pr->r[i];
     const struct plan_option *o = &r->o;
@@ -247,10 +270,10 @@ static void print_table(FILE *f, const struct plan_run *pr) {
     const struct plan_perf *p = best(r);
     fprintf(f,
             "%-3u %-30s %5u %6u %5u %5u %5.2f %8.2f %7.1f %8.2f %8.2f "
-            "%7.1f G %7.1f %-5s %s\n",
+            "%9.1f G %7.1f %-5s %s\n",
             i + 1, o->name, o->nics, o->sw[1], o->sw[2], o->sw[3], o->oversub,
             o->capex / 1e6, o->power_w / 1e3, p->t_step_s * 1e3,
-            p->t_comm_s * 1e3, p->busbw_ar_gbps, p->usd_per_gbps,
+            p->t_comm_s * 1e3, p->busbw_gbps, p->usd_per_gbps,
             basis_label(r), r->pareto ? "pareto" : "");
   }
   for (uint32_t i = 0; i < pr->n; i++)
@@ -287,9 +310,12 @@ static void print_table(FILE *f, const struct plan_run *pr) {
               "step time scales that timeout with the bytes, so read it as "
               "'this option loses packets', not as an estimate\n",
               pr->r[i].o.name, (unsigned long long)pr->r[i].st.drops);
-  fprintf(f, "  os = leaf down:up bandwidth; AR busbw = allreduce bus "
-             "bandwidth per GPU (nccl-tests definition); $/Gbps = network "
-             "capex / (GPUs x AR busbw)\n");
+  static const char *const what[PLAN_NCOLL] = {
+      "allreduce", "reduce-scatter and all-gather", "", "all-to-all"};
+  fprintf(f,
+          "  os = leaf down:up bandwidth; %s = %s bus bandwidth per GPU "
+          "(nccl-tests definition); $/Gbps = network capex / (GPUs x %s)\n",
+          headline_col(sp), what[plan_headline_coll(sp)], headline_col(sp));
   fprintf(f, "  prices: see each part's source in plan.json (the default "
              "catalogue is illustrative)\n");
 }
@@ -373,13 +399,16 @@ static void json_perf(FILE *f, const struct plan_perf *p) {
           "%.3f, \"ring_factor\": %.4f, \"a2a_factor\": %.4f, "
           "\"allreduce_ms\": %.4f, \"allreduce_nvlink_ms\": %.4f, "
           "\"allreduce_net_ms\": %.4f, \"alltoall_ms\": %.4f, "
+          "\"reduce_scatter_allgather_ms\": %.4f, "
           "\"comm_ms\": %.4f, \"step_ms\": %.4f, \"busbw_allreduce_gbps\": "
-          "%.3f, \"busbw_alltoall_gbps\": %.3f, \"usd_per_gbps\": %.3f}",
+          "%.3f, \"busbw_alltoall_gbps\": %.3f, "
+          "\"busbw_reduce_scatter_allgather_gbps\": %.3f, "
+          "\"usd_per_gbps\": %.3f}",
           p->eff, p->rate_gbps, p->alpha_us, p->phases.ring_factor,
           p->phases.a2a_factor, p->t_allreduce_s * 1e3, p->t_ar_nvlink_s * 1e3,
-          p->t_ar_net_s * 1e3, p->t_alltoall_s * 1e3, p->t_comm_s * 1e3,
-          p->t_step_s * 1e3, p->busbw_ar_gbps, p->busbw_a2a_gbps,
-          p->usd_per_gbps);
+          p->t_ar_net_s * 1e3, p->t_alltoall_s * 1e3, p->t_rs_ag_s * 1e3,
+          p->t_comm_s * 1e3, p->t_step_s * 1e3, p->busbw_ar_gbps,
+          p->busbw_a2a_gbps, p->busbw_rs_ag_gbps, p->usd_per_gbps);
 }
 
 static void write_json(FILE *f, const struct plan_run *pr) {
@@ -398,6 +427,16 @@ static void write_json(FILE *f, const struct plan_run *pr) {
     fprintf(f, i ? ", " : "");
     json_str(f, sp->catalogues[i]);
   }
+  fprintf(f, "],\n  \"trace\": ");
+  if (sp->trace[0])
+    json_str(f, sp->trace);
+  else
+    fprintf(f, "null");
+  fprintf(f, ",\n  \"collectives\": [");
+  for (uint32_t i = 0; i < sp->nops; i++)
+    fprintf(f, "%s{\"collective\": \"%s\", \"bytes\": %.0f, \"count\": %u}",
+            i ? ", " : "", plan_coll_name[sp->ops[i].kind], sp->ops[i].bytes,
+            sp->ops[i].count);
   fprintf(f, "],\n  \"wall_s\": %.2f,\n  \"options\": [\n", pr->wall_s);
   for (uint32_t i = 0; i < pr->n; i++) {
     const struct result *r = &pr->r[i];
@@ -480,7 +519,8 @@ static void write_csv(FILE *f, const struct plan_run *pr) {
              "radix,nics,leaf,spine,core,oversub,capex_usd,power_w,"
              "nic_usd,switch_usd,cable_usd,optic_usd,fibre_usd,step_ms,"
              "comm_ms,allreduce_ms,alltoall_ms,busbw_ar_gbps,"
-             "busbw_a2a_gbps,usd_per_gbps,basis,pareto,model_step_ms\n");
+             "busbw_a2a_gbps,usd_per_gbps,basis,pareto,model_step_ms,"
+             "rs_ag_ms,busbw_rs_ag_gbps\n");
   for (uint32_t i = 0; i < pr->n; i++) {
     const struct result *r = &pr->r[i];
     const struct plan_option *o = &r->o;
@@ -491,7 +531,7 @@ static void write_csv(FILE *f, const struct plan_run *pr) {
     fprintf(f,
             "%u,%s,%s,%s,%u,%d,%u:%u,%g,%u,%u,%u,%u,%u,%.4f,%.2f,%.1f,"
             "%.2f,%.2f,%.2f,%.2f,%.2f,%.4f,%.4f,%.4f,%.4f,%.3f,%.3f,%.3f,"
-            "%s,%d,%.4f\n",
+            "%s,%d,%.4f,%.4f,%.3f\n",
             i + 1, o->name, plan_fabric_name(o->fabric), o->topo.name,
             o->topo.tiers, o->topo.rail, o->ratio_nic, o->ratio_gpu,
             o->speed_gbps, o->radix, o->nics, o->sw[1], o->sw[2], o->sw[3],
@@ -501,7 +541,7 @@ static void write_csv(FILE *f, const struct plan_run *pr) {
             p->t_step_s * 1e3, p->t_comm_s * 1e3, p->t_allreduce_s * 1e3,
             p->t_alltoall_s * 1e3, p->busbw_ar_gbps, p->busbw_a2a_gbps,
             p->usd_per_gbps, basis_label(r), r->pareto,
-            r->model.t_step_s * 1e3);
+            r->model.t_step_s * 1e3, p->t_rs_ag_s * 1e3, p->busbw_rs_ag_gbps);
   }
 }
 

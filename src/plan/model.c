@@ -294,6 +294,61 @@ static double alpha_us(const struct plan_option *o) {
   return (2 * nic + hops * sw + prop) / 1e3;
 }
 
+/* One collective's time in the step, added into p by kind: hierarchical
+ * (NVLink inside the server, one ring per rail across servers) for
+ * allreduce, reduce-scatter and all-gather; shift-ordered across servers
+ * for all-to-all. */
+static void add_coll(const struct plan_spec *sp, const struct plan_option *o,
+                     const struct plan_phase_times *ph,
+                     const struct plan_coll_op *op, struct plan_perf *p) {
+  double g = sp->gpus_per_server, S = o->servers, m = o->nics_per_server;
+  double R = p->rate_gbps * 1e9 / 8; /* bytes/s */
+  double nvl = sp->nvlink_gbs * 1e9, a = p->alpha_us * 1e-6;
+  double M = op->bytes, c = op->count;
+  switch (op->kind) {
+  case PLAN_C_ALLREDUCE: {
+    /* Reduce-scatter and all-gather over NVLink inside the server, a ring
+     * allreduce of M / m per NIC across servers per rail. */
+    double nv = g > 1 ? 2 * (g - 1) / g * M / nvl : 0;
+    double net = S > 1 ? 2 * (S - 1) / S * (M / m) / R * ph->ring_factor +
+                             2 * (S - 1) * a
+                       : 0;
+    p->t_ar_nvlink_s += c * nv;
+    p->t_ar_net_s += c * net;
+    p->t_allreduce_s += c * (nv + net);
+    break;
+  }
+  case PLAN_C_REDUCE_SCATTER:
+  case PLAN_C_ALLGATHER: {
+    /* Half an allreduce: one pass over NVLink and one around the ring. */
+    double nv = g > 1 ? (g - 1) / g * M / nvl : 0;
+    double net = S > 1 ? (S - 1) / S * (M / m) / R * ph->ring_factor +
+                             (S - 1) * a
+                       : 0;
+    p->t_rs_ag_s += c * (nv + net);
+    break;
+  }
+  case PLAN_C_ALLTOALL: {
+    /* S - 1 shift phases of g M / (S m) bytes per NIC (data reaches the
+     * NIC of its rail over NVLink first), overlapped with the NVLink
+     * traffic. */
+    double net =
+        S > 1 ? (S - 1) * (g * M / (S * m) / R * ph->a2a_factor + a) : 0;
+    double nv = g > 1 ? M / nvl : 0;
+    p->t_a2a_net_s += c * net;
+    p->t_alltoall_s += c * fmax(net, nv);
+    break;
+  }
+  case PLAN_NCOLL:
+    break;
+  }
+}
+
+/* Bus bandwidth per GPU (nccl-tests): factor x bytes / time, in Gb/s. */
+static double busbw(double factor, double bytes, double t) {
+  return t > 0 ? factor * bytes / t * 8 / 1e9 : 0;
+}
+
 void plan_perf_from(const struct plan_spec *sp, const struct plan_option *o,
                     const struct plan_phase_times *ph, struct plan_perf *p) {
   memset(p, 0, sizeof *p);
@@ -301,35 +356,32 @@ void plan_perf_from(const struct plan_spec *sp, const struct plan_option *o,
   p->eff = plan_wire_efficiency(o->fabric, 4096, NULL);
   p->rate_gbps = o->speed_gbps * p->eff;
   p->alpha_us = alpha_us(o);
-  double G = sp->gpus, g = sp->gpus_per_server, S = o->servers;
-  double m = o->nics_per_server, R = p->rate_gbps * 1e9 / 8; /* bytes/s */
-  double nvl = sp->nvlink_gbs * 1e9, a = p->alpha_us * 1e-6;
-  double M = sp->allreduce_bytes, A = sp->alltoall_bytes;
-  if (M > 0) {
-    /* Hierarchical: reduce-scatter and all-gather over NVLink inside the
-     * server, a ring allreduce of M / m per NIC across servers per rail. */
-    p->t_ar_nvlink_s = g > 1 ? 2 * (g - 1) / g * M / nvl : 0;
-    if (S > 1)
-      p->t_ar_net_s =
-          2 * (S - 1) / S * (M / m) / R * ph->ring_factor + 2 * (S - 1) * a;
-    p->t_allreduce_s = p->t_ar_nvlink_s + p->t_ar_net_s;
-    if (p->t_allreduce_s > 0)
-      p->busbw_ar_gbps = 2 * (G - 1) / G * M / p->t_allreduce_s * 8 / 1e9;
-  }
-  if (A > 0) {
-    /* Shift-ordered all-to-all across servers: S - 1 phases of g A / (S m)
-     * bytes per NIC (data reaches the NIC of its rail over NVLink first),
-     * overlapped with the NVLink traffic. */
-    if (S > 1)
-      p->t_a2a_net_s = (S - 1) * (g * A / (S * m) / R * ph->a2a_factor + a);
-    double t_nvl = g > 1 ? A / nvl : 0;
-    p->t_alltoall_s = fmax(p->t_a2a_net_s, t_nvl);
-    if (p->t_alltoall_s > 0)
-      p->busbw_a2a_gbps = (G - 1) / G * A / p->t_alltoall_s * 8 / 1e9;
-  }
-  p->t_comm_s = p->t_allreduce_s + p->t_alltoall_s;
+  for (uint32_t i = 0; i < sp->nops; i++)
+    add_coll(sp, o, ph, &sp->ops[i], p);
+  double G = sp->gpus, f = (G - 1) / G;
+  p->busbw_ar_gbps =
+      busbw(2 * f, sp->coll_bytes[PLAN_C_ALLREDUCE], p->t_allreduce_s);
+  p->busbw_rs_ag_gbps = busbw(f,
+                              sp->coll_bytes[PLAN_C_REDUCE_SCATTER] +
+                                  sp->coll_bytes[PLAN_C_ALLGATHER],
+                              p->t_rs_ag_s);
+  p->busbw_a2a_gbps =
+      busbw(f, sp->coll_bytes[PLAN_C_ALLTOALL], p->t_alltoall_s);
+  p->t_comm_s = p->t_allreduce_s + p->t_rs_ag_s + p->t_alltoall_s;
   p->t_step_s =
       sp->compute_s + fmax(0, p->t_comm_s - sp->overlap * sp->compute_s);
-  double bw = p->busbw_ar_gbps > 0 ? p->busbw_ar_gbps : p->busbw_a2a_gbps;
-  p->usd_per_gbps = bw > 0 ? o->capex / (G * bw) : 0;
+  enum plan_coll h = plan_headline_coll(sp);
+  p->busbw_gbps = h == PLAN_C_ALLREDUCE        ? p->busbw_ar_gbps
+                  : h == PLAN_C_REDUCE_SCATTER ? p->busbw_rs_ag_gbps
+                                               : p->busbw_a2a_gbps;
+  p->usd_per_gbps = p->busbw_gbps > 0 ? o->capex / (G * p->busbw_gbps) : 0;
+}
+
+enum plan_coll plan_headline_coll(const struct plan_spec *sp) {
+  if (sp->coll_bytes[PLAN_C_ALLREDUCE] > 0)
+    return PLAN_C_ALLREDUCE;
+  if (sp->coll_bytes[PLAN_C_REDUCE_SCATTER] + sp->coll_bytes[PLAN_C_ALLGATHER] >
+      0)
+    return PLAN_C_REDUCE_SCATTER;
+  return PLAN_C_ALLTOALL;
 }

@@ -62,6 +62,25 @@ struct plan_topo {
 
 enum plan_workload { PLAN_WL_ALLREDUCE = 1, PLAN_WL_ALLTOALL = 2 };
 
+/* A collective of a training step, as nccl-tests sizes it: allreduce and
+ * reduce-scatter by the buffer each GPU reduces, all-gather by the buffer
+ * each GPU ends with, all-to-all by what each GPU sends. */
+enum plan_coll {
+  PLAN_C_ALLREDUCE,
+  PLAN_C_REDUCE_SCATTER,
+  PLAN_C_ALLGATHER,
+  PLAN_C_ALLTOALL,
+  PLAN_NCOLL
+};
+extern const char *const plan_coll_name[PLAN_NCOLL];
+
+struct plan_coll_op {
+  enum plan_coll kind;
+  double bytes;
+  uint32_t count; /* times per step */
+};
+#define PLAN_MAX_OPS 4096
+
 struct plan_spec {
   char path[512], name[PLAN_NAME];
   uint32_t gpus, gpus_per_server;
@@ -76,6 +95,12 @@ struct plan_spec {
   /* Workload, per training step. */
   double allreduce_bytes; /* gradients, per GPU (data parallel) */
   double alltoall_bytes;  /* MoE dispatch+combine, sent per GPU per step */
+  char trace[512];        /* a collective trace (CSV), "" if none */
+  /* The step's collectives: the trace's lines in order, then
+   * allreduce_bytes and alltoall_bytes. */
+  uint32_t nops;
+  struct plan_coll_op ops[PLAN_MAX_OPS];
+  double coll_bytes[PLAN_NCOLL]; /* per step, by kind (count included) */
   double compute_s;       /* compute per step */
   double overlap;         /* share of compute that hides communication */
   double nvlink_gbs;      /* intra-server bandwidth per GPU, GB/s */
@@ -103,6 +128,12 @@ int plan_spec_load(const char *path, struct plan_spec *sp, char *err,
 int plan_spec_parse(const char *text, size_t len, const char *label,
                     const char *base, struct plan_spec *sp, char *err,
                     size_t errlen);
+/* Appends a collective trace's lines to sp->ops: CSV lines
+ * "collective,bytes[,count]" (allreduce, reduce_scatter, allgather,
+ * alltoall; a size such as 64MiB; times per step, default 1), '#'
+ * comments and blank lines skipped. -1 with "label:line: column: why". */
+int plan_trace_parse(const char *text, size_t len, const char *label,
+                     struct plan_spec *sp, char *err, size_t errlen);
 /* Adds (or replaces by name) the parts of a catalogue file. */
 int plan_catalogue_load(const char *path, struct plan_catalogue *cat, char *err,
                         size_t errlen);
@@ -204,9 +235,14 @@ struct plan_perf {
   double alpha_us;       /* per-step latency of the inter-server rings */
   double t_allreduce_s, t_alltoall_s, t_comm_s, t_step_s;
   double t_ar_nvlink_s, t_ar_net_s, t_a2a_net_s;
+  double t_rs_ag_s;      /* reduce-scatters and all-gathers */
   double busbw_ar_gbps;  /* per GPU, nccl-tests definition, Gb/s */
   double busbw_a2a_gbps; /* per GPU */
-  double usd_per_gbps;   /* network capex / (GPUs x allreduce busbw) */
+  double busbw_rs_ag_gbps;
+  /* The headline bus bandwidth: allreduce's, else the reduce-scatters'
+   * and all-gathers', else the all-to-alls' (plan_headline_coll). */
+  double busbw_gbps;
+  double usd_per_gbps; /* network capex / (GPUs x busbw_gbps) */
   struct plan_phase_times phases;
 };
 
@@ -219,6 +255,10 @@ uint32_t plan_a2a_shift(uint32_t servers, uint32_t k, uint32_t j);
 /* Time the last flow of a probe phase needs besides its bytes: the path's
  * propagation there and back and store-and-forward at each switch (us). */
 double plan_probe_latency_us(const struct plan_option *o);
+/* Which bus bandwidth heads a spec's table: PLAN_C_ALLREDUCE when the
+ * step has an allreduce, else PLAN_C_REDUCE_SCATTER (reduce-scatters and
+ * all-gathers together), else PLAN_C_ALLTOALL. */
+enum plan_coll plan_headline_coll(const struct plan_spec *sp);
 /* Step time and bandwidths from phase factors (analytical or measured). */
 void plan_perf_from(const struct plan_spec *sp, const struct plan_option *o,
                     const struct plan_phase_times *ph, struct plan_perf *p);

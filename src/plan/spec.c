@@ -101,25 +101,33 @@ static int get_bool(struct ctx *x, yaml_node_t *n, const char *key, bool *out) {
 }
 
 /* Sizes: 1048576, 1MiB, 1MB (10^6), 2GiB ... */
-static int get_bytes(struct ctx *x, yaml_node_t *n, const char *key,
-                     double *out) {
+static bool parse_size(const char *s, double *out) {
   static const struct {
     const char *suf;
     double mul;
   } u[] = {{"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
            {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},
            {"B", 1.0},      {"", 1.0}};
-  const char *s = sval(n);
   char *e;
   if (!s || !*s)
-    return fail(x, n, key, "expected a size such as 64MiB");
+    return false;
   double v = strtod(s, &e);
   for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
     if (!strcmp(e, u[i].suf) && e != s && v >= 0 && isfinite(v)) {
       *out = v * u[i].mul;
-      return 0;
+      return true;
     }
-  return fail(x, n, key, "expected a size such as 64MiB, got '%s'", s);
+  return false;
+}
+
+static int get_bytes(struct ctx *x, yaml_node_t *n, const char *key,
+                     double *out) {
+  const char *s = sval(n);
+  if (!s || !*s)
+    return fail(x, n, key, "expected a size such as 64MiB");
+  if (!parse_size(s, out))
+    return fail(x, n, key, "expected a size such as 64MiB, got '%s'", s);
+  return 0;
 }
 
 static int get_str(struct ctx *x, yaml_node_t *n, const char *key, char *out,
@@ -317,6 +325,10 @@ int plan_catalogue_parse(const char *text, size_t len, const char *label,
   return rc;
 }
 
+/* Specs, catalogues and traces are small: a file past this is refused
+ * (so is /dev/zero) rather than read until memory runs out. */
+#define SLURP_MAX (16u << 20)
+
 static char *slurp(const char *path, size_t *len, char *err, size_t errlen) {
   FILE *f = fopen(path, "rb");
   if (!f) {
@@ -328,6 +340,13 @@ static char *slurp(const char *path, size_t *len, char *err, size_t errlen) {
   size_t r;
   while (b && (r = fread(b + n, 1, cap - n, f)) > 0) {
     n += r;
+    if (n > SLURP_MAX) {
+      fclose(f);
+      free(b);
+      snprintf(err, errlen, "%s: larger than %u MiB: not a spec, catalogue "
+               "or trace", path, SLURP_MAX >> 20);
+      return NULL;
+    }
     if (n == cap) {
       char *nb = realloc(b, cap *= 2);
       if (!nb) {
@@ -470,6 +489,24 @@ static int workload_key(struct ctx *x, const char *k, yaml_node_t *v,
     sp->compute_s /= 1e3;
     return rc;
   }
+  if (!strcmp(k, "trace")) {
+    char f[512];
+    if (get_str(x, v, k, f, sizeof f))
+      return -1;
+    if (f[0] == '/' || !x->base[0])
+      snprintf(sp->trace, sizeof sp->trace, "%s", f);
+    else if (snprintf(sp->trace, sizeof sp->trace, "%s/%s", x->base, f) >=
+             (int)sizeof sp->trace)
+      return fail(x, v, k, "path too long");
+    size_t len;
+    char why[600];
+    char *t = slurp(sp->trace, &len, why, sizeof why);
+    if (!t)
+      return fail(x, v, k, "%s", why);
+    int rc = plan_trace_parse(t, len, sp->trace, sp, x->err, x->errlen);
+    free(t);
+    return rc;
+  }
   if (!strcmp(k, "overlap"))
     return get_double(x, v, k, 0, 1, &sp->overlap);
   if (!strcmp(k, "nvlink_gbs"))
@@ -607,6 +644,119 @@ static int top_key(struct ctx *x, const char *k, yaml_node_t *v,
   return 1;
 }
 
+const char *const plan_coll_name[PLAN_NCOLL] = {"allreduce", "reduce_scatter",
+                                                "allgather", "alltoall"};
+
+static int trace_fail(char *err, size_t errlen, const char *label,
+                      size_t line, const char *col, const char *fmt, ...) {
+  char msg[300];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  snprintf(err, errlen, "%s:%zu: %s: %s", label, line, col, msg);
+  return -1;
+}
+
+static int add_op(struct plan_spec *sp, enum plan_coll kind, double bytes,
+                  uint32_t count) {
+  if (sp->nops == PLAN_MAX_OPS)
+    return -1;
+  sp->ops[sp->nops++] = (struct plan_coll_op){kind, bytes, count};
+  sp->coll_bytes[kind] += bytes * count;
+  return 0;
+}
+
+/* One trace line, cut into its fields in place (no quoting: the fields
+ * are a name and two numbers). */
+static int trace_line(char *l, const char *label, size_t line,
+                      struct plan_spec *sp, char *err, size_t errlen) {
+  char *f[3];
+  int n = 0;
+  for (char *p = l;; p++) {
+    while (*p == ' ' || *p == '\t')
+      p++;
+    if (n == 3)
+      return trace_fail(err, errlen, label, line, "line",
+                        "more than 3 fields: expected "
+                        "collective,bytes[,count]");
+    f[n++] = p;
+    char *c = strchr(p, ',');
+    char *end = c ? c : p + strlen(p);
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+      end--;
+    bool more = c != NULL;
+    *end = 0;
+    if (!more)
+      break;
+    p = c;
+  }
+  if (n < 2)
+    return trace_fail(err, errlen, label, line, "line",
+                      "expected collective,bytes[,count]");
+  int kind = -1;
+  for (int i = 0; i < PLAN_NCOLL; i++)
+    if (!strcmp(f[0], plan_coll_name[i]))
+      kind = i;
+  if (kind < 0)
+    return trace_fail(err, errlen, label, line, "collective",
+                      "'%s' is none of allreduce, reduce_scatter, allgather, "
+                      "alltoall",
+                      f[0]);
+  double bytes;
+  if (!parse_size(f[1], &bytes) || bytes <= 0 || bytes > 1e15)
+    return trace_fail(err, errlen, label, line, "bytes",
+                      "expected a size such as 64MiB (above 0, at most 1 PB), "
+                      "got '%s'",
+                      f[1]);
+  unsigned long count = 1;
+  if (n > 2) {
+    char *e;
+    errno = 0;
+    count = strtoul(f[2], &e, 10);
+    if (!*f[2] || *e || errno || count < 1 || count > 1000000)
+      return trace_fail(err, errlen, label, line, "count",
+                        "expected a whole number 1..1000000, got '%s'", f[2]);
+  }
+  if (add_op(sp, (enum plan_coll)kind, bytes, (uint32_t)count))
+    return trace_fail(err, errlen, label, line, "line",
+                      "more than %u collectives in the step", PLAN_MAX_OPS);
+  return 0;
+}
+
+int plan_trace_parse(const char *text, size_t len, const char *label,
+                     struct plan_spec *sp, char *err, size_t errlen) {
+  char l[256];
+  size_t line = 0, ops = 0;
+  for (size_t i = 0; i < len;) {
+    size_t j = i;
+    while (j < len && text[j] != '\n')
+      j++;
+    line++;
+    if (memchr(text + i, 0, j - i))
+      return trace_fail(err, errlen, label, line, "line",
+                        "a NUL byte: not a text file");
+    if (j - i >= sizeof l)
+      return trace_fail(err, errlen, label, line, "line",
+                        "longer than %zu characters", sizeof l - 1);
+    memcpy(l, text + i, j - i);
+    l[j - i] = 0;
+    i = j + 1;
+    char *p = l;
+    while (*p == ' ' || *p == '\t')
+      p++;
+    if (!*p || *p == '#' || *p == '\r')
+      continue;
+    if (trace_line(p, label, line, sp, err, errlen))
+      return -1;
+    ops++;
+  }
+  if (!ops)
+    return trace_fail(err, errlen, label, line, "trace",
+                      "no collective in it");
+  return 0;
+}
+
 /* Checks that need the whole spec; each names the key that is wrong. */
 static int validate(struct ctx *x, yaml_node_t *root, struct plan_spec *sp) {
   yaml_node_t *at[8] = {0};
@@ -637,9 +787,9 @@ static int validate(struct ctx *x, yaml_node_t *root, struct plan_spec *sp) {
   }
   if (!at[3])
     return fail(x, root, "workload", "missing");
-  if (sp->allreduce_bytes <= 0 && sp->alltoall_bytes <= 0)
+  if (sp->allreduce_bytes <= 0 && sp->alltoall_bytes <= 0 && !sp->nops)
     return fail(x, at[3], "workload",
-                "needs allreduce_bytes or alltoall_bytes");
+                "needs allreduce_bytes, alltoall_bytes or trace");
   if (!sp->ncatalogues)
     return fail(x, root, "catalogue", "missing (a list of catalogue files)");
   return 0;
@@ -667,6 +817,14 @@ int plan_spec_parse(const char *text, size_t len, const char *label,
     char *dot = strrchr(sp->name, '.');
     if (dot)
       *dot = 0;
+  }
+  if ((sp->allreduce_bytes > 0 &&
+       add_op(sp, PLAN_C_ALLREDUCE, sp->allreduce_bytes, 1)) ||
+      (sp->alltoall_bytes > 0 &&
+       add_op(sp, PLAN_C_ALLTOALL, sp->alltoall_bytes, 1))) {
+    snprintf(err, errlen, "%s: workload: more than %u collectives in the step",
+             label, PLAN_MAX_OPS);
+    return -1;
   }
   for (uint32_t i = 0; i < sp->ncatalogues; i++)
     if (plan_catalogue_load(sp->catalogues[i], &sp->cat, err, errlen))

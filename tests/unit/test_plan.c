@@ -297,6 +297,119 @@ static void test_errors(void) {
   CHECK(cat.part[0].price_usd == 2);
 }
 
+/* A 64-GPU RoCEv2 leaf-spine spec with the given workload mapping. */
+static int spec_wl(struct plan_spec *s, const char *workload, char *err,
+                   size_t errlen) {
+  char text[2048];
+  snprintf(text, sizeof text,
+           "gpus: 64\nfabrics: [roce]\nswitch_radices: [16]\n"
+           "workload: {%s, compute_ms: 100}\ncatalogue: [%s]\n",
+           workload, cat_path);
+  return plan_spec_parse(text, strlen(text), "t.yaml", "", s, err, errlen);
+}
+
+static char trace_path[64];
+
+static void write_trace(const char *text) {
+  FILE *f = fopen(trace_path, "w");
+  fputs(text, f);
+  fclose(f);
+}
+
+/* The step time of the one option of workload w, analytically. */
+static struct plan_perf perf_of(const char *w) {
+  struct plan_perf p = {0};
+  char err[512] = "";
+  int rc = spec_wl(&sp, w, err, sizeof err);
+  CHECK(rc == 0);
+  if (rc) {
+    fprintf(stderr, "  %s: %s\n", w, err);
+    return p;
+  }
+  CHECK(plan_enumerate(&sp, opt, 64, err, sizeof err) >= 1);
+  struct plan_phase_times ph;
+  plan_model_phases(&sp, &opt[0], &ph);
+  plan_perf_from(&sp, &opt[0], &ph, &p);
+  return p;
+}
+
+static bool near(double a, double b) {
+  return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b));
+}
+
+/* A collective trace: the same step as the keys it can replace;
+ * reduce-scatter plus all-gather is an allreduce, to the nanosecond;
+ * counts multiply; bad lines name the file, the line and the column. */
+static void test_trace(void) {
+  snprintf(trace_path, sizeof trace_path, "/tmp/uroce-test-trace-%d.csv",
+           (int)getpid());
+  char w[256];
+  snprintf(w, sizeof w, "trace: %s", trace_path);
+  struct plan_perf keys =
+      perf_of("allreduce_bytes: 1GiB, alltoall_bytes: 256MiB");
+  write_trace("# a comment\n\nallreduce,1GiB\n  alltoall , 256MiB , 1\n");
+  struct plan_perf tr = perf_of(w);
+  CHECK(keys.t_step_s > 0.1);
+  CHECK(near(tr.t_step_s, keys.t_step_s));
+  CHECK(near(tr.busbw_ar_gbps, keys.busbw_ar_gbps));
+  CHECK(near(tr.busbw_a2a_gbps, keys.busbw_a2a_gbps));
+  CHECK_EQ(sp.nops, 2);
+  write_trace("reduce_scatter,1GiB\nallgather,1GiB\n");
+  struct plan_perf rsag = perf_of(w);
+  CHECK_EQ(plan_headline_coll(&sp), PLAN_C_REDUCE_SCATTER);
+  struct plan_perf ar = perf_of("allreduce_bytes: 1GiB");
+  CHECK_EQ(plan_headline_coll(&sp), PLAN_C_ALLREDUCE);
+  CHECK(rsag.t_rs_ag_s > 0);
+  CHECK(near(rsag.t_rs_ag_s, ar.t_allreduce_s));
+  CHECK(near(rsag.t_comm_s, ar.t_comm_s));
+  CHECK(near(rsag.busbw_gbps, rsag.busbw_rs_ag_gbps));
+  write_trace("allgather,64MiB,3\r\n");
+  struct plan_perf three = perf_of(w);
+  write_trace("allgather,64MiB\n");
+  struct plan_perf one = perf_of(w);
+  CHECK(near(three.t_comm_s, 3 * one.t_comm_s));
+  CHECK(near(three.busbw_gbps, one.busbw_gbps));
+#define BAD(t, w) {t, sizeof(t) - 1, w}
+  static const struct {
+    const char *text;
+    size_t len;
+    const char *want;
+  } bad[] = {
+      BAD("allreduce,1GiB\nbroadcast,1MiB\n", ":2: collective: 'broadcast'"),
+      BAD("allreduce,lots\n", ":1: bytes: expected a size"),
+      BAD("allreduce,0\n", ":1: bytes:"),
+      BAD("allreduce,1MiB,0\n", ":1: count:"),
+      BAD("allreduce,1MiB,2x\n", ":1: count:"),
+      BAD("allreduce,1MiB,-1\n", ":1: count:"),
+      BAD("allreduce,1MiB,1,9\n", ":1: line: more than 3 fields"),
+      BAD("allreduce\n", ":1: line: expected collective,bytes"),
+      BAD("# nothing\n", ":1: trace: no collective"),
+      BAD("allreduce,1MiB\nall\0reduce,1MiB\n", ":2: line: a NUL byte"),
+  };
+#undef BAD
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    FILE *f = fopen(trace_path, "w");
+    fwrite(bad[i].text, 1, bad[i].len, f);
+    fclose(f);
+    char err[512] = "";
+    CHECK(spec_wl(&sp, w, err, sizeof err) == -1);
+    CHECK(strncmp(err, trace_path, strlen(trace_path)) == 0);
+    CHECK(strstr(err, bad[i].want) != NULL);
+    if (!strstr(err, bad[i].want))
+      fprintf(stderr, "  bad trace %zu: %s\n", i, err);
+  }
+  /* A file that is not there, and one that never ends, name the key. */
+  char err[512] = "";
+  unlink(trace_path);
+  CHECK(spec_wl(&sp, w, err, sizeof err) == -1);
+  CHECK(strstr(err, "t.yaml:4: trace:") && strstr(err, "No such file"));
+  CHECK(spec_wl(&sp, "trace: /dev/zero", err, sizeof err) == -1);
+  CHECK(strstr(err, "t.yaml:4: trace:") && strstr(err, "larger than"));
+  CHECK(spec_wl(&sp, "compute_ms_typo: 1", err, sizeof err) == -1);
+  CHECK(spec_wl(&sp, "overlap: 0", err, sizeof err) == -1);
+  CHECK(strstr(err, "needs allreduce_bytes, alltoall_bytes or trace"));
+}
+
 /* Shipped examples load; the ones small enough for CI are simulated and
  * the model must agree with the simulator within 10% on every probe; where
  * a phase overloads a link of a lossy or credit-based fabric (outside the
@@ -350,11 +463,13 @@ static void test_calibration_small(void) {
 
 static void test_calibration_study(void) {
   check_calibration("study_1k", 1024);
+  check_calibration("fsdp_256", 1024);
 }
 
 static void test_examples_load(void) {
-  static const char *ex[] = {"small_64", "study_1k", "study_16k"};
-  for (int i = 0; i < 3; i++) {
+  static const char *ex[] = {"small_64", "study_1k", "study_16k",
+                             "fsdp_256"};
+  for (int i = 0; i < 4; i++) {
     char path[512], err[1024];
     snprintf(path, sizeof path, "%s/examples/plan/%s.yaml", src_dir, ex[i]);
     CHECK(plan_spec_load(path, &sp, err, sizeof err) == 0);
@@ -374,6 +489,7 @@ int main(int argc, char **argv) {
   T_RUN(test_framing);
   T_RUN(test_balls_in_bins);
   T_RUN(test_errors);
+  T_RUN(test_trace);
   T_RUN(test_examples_load);
   T_RUN(test_calibration_small);
   /* The 1,024-GPU study's packet-level runs take about a minute of CPU:
