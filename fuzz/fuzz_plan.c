@@ -1,8 +1,9 @@
-/* libFuzzer target: `uroce plan`'s YAML parsers. The first input byte
- * picks a spec (even) or a catalogue (odd); the rest is the document. A
- * spec that parses is enumerated (sized and priced) when it is small, so
- * the BOM arithmetic sees whatever numbers the parser lets through. Any
- * out-of-bounds access, UB or crash is a finding. */
+/* libFuzzer target: `uroce plan`'s parsers. The first input byte picks a
+ * spec (even), a catalogue (1 modulo 4) or a collective trace (3 modulo
+ * 4); the rest is the document. A spec that parses is enumerated (sized
+ * and priced) when it is small, so the BOM arithmetic sees whatever
+ * numbers the parser lets through. Any out-of-bounds access, UB or crash
+ * is a finding. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -19,6 +20,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   bool spec = !(data[0] & 1);
   const char *text = (const char *)data + 1;
   size--;
+  if (!spec && (data[0] & 2)) {
+    memset(&sp, 0, sizeof sp);
+    if (plan_trace_parse(text, size, "fuzz.csv", &sp, err, sizeof err) == 0 &&
+        (sp.nops == 0 || sp.nops > PLAN_MAX_OPS))
+      __builtin_trap(); /* a trace that parses holds 1..PLAN_MAX_OPS */
+    return 0;
+  }
   if (!spec) {
     memset(&cat, 0, sizeof cat);
     plan_catalogue_parse(text, size, "fuzz.yaml", &cat, err, sizeof err);
