@@ -526,16 +526,28 @@ static enum comp_state mp_ack(struct comp_pkt *c) {
       return drop(c, UROCE_DROP_LENGTH);
     if (uroce_sacketh_flags(se) & UROCE_SACK_DUP)
       mp_dsack(c->qp, uroce_sacketh_dup(se));
+    uint64_t req_ts = 0; /* the latest sent READ/atomic request reported */
+    uint32_t hole = 0;   /* PSNs from base before the first reported */
     for (uint32_t i = 0; i < words; i++) {
       uint64_t v = get_be64(bm + 8 * i);
+      if (hole == 64 * i)
+        hole += v ? (uint32_t)__builtin_ctzll(v) : 64;
       for (; v; v &= v - 1) {
         uint32_t p = uroce_psn_add(base, 64 * i + (uint32_t)__builtin_ctzll(v));
         int32_t d = uroce_psn_diff(p, c->qp->comp.psn);
-        if (d >= 0 && (uint32_t)d <= c->qp->mp.mask &&
-            !(*mp_tx_st(c->qp, p) & TX_RESP))
+        if (d < 0 || (uint32_t)d > c->qp->mp.mask)
+          continue;
+        if (!(*mp_tx_st(c->qp, p) & TX_RESP))
           mp_deliver(c, p, &ev);
+        else if (c->qp->mp.sent[p & c->qp->mp.mask] > req_ts)
+          req_ts = c->qp->mp.sent[p & c->qp->mp.mask];
       }
     }
+    /* The responder stands at base and holds a READ or atomic sent after
+     * it: the request at base never arrived (it would have run there).
+     * No response will show that hole, as nothing is answered past it. */
+    if (req_ts && hole < 64 * words)
+      mp_request_gap(c->qp, base, hole, req_ts, c->now);
   }
   mp_evidence(c, &ev);
   return COMPST_MP_UPDATE;

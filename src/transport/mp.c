@@ -263,6 +263,21 @@ void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
     }
 }
 
+void mp_request_gap(struct uroce_qp *qp, uint32_t psn, uint32_t n,
+                    uint64_t ts, uint64_t now) {
+  struct mp_tx *m = &qp->mp;
+  for (uint32_t i = 0; i < n; i++, psn = uroce_psn_add(psn, 1)) {
+    uint8_t *st = mp_tx_st(qp, psn);
+    if (!in_ring(qp, psn) || uroce_psn_cmp(psn, qp->req.max_psn) >= 0 ||
+        (*st & (TX_DONE | TX_GAP | TX_LOST | TX_SENT)) != TX_SENT ||
+        m->sent[psn & m->mask] > ts)
+      continue;
+    gap_from(m, st, psn, now);
+    if (uroce_psn_cmp(psn, m->scan) >= 0)
+      m->scan = uroce_psn_add(psn, 1);
+  }
+}
+
 void mp_gap_expiry(struct uroce_qp *qp, uint64_t now) {
   struct mp_tx *m = &qp->mp;
   m->gap_timer = UINT64_MAX;

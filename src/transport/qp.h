@@ -559,6 +559,11 @@ void mp_rtt(struct uroce_qp *qp, uint32_t psn, uint64_t rtt);
  * missing are gaps; the gap timer is armed. */
 void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
                     uint64_t now);
+/* The responder stands at psn and reported a READ or atomic sent at ts
+ * received: the n PSNs from psn (up to the next one reported) that were
+ * sent at or before ts never arrived, and are gaps from now on. */
+void mp_request_gap(struct uroce_qp *qp, uint32_t psn, uint32_t n,
+                    uint64_t ts, uint64_t now);
 /* The responder got request psn twice (a D-SACK): if it was resent for a
  * gap, the resend was needless and the reorder window too short. */
 void mp_dsack(struct uroce_qp *qp, uint32_t psn);
