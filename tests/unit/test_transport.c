@@ -636,6 +636,29 @@ static void test_reorder(void) {
   CHECK(r2 > 0);
 }
 
+/* n READs of size bytes each from B into A, posted at once: all complete
+ * in order, successfully, byte-exact, and nothing more completes. Returns
+ * when the last one completed (ns). */
+static uint64_t reads_whole(int n, uint32_t size) {
+  for (int i = 0; i < n; i++)
+    CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_READ, (uint64_t)i,
+                          (uint64_t)i * size, size, UROCE_SEND_SIGNALED,
+                          B.mr->iova + (uint64_t)i * size, B.mr->rkey),
+             0);
+  struct uroce_wc wc[64];
+  CHECK(n <= 64);
+  CHECK_EQ(wait_cq(A.scq, wc, n), n);
+  for (int i = 0; i < n; i++) {
+    CHECK_EQ(wc[i].wr_id, (uint64_t)i);
+    CHECK_EQ(wc[i].status, UROCE_WC_SUCCESS);
+  }
+  CHECK(memcmp(A.mem, B.mem, (size_t)n * size) == 0);
+  uint64_t t = ns.now;
+  ns_run_idle(&ns, ns.now + 100000000);
+  CHECK_EQ(tp_poll(A.scq, wc, 1), 0);
+  return t;
+}
+
 /* READ responses lost at random: each loss costs one re-request (two when
  * the re-request's own first response is lost), not one per response
  * still in flight behind it (every one of those is evidence of the same
@@ -649,20 +672,7 @@ static void test_read_loss(void) {
   ns.link[0][1].delay_ns = 5000;
   for (size_t i = 0; i < B.memlen; i++)
     B.mem[i] = (uint8_t)(i * 29 + 3);
-  for (int i = 0; i < 4; i++)
-    CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_READ, (uint64_t)i,
-                          (uint64_t)i * 200000, 200000, UROCE_SEND_SIGNALED,
-                          B.mr->iova + (uint64_t)i * 200000, B.mr->rkey),
-             0);
-  struct uroce_wc wc[5];
-  CHECK_EQ(wait_cq(A.scq, wc, 4), 4);
-  for (int i = 0; i < 4; i++) {
-    CHECK_EQ(wc[i].wr_id, (uint64_t)i);
-    CHECK_EQ(wc[i].status, UROCE_WC_SUCCESS);
-  }
-  CHECK(memcmp(A.mem, B.mem, 800000) == 0);
-  ns_run_idle(&ns, ns.now + 100000000);
-  CHECK_EQ(tp_poll(A.scq, wc, 1), 0);
+  reads_whole(4, 200000);
   uint64_t lost = ns.stats.lost;
   uint64_t retx = uroce_eng_stats(ns.eng[0])->go_backs;
   printf("READ with 2%% response loss: %llu lost, %llu restarts, %llu "
@@ -685,27 +695,13 @@ static void test_read_request_loss(void) {
   struct tp_opts o;
   tp_opts_default(&o);
   o.mtu = UROCE_MTU_1024;
-  struct uroce_eng_cfg cfg;
-  memset(&cfg, 0, sizeof(cfg));
-  cfg.flags = UROCE_ENG_MULTIPATH;
-  setup_cfg(&cfg, &o, 12);
+  uint32_t flags = eng_flags;
+  eng_flags = UROCE_ENG_MULTIPATH;
+  setup(&o, 12);
+  eng_flags = flags;
   ns.link[0][1].every_nth = 5;
   ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 5000;
-  for (int i = 0; i < 40; i++)
-    CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_READ, (uint64_t)i,
-                          (uint64_t)i * 8192, 8192, UROCE_SEND_SIGNALED,
-                          B.mr->iova + (uint64_t)i * 8192, B.mr->rkey),
-             0);
-  struct uroce_wc wc[41];
-  CHECK_EQ(wait_cq(A.scq, wc, 40), 40);
-  for (int i = 0; i < 40; i++) {
-    CHECK_EQ(wc[i].wr_id, (uint64_t)i);
-    CHECK_EQ(wc[i].status, UROCE_WC_SUCCESS);
-  }
-  CHECK(memcmp(A.mem, B.mem, 40 * 8192) == 0);
-  uint64_t t = ns.now;
-  ns_run_idle(&ns, ns.now + 100000000);
-  CHECK_EQ(tp_poll(A.scq, wc, 1), 0);
+  uint64_t t = reads_whole(40, 8192);
   const struct uroce_eng_stats *st = uroce_eng_stats(ns.eng[0]);
   printf("multipath READ, every 5th request lost: %llu lost, %llu probe "
          "timeouts, %llu packets resent, done at %.0f us\n",

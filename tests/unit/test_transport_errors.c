@@ -14,13 +14,18 @@
 static struct netsim ns;
 static struct tp_end A, B;
 
-static void setup(struct tp_opts *o) {
+static void setup_flags(struct tp_opts *o, uint32_t flags) {
   struct uroce_eng_cfg cfg;
   memset(&cfg, 0, sizeof(cfg));
+  cfg.flags = flags;
   CHECK_EQ(ns_init(&ns, 2, 99, &cfg), 0);
   CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], o), 0);
   CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], o), 0);
   CHECK_EQ(tp_connect(&A, &B, o), 0);
+}
+
+static void setup(struct tp_opts *o) {
+  setup_flags(o, 0);
 }
 
 static void teardown(void) {
@@ -309,13 +314,7 @@ static void double_end_case(bool srq) {
   struct tp_opts o;
   tp_opts_default(&o);
   o.use_srq = srq;
-  struct uroce_eng_cfg cfg;
-  memset(&cfg, 0, sizeof(cfg));
-  cfg.flags = UROCE_ENG_MULTIPATH;
-  CHECK_EQ(ns_init(&ns, 2, 99, &cfg), 0);
-  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], &o), 0);
-  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], &o), 0);
-  CHECK_EQ(tp_connect(&A, &B, &o), 0);
+  setup_flags(&o, UROCE_ENG_MULTIPATH);
   CHECK_EQ(tp_post_recv(&B, 1, 0, 4096), 0);
   CHECK_EQ(tp_post_recv(&B, 2, 4096, 4096), 0);
   uint32_t mtu = B.qp->mtu;
