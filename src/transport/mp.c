@@ -221,6 +221,25 @@ void mp_dsack(struct uroce_qp *qp, uint32_t psn) {
     qp->eng->mp_reo = m->dsack_reo;
 }
 
+/* Of the n PSNs from psn (sent ones, in the ring), those sent before
+ * `before`, still missing and not of kind `skip` are gaps from now; the
+ * gap scan reaches past them. */
+static void gaps_sent_before(struct uroce_qp *qp, uint32_t psn, uint32_t n,
+                             uint8_t skip, uint64_t before, uint64_t now) {
+  struct mp_tx *m = &qp->mp;
+  for (uint32_t i = 0; i < n && uroce_psn_cmp(psn, qp->req.max_psn) < 0 &&
+                       in_ring(qp, psn);
+       i++, psn = uroce_psn_add(psn, 1)) {
+    uint8_t *st = mp_tx_st(qp, psn);
+    if ((*st & (TX_DONE | TX_GAP | TX_LOST | TX_SENT | skip)) != TX_SENT ||
+        m->sent[psn & m->mask] >= before)
+      continue;
+    gap_from(m, st, psn, now);
+    if (uroce_psn_cmp(psn, m->scan) >= 0)
+      m->scan = uroce_psn_add(psn, 1);
+  }
+}
+
 void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
                     uint64_t now) {
   struct mp_tx *m = &qp->mp;
@@ -249,33 +268,13 @@ void mp_gaps_before(struct uroce_qp *qp, uint32_t psn, uint64_t ts,
    * responder answers a re-request before the READs queued after it.) */
   if (in_ring(qp, psn) &&
       (*mp_tx_st(qp, psn) & (TX_RTX | TX_RESP)) == TX_RTX)
-    for (p = uroce_psn_add(psn, 1);
-         uroce_psn_cmp(p, qp->req.max_psn) < 0 && in_ring(qp, p);
-         p = uroce_psn_add(p, 1)) {
-      uint8_t *st = mp_tx_st(qp, p);
-      if ((*st & (TX_DONE | TX_GAP | TX_LOST | TX_SENT | TX_RESP)) !=
-              TX_SENT ||
-          m->sent[p & m->mask] >= ts)
-        continue;
-      gap_from(m, st, p, now);
-      if (uroce_psn_cmp(p, m->scan) >= 0)
-        m->scan = uroce_psn_add(p, 1);
-    }
+    gaps_sent_before(qp, uroce_psn_add(psn, 1), UINT32_MAX, TX_RESP, ts,
+                     now);
 }
 
 void mp_request_gap(struct uroce_qp *qp, uint32_t psn, uint32_t n,
                     uint64_t ts, uint64_t now) {
-  struct mp_tx *m = &qp->mp;
-  for (uint32_t i = 0; i < n; i++, psn = uroce_psn_add(psn, 1)) {
-    uint8_t *st = mp_tx_st(qp, psn);
-    if (!in_ring(qp, psn) || uroce_psn_cmp(psn, qp->req.max_psn) >= 0 ||
-        (*st & (TX_DONE | TX_GAP | TX_LOST | TX_SENT)) != TX_SENT ||
-        m->sent[psn & m->mask] > ts)
-      continue;
-    gap_from(m, st, psn, now);
-    if (uroce_psn_cmp(psn, m->scan) >= 0)
-      m->scan = uroce_psn_add(psn, 1);
-  }
+  gaps_sent_before(qp, psn, n, 0, ts + 1, now);
 }
 
 void mp_gap_expiry(struct uroce_qp *qp, uint64_t now) {
