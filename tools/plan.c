@@ -240,14 +240,12 @@ static const char *headline_col(const struct plan_spec *sp) {
 
 static void print_table(FILE *f, const struct plan_run *pr) {
   const struct plan_spec *sp = &pr->sp;
-  static const char *const label[PLAN_NCOLL] = {"allreduce", "reduce-scatter",
-                                                "all-gather", "all-to-all"};
   char wl[256] = "";
   size_t n = 0;
   for (int k = 0; k < PLAN_NCOLL; k++)
     if (sp->coll_bytes[k] > 0 && n < sizeof wl)
       n += (size_t)snprintf(wl + n, sizeof wl - n, "%s%s %.0f MiB",
-                            n ? ", " : "", label[k],
+                            n ? ", " : "", plan_coll_name[k],
                             sp->coll_bytes[k] / 1048576);
   fprintf(f,
           "%s: %u GPUs, %u per server; step = %.1f ms compute + "

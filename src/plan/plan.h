@@ -60,8 +60,6 @@ struct plan_topo {
   bool rail;      /* NIC i of every server on leaf group i */
 };
 
-enum plan_workload { PLAN_WL_ALLREDUCE = 1, PLAN_WL_ALLTOALL = 2 };
-
 /* A collective of a training step, as nccl-tests sizes it: allreduce and
  * reduce-scatter by the buffer each GPU reduces, all-gather by the buffer
  * each GPU ends with, all-to-all by what each GPU sends. */

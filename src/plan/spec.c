@@ -667,29 +667,28 @@ static int add_op(struct plan_spec *sp, enum plan_coll kind, double bytes,
   return 0;
 }
 
+/* s without the blanks around it (in place). */
+static char *trim(char *s) {
+  while (*s == ' ' || *s == '\t')
+    s++;
+  size_t n = strlen(s);
+  while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+    s[--n] = 0;
+  return s;
+}
+
 /* One trace line, cut into its fields in place (no quoting: the fields
  * are a name and two numbers). */
 static int trace_line(char *l, const char *label, size_t line,
                       struct plan_spec *sp, char *err, size_t errlen) {
-  char *f[3];
+  char *f[3], *tok;
   int n = 0;
-  for (char *p = l;; p++) {
-    while (*p == ' ' || *p == '\t')
-      p++;
+  while ((tok = strsep(&l, ",")) != NULL) {
     if (n == 3)
       return trace_fail(err, errlen, label, line, "line",
                         "more than 3 fields: expected "
                         "collective,bytes[,count]");
-    f[n++] = p;
-    char *c = strchr(p, ',');
-    char *end = c ? c : p + strlen(p);
-    while (end > p && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
-      end--;
-    bool more = c != NULL;
-    *end = 0;
-    if (!more)
-      break;
-    p = c;
+    f[n++] = trim(tok);
   }
   if (n < 2)
     return trace_fail(err, errlen, label, line, "line",
