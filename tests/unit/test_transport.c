@@ -428,6 +428,48 @@ static void test_timeout_then_multipath(void) {
   CHECK(black < 2 * clean);
 }
 
+/* A ping-pong of SENDs with the answer 100 us after each ping (the
+ * responder "thinks"): no QP keeps a retransmission timer once everything
+ * it sent is answered, and no timer fires. The completer used to count a
+ * WQE it had just completed (not yet taken off the send queue) as still
+ * outstanding, so every ACK re-armed the timer; the next ping, posted
+ * more than a probe timeout later, met that old timer: 11% of 64 B round
+ * trips between two uroce processes on an idle loopback were sent twice. */
+static void pingpong_case(uint32_t flags) {
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.flags = flags;
+  struct tp_opts o;
+  tp_opts_default(&o);
+  setup_cfg(&cfg, &o, 47);
+  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 5000;
+  struct uroce_wc wc;
+  for (int i = 0; i < 50; i++) {
+    struct tp_end *from = i % 2 ? &B : &A, *to = i % 2 ? &A : &B;
+    CHECK_EQ(tp_post_recv(to, (uint64_t)i, 0, 64), 0);
+    CHECK_EQ(tp_post_send(from, UROCE_WR_SEND, (uint64_t)i, 0, 64,
+                          UROCE_SEND_SIGNALED, 0, 0),
+             0);
+    CHECK_EQ(wait_cq(to->rcq, &wc, 1), 1);
+    CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+    CHECK_EQ(wait_cq(from->scq, &wc, 1), 1);
+    CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+    CHECK_EQ(from->qp->req.rto_deadline, UINT64_MAX);
+    ns.now += 100000; /* the other side thinks */
+  }
+  CHECK_EQ(uroce_qp_multipath(A.qp), !(flags & UROCE_ENG_STANDARD));
+  CHECK_EQ(uroce_eng_stats(ns.eng[0])->timeouts, 0);
+  CHECK_EQ(uroce_eng_stats(ns.eng[1])->timeouts, 0);
+  CHECK_EQ(uroce_eng_stats(ns.eng[0])->retx_pkts, 0);
+  CHECK_EQ(uroce_eng_stats(ns.eng[1])->retx_pkts, 0);
+  teardown();
+}
+
+static void test_pingpong_no_stray_timer(void) {
+  pingpong_case(0);
+  pingpong_case(UROCE_ENG_STANDARD);
+}
+
 /* One path, no reordering, 2% loss both ways (data and ACKs): a stream of
  * WRITEs lands; nothing the requester learns makes it think the path
  * reorders, and a resend of a gap is never of a packet still on its way.
@@ -495,7 +537,9 @@ static void test_window_is_in_flight(void) {
   uint32_t window = ns.eng[0]->cfg.max_unacked_psn, span = 0, pipe = 0;
   struct uroce_wc wc;
   int got = 0;
-  while (!got && ns_step(&ns) && ns.now < 10000000000ull) {
+  bool more = true;
+  while (!got && more && ns.now < 10000000000ull) {
+    more = ns_step(&ns); /* false once the last event ran */
     got = tp_poll(A.scq, &wc, 1);
     if (!uroce_qp_multipath(A.qp))
       continue;
@@ -545,7 +589,9 @@ static void test_inflight_bound(void) {
   uint64_t peak = 0;
   int done = 0;
   struct uroce_wc wc;
-  while (done < NQP && ns_step(&ns) && ns.now < 1000000000ull) {
+  bool more = true;
+  while (done < NQP && more && ns.now < 1000000000ull) {
+    more = ns_step(&ns); /* false once the last event ran */
     if (ns.eng[0]->inflight > peak)
       peak = ns.eng[0]->inflight;
     for (int i = 0; i < NQP; i++)
@@ -605,11 +651,16 @@ static void test_cc_swift(void) {
            0);
   uint64_t peak = 0;
   struct uroce_wc wc;
-  while (!tp_poll(A.scq, &wc, 1) && ns_step(&ns) && ns.now < 100000000ull) {
+  int got = 0;
+  bool more = true;
+  while (!got && more && ns.now < 100000000ull) {
+    more = ns_step(&ns); /* false once the last event ran */
     uint64_t f = (uint64_t)uroce_psn_diff(A.qp->req.max_psn, A.qp->comp.psn) *
                  4096;
     peak = f > peak ? f : peak;
+    got = tp_poll(A.scq, &wc, 1);
   }
+  CHECK_EQ(got, 1);
   CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
   CHECK(memcmp(A.mem, B.mem, 1 << 20) == 0);
   printf("swift, 100 us RTT: peak %llu KiB in flight, window %llu KiB "
@@ -922,6 +973,7 @@ int main(void) {
   T_RUN(test_one_gib_phantom);
   T_RUN(test_negotiation);
   T_RUN(test_timeout_then_multipath);
+  T_RUN(test_pingpong_no_stray_timer);
   T_RUN(test_fifo_loss_no_reordering);
   T_RUN(test_window_is_in_flight);
   T_RUN(test_reorder);
