@@ -149,6 +149,8 @@ static int do_rx(struct uroce_device *dev, uint64_t now) {
   int n = uroce_udp_recv(&dev->sock, dev->rx, RX_MAX);
   if (n <= 0)
     return 0;
+  if (dev->sock.rx_stamp && !dev->rx_first)
+    dev->rx_first = dev->sock.rx_stamp;
   for (int i = 0; i < n; i++) {
     struct uroce_udp_rx *r = &dev->rx[i];
     if (dev->rx_drop > 0 &&
@@ -316,8 +318,10 @@ static void back_off(struct uroce_device *dev) {
  * often (a pass costs a few microseconds: about 2% of a core). */
 #define APP_BLOCK_MAX_NS 200000u
 
-static void adapt_spin(const struct uroce_device *dev, _Atomic uint64_t *spin,
+static void adapt_spin(struct uroce_device *dev, struct uroce_spin *sp,
                        uint64_t slept);
+static uint64_t real_ns(void);
+static uint64_t event_after(const struct uroce_device *dev, uint64_t slept);
 
 /* The application's polls found nothing new for its spin budget: wait
  * in the kernel for a packet, a doorbell (a post from another thread, a
@@ -329,11 +333,12 @@ static int app_block(struct uroce_device *dev, uint64_t now) {
   if (d > APP_BLOCK_MAX_NS)
     d = APP_BLOCK_MAX_NS;
   atomic_store(&dev->app_blocked, true);
+  dev->rx_first = 0;
   pthread_mutex_unlock(&dev->lock);
   struct pollfd pfd[2] = {{.fd = dev->sock.fd, .events = POLLIN},
                           {.fd = dev->app_bell, .events = POLLIN}};
   struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};
-  uint64_t v;
+  uint64_t v, slept = real_ns();
   if (ppoll(pfd, 2, &ts, 0) > 0 && pfd[1].revents &&
       read(dev->app_bell, &v, sizeof(v)) < 0) {
     /* another poller took the ring */
@@ -344,9 +349,9 @@ static int app_block(struct uroce_device *dev, uint64_t now) {
     atomic_store(&dev->app_poll_ns, woke);
   atomic_store(&dev->app_blocked, false);
   atomic_fetch_add_explicit(&dev->app_sleeps, 1, memory_order_relaxed);
-  adapt_spin(dev, &dev->app_spin_ns, woke - now);
   pthread_mutex_lock(&dev->lock);
   int work = progress_locked(dev);
+  adapt_spin(dev, &dev->app_spin, event_after(dev, slept));
   pthread_mutex_unlock(&dev->lock);
   if (work)
     atomic_store(&dev->app_idle_since, 0);
@@ -360,6 +365,8 @@ static int app_turn_locked(struct uroce_device *dev, bool found) {
   uint64_t now = mono_ns();
   int work = progress_locked(dev);
   if (work || found) {
+    if (atomic_load(&dev->app_idle_since))
+      dev->app_spin.fails = 0; /* the spin caught it */
     atomic_store(&dev->app_idle_since, 0);
     pthread_mutex_unlock(&dev->lock);
     return work;
@@ -369,7 +376,7 @@ static int app_turn_locked(struct uroce_device *dev, bool found) {
     atomic_store(&dev->app_idle_since, now);
     since = now;
   }
-  if (now - since < atomic_load(&dev->app_spin_ns)) {
+  if (now - since < atomic_load(&dev->app_spin.ns)) {
     pthread_mutex_unlock(&dev->lock);
     return 0;
   }
@@ -406,12 +413,14 @@ void uroce_device_app_leaves(struct uroce_device *dev, bool blocks) {
     ring_doorbell(dev);
 }
 
-/* The thread's turn at the device: its progress, or, with next_expiry
- * set, just the engine's next timer. -1 when the application is polling
+/* The thread's turn at the device: its progress (after a sleep that
+ * began at slept, which then adapts the spin), or, with next_expiry set,
+ * just the engine's next timer. -1 when the application is polling
  * (the thread backs off). Another holder of the lock is a verbs call
  * (brief) or a poller that began after the look: the thread waits in the
  * kernel, and looks again, never spins on the lock. */
-static int thread_turn(struct uroce_device *dev, uint64_t *next_expiry) {
+static int thread_turn(struct uroce_device *dev, uint64_t *next_expiry,
+                       uint64_t slept) {
   if (app_polling(dev, mono_ns()))
     return -1;
   if (pthread_mutex_trylock(&dev->lock) != 0) {
@@ -422,10 +431,14 @@ static int thread_turn(struct uroce_device *dev, uint64_t *next_expiry) {
     }
   }
   int work = 0;
-  if (next_expiry)
+  if (next_expiry) {
     *next_expiry = uroce_eng_next_expiry(dev->eng);
-  else
+    dev->rx_first = 0; /* going to sleep */
+  } else {
     work = progress_locked(dev);
+    if (slept)
+      adapt_spin(dev, &dev->spin, event_after(dev, slept));
+  }
   pthread_mutex_unlock(&dev->lock);
   return work;
 }
@@ -438,26 +451,70 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* The spin budget adapts like KVM's halt polling: a sleep that a packet,
- * a post or a timer ended within busy_ns (the most a thread may spin)
- * would have been saved by spinning, so the budget doubles (from
- * SPIN_MIN_NS, up to busy_ns); a longer sleep (the peer thinks, the
- * application computes) halves it, down to 0. A sleep is measured to
- * when the sleeper runs again, so on a core shared with other busy
- * threads it is long and the budget goes to 0: spinning there only burns
- * the share of the CPU the scheduler would otherwise spend on waking this
- * thread promptly. A ping-pong whose round trip fits the budget on an
- * idle core is served by a spinning thread; an idle device, or traffic
- * too sparse to catch, costs no CPU: the thread sleeps in the kernel,
- * woken by a packet, a doorbell or its timer. A spin never yields the
- * CPU: sched_yield hands the core to anything runnable, even a niced
- * job, and returns when that job's slice ends. */
+/* The spin budget adapts like KVM's halt polling: a sleep whose waking
+ * event came within busy_ns (the most a thread may spin) would have been
+ * saved by spinning, so the budget doubles (from SPIN_MIN_NS, up to
+ * busy_ns); a longer one (the peer thinks, the application computes)
+ * halves it, down to 0. An idle device, or traffic too sparse to catch,
+ * costs no CPU: the thread sleeps in the kernel, woken by a packet, a
+ * doorbell or its timer. A spin never yields the CPU: sched_yield hands
+ * the core to anything runnable, even a niced job, and returns when that
+ * job's slice ends.
+ *
+ * The event's time is when its packet reached the socket (the kernel's
+ * stamp), not when the sleeper ran again: on a core shared with other
+ * runnable threads the wakeup itself can take 50 us, which is what the
+ * spin saves, and counting it made a ping-pong under two nice -n 19 busy
+ * loops settle for good on sleeping (72 us per half round trip against
+ * 10 spinning): each side's sleep then lasted two wakeups of the other.
+ * Wakes by a doorbell or a timer count until the sleeper ran. */
 #define SPIN_MIN_NS 2000u
 
-static void adapt_spin(const struct uroce_device *dev, _Atomic uint64_t *spin,
+static uint64_t real_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* How long after slept (CLOCK_REALTIME, as the kernel stamps packets) the
+ * sleep's waking event came: the first packet the pass after it received,
+ * else now. A stamp before slept is a packet that was there already. */
+static uint64_t event_after(const struct uroce_device *dev, uint64_t slept) {
+  uint64_t ev = dev->rx_first ? dev->rx_first : real_ns();
+  return ev > slept ? ev - slept : 0;
+}
+
+/* Spinning the most allowed (busy_ns) and finding nothing, then sleeping
+ * and being woken soon after, FAILS_TO_HOLD times in a row, is the sign
+ * that the spin itself keeps the answer from coming: both ends of a
+ * ping-pong share one core (a local peer the scheduler put there; two
+ * ranks of a job on a shared machine), the peer runs only once the
+ * spinner gives up, and the sleep looks short. Left alone the budget
+ * stayed at the most (89-169 us per half round trip under one nice -n 19
+ * loop, against 58 sleeping). So spinning stops for a pause, HOLD_MIN_NS,
+ * twice the last if it comes back within four pauses of the last ending
+ * (up to HOLD_MAX_NS). A spin that catches its event clears the count. */
+#define FAILS_TO_HOLD 4u
+#define HOLD_MIN_NS 1000000u
+#define HOLD_MAX_NS 128000000u
+
+static void adapt_spin(struct uroce_device *dev, struct uroce_spin *sp,
                        uint64_t slept) {
-  uint64_t s = atomic_load_explicit(spin, memory_order_relaxed);
+  uint64_t s = atomic_load_explicit(&sp->ns, memory_order_relaxed);
+  uint64_t now = mono_ns();
+  if (now < sp->hold_until)
+    return; /* spinning stays off (s is 0) */
   if (slept <= dev->busy_ns) {
+    if (s && s == dev->busy_ns && ++sp->fails >= FAILS_TO_HOLD) {
+      bool again = sp->hold_ns && now - sp->hold_until < 4 * sp->hold_ns;
+      sp->hold_ns = !again                          ? HOLD_MIN_NS
+                    : sp->hold_ns < HOLD_MAX_NS / 2 ? 2 * sp->hold_ns
+                                                    : HOLD_MAX_NS;
+      sp->hold_until = now + sp->hold_ns;
+      sp->fails = 0;
+      atomic_store_explicit(&sp->ns, 0, memory_order_relaxed);
+      return;
+    }
     s = s ? s * 2 : SPIN_MIN_NS;
     if (s > dev->busy_ns)
       s = dev->busy_ns;
@@ -466,7 +523,7 @@ static void adapt_spin(const struct uroce_device *dev, _Atomic uint64_t *spin,
     if (s < SPIN_MIN_NS)
       s = 0;
   }
-  atomic_store_explicit(spin, s, memory_order_relaxed);
+  atomic_store_explicit(&sp->ns, s, memory_order_relaxed);
 }
 
 static void *progress_thread(void *arg) {
@@ -476,7 +533,7 @@ static void *progress_thread(void *arg) {
   /* Short sleeps (backing off, timers) end on time, not 50 us late. */
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   while (!atomic_load(&dev->stop)) {
-    int work = thread_turn(dev, NULL);
+    int work = thread_turn(dev, NULL, 0);
     if (work < 0) {
       back_off(dev);
       last_work = mono_ns();
@@ -484,11 +541,13 @@ static void *progress_thread(void *arg) {
     }
     uint64_t now = mono_ns();
     if (work) {
+      if (now - last_work > 1000)
+        dev->spin.fails = 0; /* a spin caught it (the thread's alone) */
       last_work = now;
       continue;
     }
     if (now - last_work <
-        atomic_load_explicit(&dev->spin_ns, memory_order_relaxed)) {
+        atomic_load_explicit(&dev->spin.ns, memory_order_relaxed)) {
       cpu_relax();
       continue;
     }
@@ -496,7 +555,7 @@ static void *progress_thread(void *arg) {
      * that raced with us either is seen here or rings the doorbell. */
     atomic_store(&dev->sleeping, true);
     uint64_t exp;
-    if (thread_turn(dev, NULL) != 0 || thread_turn(dev, &exp) < 0) {
+    if (thread_turn(dev, NULL, 0) != 0 || thread_turn(dev, &exp, 0) < 0) {
       atomic_store(&dev->sleeping, false);
       last_work = mono_ns();
       continue;
@@ -509,12 +568,15 @@ static void *progress_thread(void *arg) {
       ts.tv_nsec = (long)(d % 1000000000u);
       tsp = &ts;
     }
+    uint64_t slept = real_ns();
     epoll_pwait2(dev->epfd, evs, 4, tsp, 0);
     atomic_store(&dev->sleeping, false);
     atomic_fetch_add_explicit(&dev->wakeups, 1, memory_order_relaxed);
     clear_doorbell(dev);
     last_work = mono_ns();
-    adapt_spin(dev, &dev->spin_ns, last_work - now);
+    /* The pass after a sleep sees what woke it. */
+    if (thread_turn(dev, NULL, slept) > 0)
+      last_work = mono_ns();
   }
   return 0;
 }
@@ -617,7 +679,8 @@ int uroce_device_open(struct uroce_device **out,
                  : attr->busy_poll_us == 0
                      ? 50000
                      : (uint64_t)attr->busy_poll_us * 1000;
-  dev->spin_ns = dev->app_spin_ns = dev->busy_ns;
+  atomic_store(&dev->spin.ns, dev->busy_ns);
+  atomic_store(&dev->app_spin.ns, dev->busy_ns);
   dev->rx_drop = attr->rx_drop;
   dev->rng = attr->seed;
   if (!dev->rng &&

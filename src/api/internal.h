@@ -45,6 +45,15 @@ struct dcq {
   uint64_t retrieved, acked;
 };
 
+/* How long a thread spins idle before it sleeps (device.c adapt_spin).
+ * Written with the device lock held. */
+struct uroce_spin {
+  _Atomic uint64_t ns; /* the budget now, 0..busy_ns */
+  uint32_t fails;      /* spins of busy_ns in a row that found nothing */
+  uint64_t hold_until; /* no spinning before (mono ns) */
+  uint64_t hold_ns;    /* the last pause */
+};
+
 struct uroce_device {
   struct uroce_eng *eng;
   struct uroce_udp_sock sock;
@@ -60,14 +69,18 @@ struct uroce_device {
    * and whether the thread is backing off. */
   _Atomic uint64_t app_poll_ns;
   atomic_bool backoff;
-  int epfd, doorbell;       /* the progress thread's */
-  int app_bell;             /* wakes a poll that waits in the kernel */
-  uint64_t busy_ns;         /* the most a thread spins idle before sleeping */
-  _Atomic uint64_t spin_ns; /* how long the progress thread spins now */
+  int epfd, doorbell;     /* the progress thread's */
+  int app_bell;           /* wakes a poll that waits in the kernel */
+  uint64_t busy_ns;       /* the most a thread spins idle before sleeping */
+  struct uroce_spin spin; /* the progress thread's (device.c adapt_spin) */
   /* Polling applications: how long empty polls spin before one waits in
-   * the kernel (adapts as spin_ns does), since when the polls have found
+   * the kernel (adapts as spin does), since when the polls have found
    * nothing (0: they found something last), and whether a poll waits. */
-  _Atomic uint64_t app_spin_ns, app_idle_since;
+  struct uroce_spin app_spin;
+  _Atomic uint64_t app_idle_since;
+  /* The kernel's stamp (CLOCK_REALTIME ns) of the first packet received
+   * since a sleeper cleared it: when its sleep's waking event came. Lock. */
+  uint64_t rx_first;
   atomic_bool app_blocked;
   int mtu; /* enum uroce_mtu */
   uint8_t gid[16];

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -139,6 +140,9 @@ int uroce_udp_open(struct uroce_udp_sock *s, const uint8_t addr[16],
   int one = 1, zero = 0;
   s->gro = setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
   s->gso = setsockopt(fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof(zero)) == 0;
+  /* Arrival times, for the progress policy (api/device.c adapt_spin); a
+   * kernel that refuses leaves rx_stamp 0. */
+  (void)setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
   for (int i = 0; i < n_entropy; i++) {
     fd = open_one(s->ipver, addr, 0, s->ecn, &s->eport[i]);
     if (fd < 0) {
@@ -366,9 +370,11 @@ int uroce_udp_recv(struct uroce_udp_sock *s, struct uroce_udp_rx *rx,
   struct iovec iov[UROCE_UDP_BATCH];
   struct sockaddr_storage addrs[UROCE_UDP_BATCH];
   union {
-    char buf[CMSG_SPACE(sizeof(int)) * 2 + CMSG_SPACE(sizeof(uint16_t))];
+    char buf[CMSG_SPACE(sizeof(int)) * 2 + CMSG_SPACE(sizeof(uint16_t)) +
+             CMSG_SPACE(sizeof(struct timespec))];
     struct cmsghdr align;
   } ctl[UROCE_UDP_BATCH];
+  s->rx_stamp = 0;
   if (max == 0)
     return 0;
   unsigned vlen = s->gro ? max / GSO_MAX_SEGS : max;
@@ -407,6 +413,11 @@ int uroce_udp_recv(struct uroce_udp_sock *s, struct uroce_udp_rx *rx,
         int v;
         memcpy(&v, CMSG_DATA(cm), sizeof(v));
         tclass = (uint8_t)v;
+      } else if (cm->cmsg_level == SOL_SOCKET &&
+                 cm->cmsg_type == SCM_TIMESTAMPNS && !s->rx_stamp) {
+        struct timespec ts;
+        memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
+        s->rx_stamp = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
       } else if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
         int v;
         memcpy(&v, CMSG_DATA(cm), sizeof(v));
@@ -438,7 +449,16 @@ int uroce_udp_recv(struct uroce_udp_sock *s, struct uroce_udp_rx *rx,
   return (int)out;
 }
 
+int uroce_udp_incoming_cpu(const struct uroce_udp_sock *s) {
+  int cpu = -1;
+  socklen_t n = sizeof(cpu);
+  if (getsockopt(s->fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, &n) < 0)
+    return -1;
+  return cpu;
+}
+
 /* ---- ICRC with an unknown IPv4 identification ----
+
  * The CRC is affine in the message bits: flipping bit i of the
  * identification changes the ICRC by a fixed E_i that depends only on the
  * packet length. So the carried ICRC matches some identification iff

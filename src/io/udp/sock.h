@@ -54,6 +54,10 @@ struct uroce_udp_sock {
   bool busy_poll; /* SO_BUSY_POLL accepted (uroce_udp_busy_poll) */
   bool tx_gather; /* set by the caller: gather, don't stage (see above) */
   uint8_t ecn;    /* ECN codepoint sent (2 = ECT(0)) */
+  /* When the first datagram the last uroce_udp_recv returned reached the
+   * socket, as the kernel stamped it (SO_TIMESTAMPNS, CLOCK_REALTIME ns);
+   * 0 if it returned none or the kernel gave no stamp. */
+  uint64_t rx_stamp;
   struct uroce_udp_stats st;
   /* ICRC state after the masked IP and UDP headers of recent sends, by
    * (destination, ports, identification, length): a GSO send numbers its
@@ -123,6 +127,10 @@ int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
  * count, 0 if nothing, or -errno. */
 int uroce_udp_recv(struct uroce_udp_sock *s, struct uroce_udp_rx *rx,
                    unsigned max);
+
+/* The core the kernel handled the socket's latest datagram on
+ * (SO_INCOMING_CPU): for loopback and veth, the sender's. -1 if unknown. */
+int uroce_udp_incoming_cpu(const struct uroce_udp_sock *s);
 
 /* Checks a received packet's ICRC against the headers the kernel saw.
  * IPv4 identification is not visible to a socket: a peer that sends 0 (as
