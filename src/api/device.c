@@ -358,6 +358,15 @@ static int app_block(struct uroce_device *dev, uint64_t now) {
   return work;
 }
 
+/* The application's polls found work: a spin that was under way caught
+ * it (adapt_spin's count of fruitless spins starts again). */
+static void app_caught(struct uroce_device *dev) {
+  if (atomic_load_explicit(&dev->app_idle_since, memory_order_relaxed)) {
+    atomic_store(&dev->app_spin.fails, 0);
+    atomic_store(&dev->app_idle_since, 0);
+  }
+}
+
 /* An application's turn at the device, with the lock held (released on
  * return): its progress, and after a spin budget of empty turns, a wait
  * in the kernel. found: the poll's CQ had completions. */
@@ -365,9 +374,7 @@ static int app_turn_locked(struct uroce_device *dev, bool found) {
   uint64_t now = mono_ns();
   int work = progress_locked(dev);
   if (work || found) {
-    if (atomic_load(&dev->app_idle_since))
-      dev->app_spin.fails = 0; /* the spin caught it */
-    atomic_store(&dev->app_idle_since, 0);
+    app_caught(dev);
     pthread_mutex_unlock(&dev->lock);
     return work;
   }
@@ -402,7 +409,9 @@ void uroce_device_app_poll(struct uroce_device *dev) {
 }
 
 void uroce_device_app_leaves(struct uroce_device *dev, bool blocks) {
-  if (atomic_load_explicit(&dev->app_idle_since, memory_order_relaxed))
+  if (!blocks)
+    app_caught(dev);
+  else if (atomic_load_explicit(&dev->app_idle_since, memory_order_relaxed))
     atomic_store(&dev->app_idle_since, 0);
   if (dev->progress != UROCE_PROGRESS_THREAD || !atomic_load(&dev->app_poll_ns))
     return;
@@ -505,13 +514,14 @@ static void adapt_spin(struct uroce_device *dev, struct uroce_spin *sp,
   if (now < sp->hold_until)
     return; /* spinning stays off (s is 0) */
   if (slept <= dev->busy_ns) {
-    if (s && s == dev->busy_ns && ++sp->fails >= FAILS_TO_HOLD) {
+    if (s && s == dev->busy_ns &&
+        atomic_fetch_add(&sp->fails, 1) + 1 >= FAILS_TO_HOLD) {
       bool again = sp->hold_ns && now - sp->hold_until < 4 * sp->hold_ns;
       sp->hold_ns = !again                          ? HOLD_MIN_NS
                     : sp->hold_ns < HOLD_MAX_NS / 2 ? 2 * sp->hold_ns
                                                     : HOLD_MAX_NS;
       sp->hold_until = now + sp->hold_ns;
-      sp->fails = 0;
+      atomic_store(&sp->fails, 0);
       atomic_store_explicit(&sp->ns, 0, memory_order_relaxed);
       return;
     }
@@ -542,7 +552,7 @@ static void *progress_thread(void *arg) {
     uint64_t now = mono_ns();
     if (work) {
       if (now - last_work > 1000)
-        dev->spin.fails = 0; /* a spin caught it (the thread's alone) */
+        atomic_store(&dev->spin.fails, 0); /* a spin caught it */
       last_work = now;
       continue;
     }

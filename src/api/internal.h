@@ -48,10 +48,10 @@ struct dcq {
 /* How long a thread spins idle before it sleeps (device.c adapt_spin).
  * Written with the device lock held. */
 struct uroce_spin {
-  _Atomic uint64_t ns; /* the budget now, 0..busy_ns */
-  uint32_t fails;      /* spins of busy_ns in a row that found nothing */
-  uint64_t hold_until; /* no spinning before (mono ns) */
-  uint64_t hold_ns;    /* the last pause */
+  _Atomic uint64_t ns;    /* the budget now, 0..busy_ns */
+  _Atomic uint32_t fails; /* spins of busy_ns in a row that found nothing */
+  uint64_t hold_until;    /* no spinning before (mono ns) */
+  uint64_t hold_ns;       /* the last pause */
 };
 
 struct uroce_device {

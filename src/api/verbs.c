@@ -375,7 +375,7 @@ int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
       rv = uroce_cq_poll(cq, n, wc);
       pthread_mutex_unlock(&d->poll_lock);
     } else if (rv > 0 || work) {
-      atomic_store(&dev->app_idle_since, 0);
+      uroce_device_app_leaves(dev, false);
     }
     return rv;
   }
