@@ -358,13 +358,25 @@ static int app_block(struct uroce_device *dev, uint64_t now) {
   return work;
 }
 
-/* The application's polls found work: a spin that was under way caught
- * it (adapt_spin's count of fruitless spins starts again). */
+/* A gap this long between two empty polls of one spin: the spinner was
+ * off the core (a pass takes a few microseconds). */
+#define SPIN_GAP_NS 20000u
+#define FAILS_TO_HOLD 4u
+
+/* The application's polls found work. A spin that was under way caught
+ * it, and adapt_spin's count of fruitless spins starts again, unless the
+ * spinner was off the core meanwhile: then the event most likely came
+ * because the spinner was preempted by the peer it kept from running
+ * (both on one core), which counts as a fruitless spin; enough of them
+ * end spinning until adapt_spin decides on a pause. */
 static void app_caught(struct uroce_device *dev) {
-  if (atomic_load_explicit(&dev->app_idle_since, memory_order_relaxed)) {
+  if (!atomic_load_explicit(&dev->app_idle_since, memory_order_relaxed))
+    return;
+  if (atomic_load_explicit(&dev->app_gap, memory_order_relaxed) < SPIN_GAP_NS)
     atomic_store(&dev->app_spin.fails, 0);
-    atomic_store(&dev->app_idle_since, 0);
-  }
+  else if (atomic_fetch_add(&dev->app_spin.fails, 1) + 1 >= FAILS_TO_HOLD)
+    atomic_store(&dev->app_spin.ns, 0);
+  atomic_store(&dev->app_idle_since, 0);
 }
 
 /* An application's turn at the device, with the lock held (released on
@@ -381,8 +393,15 @@ static int app_turn_locked(struct uroce_device *dev, bool found) {
   uint64_t since = atomic_load(&dev->app_idle_since);
   if (!since) {
     atomic_store(&dev->app_idle_since, now);
+    atomic_store_explicit(&dev->app_gap, 0, memory_order_relaxed);
     since = now;
+  } else {
+    uint64_t gap =
+        now - atomic_load_explicit(&dev->app_last_turn, memory_order_relaxed);
+    if (gap > atomic_load_explicit(&dev->app_gap, memory_order_relaxed))
+      atomic_store_explicit(&dev->app_gap, gap, memory_order_relaxed);
   }
+  atomic_store_explicit(&dev->app_last_turn, now, memory_order_relaxed);
   if (now - since < atomic_load(&dev->app_spin.ns)) {
     pthread_mutex_unlock(&dev->lock);
     return 0;
@@ -494,7 +513,9 @@ static uint64_t event_after(const struct uroce_device *dev, uint64_t slept) {
 }
 
 /* Spinning the most allowed (busy_ns) and finding nothing, then sleeping
- * and being woken soon after, FAILS_TO_HOLD times in a row, is the sign
+ * and being woken soon after, or catching the event only after being off
+ * the core meanwhile (app_caught), FAILS_TO_HOLD times in a row, is the
+ * sign
  * that the spin itself keeps the answer from coming: both ends of a
  * ping-pong share one core (a local peer the scheduler put there; two
  * ranks of a job on a shared machine), the peer runs only once the
@@ -503,7 +524,6 @@ static uint64_t event_after(const struct uroce_device *dev, uint64_t slept) {
  * loop, against 58 sleeping). So spinning stops for a pause, HOLD_MIN_NS,
  * twice the last if it comes back within four pauses of the last ending
  * (up to HOLD_MAX_NS). A spin that catches its event clears the count. */
-#define FAILS_TO_HOLD 4u
 #define HOLD_MIN_NS 1000000u
 #define HOLD_MAX_NS 128000000u
 
@@ -513,18 +533,19 @@ static void adapt_spin(struct uroce_device *dev, struct uroce_spin *sp,
   uint64_t now = mono_ns();
   if (now < sp->hold_until)
     return; /* spinning stays off (s is 0) */
+  if (slept <= dev->busy_ns && s && s == dev->busy_ns)
+    atomic_fetch_add(&sp->fails, 1);
+  if (atomic_load(&sp->fails) >= FAILS_TO_HOLD) {
+    bool again = sp->hold_ns && now - sp->hold_until < 4 * sp->hold_ns;
+    sp->hold_ns = !again                          ? HOLD_MIN_NS
+                  : sp->hold_ns < HOLD_MAX_NS / 2 ? 2 * sp->hold_ns
+                                                  : HOLD_MAX_NS;
+    sp->hold_until = now + sp->hold_ns;
+    atomic_store(&sp->fails, 0);
+    atomic_store_explicit(&sp->ns, 0, memory_order_relaxed);
+    return;
+  }
   if (slept <= dev->busy_ns) {
-    if (s && s == dev->busy_ns &&
-        atomic_fetch_add(&sp->fails, 1) + 1 >= FAILS_TO_HOLD) {
-      bool again = sp->hold_ns && now - sp->hold_until < 4 * sp->hold_ns;
-      sp->hold_ns = !again                          ? HOLD_MIN_NS
-                    : sp->hold_ns < HOLD_MAX_NS / 2 ? 2 * sp->hold_ns
-                                                    : HOLD_MAX_NS;
-      sp->hold_until = now + sp->hold_ns;
-      atomic_store(&sp->fails, 0);
-      atomic_store_explicit(&sp->ns, 0, memory_order_relaxed);
-      return;
-    }
     s = s ? s * 2 : SPIN_MIN_NS;
     if (s > dev->busy_ns)
       s = dev->busy_ns;

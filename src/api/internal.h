@@ -78,6 +78,8 @@ struct uroce_device {
    * nothing (0: they found something last), and whether a poll waits. */
   struct uroce_spin app_spin;
   _Atomic uint64_t app_idle_since;
+  /* The spin's latest empty poll, and the longest gap between two. */
+  _Atomic uint64_t app_last_turn, app_gap;
   /* The kernel's stamp (CLOCK_REALTIME ns) of the first packet received
    * since a sleeper cleared it: when its sleep's waking event came. Lock. */
   uint64_t rx_first;
