@@ -320,7 +320,6 @@ static void back_off(struct uroce_device *dev) {
 
 static void adapt_spin(struct uroce_device *dev, struct uroce_spin *sp,
                        uint64_t slept);
-static uint64_t real_ns(void);
 static uint64_t event_after(const struct uroce_device *dev, uint64_t slept);
 
 /* The application's polls found nothing new for its spin budget: wait
@@ -498,12 +497,6 @@ static inline void cpu_relax(void) {
  * Wakes by a doorbell or a timer count until the sleeper ran. */
 #define SPIN_MIN_NS 2000u
 
-static uint64_t real_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 /* How long after slept (CLOCK_REALTIME, as the kernel stamps packets) the
  * sleep's waking event came: the first packet the pass after it received,
  * else now. A stamp before slept is a packet that was there already. */
@@ -515,8 +508,7 @@ static uint64_t event_after(const struct uroce_device *dev, uint64_t slept) {
 /* Spinning the most allowed (busy_ns) and finding nothing, then sleeping
  * and being woken soon after, or catching the event only after being off
  * the core meanwhile (app_caught), FAILS_TO_HOLD times in a row, is the
- * sign
- * that the spin itself keeps the answer from coming: both ends of a
+ * sign that the spin itself keeps the answer from coming: both ends of a
  * ping-pong share one core (a local peer the scheduler put there; two
  * ranks of a job on a shared machine), the peer runs only once the
  * spinner gives up, and the sleep looks short. Left alone the budget

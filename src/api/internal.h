@@ -46,7 +46,8 @@ struct dcq {
 };
 
 /* How long a thread spins idle before it sleeps (device.c adapt_spin).
- * Written with the device lock held. */
+ * The budget and the count are atomic (a poll that finds work updates
+ * them without the device lock); the pause is written with it held. */
 struct uroce_spin {
   _Atomic uint64_t ns;    /* the budget now, 0..busy_ns */
   _Atomic uint32_t fails; /* spins of busy_ns in a row that found nothing */

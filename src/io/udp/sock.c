@@ -449,16 +449,7 @@ int uroce_udp_recv(struct uroce_udp_sock *s, struct uroce_udp_rx *rx,
   return (int)out;
 }
 
-int uroce_udp_incoming_cpu(const struct uroce_udp_sock *s) {
-  int cpu = -1;
-  socklen_t n = sizeof(cpu);
-  if (getsockopt(s->fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, &n) < 0)
-    return -1;
-  return cpu;
-}
-
 /* ---- ICRC with an unknown IPv4 identification ----
-
  * The CRC is affine in the message bits: flipping bit i of the
  * identification changes the ICRC by a fixed E_i that depends only on the
  * packet length. So the carried ICRC matches some identification iff

@@ -128,10 +128,6 @@ int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
 int uroce_udp_recv(struct uroce_udp_sock *s, struct uroce_udp_rx *rx,
                    unsigned max);
 
-/* The core the kernel handled the socket's latest datagram on
- * (SO_INCOMING_CPU): for loopback and veth, the sender's. -1 if unknown. */
-int uroce_udp_incoming_cpu(const struct uroce_udp_sock *s);
-
 /* Checks a received packet's ICRC against the headers the kernel saw.
  * IPv4 identification is not visible to a socket: a peer that sends 0 (as
  * uroce does) is checked exactly; for others (Linux rxe picks random IDs)
