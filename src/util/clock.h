@@ -1,6 +1,6 @@
-/* The monotonic clock (and the wall clock), in nanoseconds, for the parts that own time (the
- * device, the collectives' bootstrap, tests and benchmarks); the engine
- * and the simulator are handed time instead. */
+/* The monotonic clock (and the wall clock), in nanoseconds, for the
+ * parts that own time (the device, the collectives' bootstrap, tests and
+ * benchmarks); the engine and the simulator are handed time instead. */
 #ifndef UROCE_UTIL_CLOCK_H
 #define UROCE_UTIL_CLOCK_H
 
