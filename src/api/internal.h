@@ -85,6 +85,9 @@ struct uroce_device {
    * since a sleeper cleared it: when its sleep's waking event came. Lock. */
   uint64_t rx_first;
   atomic_bool app_blocked;
+  /* The application has armed a CQ for events (it has its own way to
+   * sleep): its polls never wait in the kernel. Set once, never cleared. */
+  atomic_bool app_events;
   int mtu; /* enum uroce_mtu */
   uint8_t gid[16];
   struct uroce_pcap *pcap;
@@ -118,8 +121,9 @@ void uroce_device_app_poll(struct uroce_device *dev);
 /* A poll's turn at the device (inline mode, or a thread-mode poll that
  * found the CQ empty): progress, and once the application's polls have
  * found nothing for its spin budget, a wait in the kernel of at most
- * 200 us for a packet, a doorbell or the next timer. found: this poll's
- * CQ had completions (never waits then). Returns the work done. */
+ * 200 us for a packet, a doorbell or the next timer (never once the
+ * application has armed a CQ: app_events). found: this poll's CQ had
+ * completions (never waits then). Returns the work done. */
 int uroce_device_app_turn(struct uroce_device *dev, bool found);
 /* The application stops polling: a poll returned work (the thread finds
  * out at its next look), or it is about to block on a completion channel

@@ -407,6 +407,8 @@ int uroce_req_notify_cq(struct uroce_cq *cq, int solicited_only) {
   if (!d->ch)
     return UROCE_ERR_INVALID_ARGUMENT; /* no channel to notify */
   struct uroce_device *dev = dev_of(cq->eng);
+  if (!atomic_load_explicit(&dev->app_events, memory_order_relaxed))
+    atomic_store(&dev->app_events, true);
   LOCK(dev);
   if (!d->is_armed && dev->narmed < UROCE_DEV_MAX_CQ) {
     /* An event fires for the first completion added after this call;

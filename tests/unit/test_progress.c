@@ -207,7 +207,54 @@ out:
   free(b);
 }
 
+/* Empty polls for 30 ms; returns how many of them waited in the kernel. */
+static uint64_t poll_empty(struct uroce_device *dev, struct uroce_cq *cq) {
+  uint64_t before = atomic_load(&dev->app_sleeps), t0 = mono_ns();
+  struct uroce_wc wc;
+  while (mono_ns() - t0 < 30000000u)
+    CHECK_EQ(uroce_poll_cq(cq, 1, &wc), 0);
+  return atomic_load(&dev->app_sleeps) - before;
+}
+
+/* A program that polls and finds nothing for a while has its poll wait in
+ * the kernel for the next packet (so a peer on its core can run); one
+ * that has armed a CQ for events never does: it sleeps on its channel
+ * when it means to, and may poll holding a lock its other threads need.
+ * Armed, the polls still make progress: a READ completes. */
+static void test_armed_poll_never_sleeps(void) {
+  struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+  open_side(a, "127.0.0.93");
+  open_side(b, "127.0.0.94");
+  struct uroce_comp_channel *ch = NULL;
+  struct uroce_cq *cq = NULL;
+  if (!a->dev || !b->dev)
+    goto out;
+  connect_qp(a, b);
+  connect_qp(b, a);
+  CHECK_EQ(uroce_create_comp_channel(a->dev, &ch), 0);
+  CHECK_EQ(uroce_create_cq(a->dev, 16, ch, NULL, &cq), 0);
+  if (!cq)
+    goto out;
+  CHECK(poll_empty(a->dev, cq) > 0); /* the spin ends in a wait */
+  CHECK_EQ(uroce_req_notify_cq(cq, 0), 0);
+  CHECK_EQ(poll_empty(a->dev, cq), 0);
+  memset(b->buf, 0x5a, 4096);
+  CHECK(read_once(a, b, true) != UINT64_MAX);
+  CHECK_EQ(a->buf[4095], 0x5a);
+  CHECK_EQ(poll_empty(a->dev, a->cq), 0); /* any CQ of the device */
+out:
+  if (cq)
+    CHECK_EQ(uroce_destroy_cq(cq), 0);
+  if (ch)
+    CHECK_EQ(uroce_destroy_comp_channel(ch), 0);
+  close_side(a);
+  close_side(b);
+  free(a);
+  free(b);
+}
+
 int main(void) {
   T_RUN(test_idle_sleeps_packet_wakes);
+  T_RUN(test_armed_poll_never_sleeps);
   return T_DONE();
 }
