@@ -64,6 +64,16 @@ struct uv_mr {
   unsigned access; /* as registered, for ibv_rereg_mr */
 };
 
+struct uv_mw {
+  struct ibv_mw mw;
+  struct uroce_mw *umw;
+};
+
+/* Fills u as the BIND_MW of ibmw under rkey that bi describes; EINVAL
+ * for rights a window cannot have, or a range without a region. */
+int uv_bind_info(const struct ibv_mw_bind_info *bi, struct ibv_mw *ibmw,
+                 uint32_t rkey, struct uroce_send_wr *u);
+
 struct uv_channel {
   struct ibv_comp_channel ch;
   struct uroce_comp_channel *uch;

@@ -269,19 +269,22 @@ static void fill_device_attr(struct uv_context *ctx,
   a->vendor_id = 0xffffff;
   a->vendor_part_id = 0;
   a->hw_ver = 0;
-  a->max_qp = 65536;
+  a->max_qp = UROCE_DEVICE_MAX_QP;
   a->max_qp_wr = 65536;
   a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
                         IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
-                        IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_CHANGE_PHY_PORT;
+                        IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_CHANGE_PHY_PORT |
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_sge = UROCE_MAX_SGE;
   a->max_sge_rd = UROCE_MAX_SGE;
   a->max_cq = 16384;
   a->max_cqe = (1 << 22) - 1;
-  a->max_mr = 1 << 20;
+  /* Regions and windows share one table of UROCE_DEVICE_MAX_MR keys. */
+  a->max_mr = UROCE_DEVICE_MAX_MR;
+  a->max_mw = UROCE_DEVICE_MAX_MR;
   a->max_pd = 1 << 16;
   a->max_qp_rd_atom = UROCE_MAX_RD_ATOMIC;
-  a->max_res_rd_atom = UROCE_MAX_RD_ATOMIC * 65536;
+  a->max_res_rd_atom = UROCE_MAX_RD_ATOMIC * UROCE_DEVICE_MAX_QP;
   a->max_qp_init_rd_atom = UROCE_MAX_RD_ATOMIC;
   a->atomic_cap = IBV_ATOMIC_HCA;
   a->max_ah = 1 << 20;

@@ -77,6 +77,28 @@ static void wr_send_inv(struct ibv_qp_ex *x, uint32_t rkey) {
   new_wr(qp_of(x), UROCE_WR_SEND_WITH_INV)->invalidate_rkey = rkey;
 }
 
+static void wr_local_inv(struct ibv_qp_ex *x, uint32_t rkey) {
+  new_wr(qp_of(x), UROCE_WR_LOCAL_INV)->invalidate_rkey = rkey;
+}
+
+/* Type 2 windows only, as with ibv_post_send. */
+static void wr_bind_mw(struct ibv_qp_ex *x, struct ibv_mw *mw, uint32_t rkey,
+                       const struct ibv_mw_bind_info *bi) {
+  struct uv_qp *qp = qp_of(x);
+  struct uroce_send_wr *w = new_wr(qp, UROCE_WR_BIND_MW);
+  if (!w)
+    return;
+  struct uroce_send_wr u;
+  memset(&u, 0, sizeof(u));
+  if (!mw || mw->type != IBV_MW_TYPE_2 || !bi ||
+      uv_bind_info(bi, mw, rkey, &u)) {
+    if (!qp->wr_err)
+      qp->wr_err = EINVAL;
+    return;
+  }
+  w->wr.bind_mw = u.wr.bind_mw;
+}
+
 static void wr_rdma_write(struct ibv_qp_ex *x, uint32_t rkey, uint64_t raddr) {
   struct uroce_send_wr *w = new_wr(qp_of(x), UROCE_WR_RDMA_WRITE);
   w->wr.rdma.rkey = rkey;
@@ -195,6 +217,8 @@ void uv_qp_ex_init(struct uv_qp *qp) {
   x->wr_send = wr_send;
   x->wr_send_imm = wr_send_imm;
   x->wr_send_inv = wr_send_inv;
+  x->wr_local_inv = wr_local_inv;
+  x->wr_bind_mw = wr_bind_mw;
   x->wr_rdma_write = wr_rdma_write;
   x->wr_rdma_write_imm = wr_rdma_write_imm;
   x->wr_rdma_read = wr_rdma_read;
@@ -211,7 +235,8 @@ void uv_qp_ex_init(struct uv_qp *qp) {
   (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |            \
    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |                        \
    IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |              \
-   IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV)
+   IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV |        \
+   IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)
 
 struct ibv_qp *uv_create_qp_ex(struct ibv_context *context,
                                struct ibv_qp_init_attr_ex *attr) {
@@ -221,7 +246,7 @@ struct ibv_qp *uv_create_qp_ex(struct ibv_context *context,
   }
   bool ops = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   if (ops && (attr->send_ops_flags & ~(uint64_t)UV_SEND_OPS)) {
-    errno = EOPNOTSUPP; /* memory windows, local invalidate, TSO */
+    errno = EOPNOTSUPP; /* TSO */
     return NULL;
   }
   struct ibv_qp *q = uv_qp_new(context, attr);

@@ -251,6 +251,89 @@ UV_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
   return 0;
 }
 
+/* ---- memory windows ---- */
+
+static struct ibv_mw *op_alloc_mw(struct ibv_pd *ibpd, enum ibv_mw_type type) {
+  if (!ibpd || (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct uv_mw *mw = calloc(1, sizeof(*mw));
+  if (!mw) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  int rv = uroce_alloc_mw(UV_CONTAINER(ibpd, struct uv_pd, pd)->upd, (int)type,
+                          &mw->umw);
+  if (rv < 0) {
+    free(mw);
+    return uv_fail(rv);
+  }
+  mw->mw.context = ibpd->context;
+  mw->mw.pd = ibpd;
+  mw->mw.rkey = uroce_mw_rkey(mw->umw);
+  mw->mw.handle = mw->mw.rkey >> 8;
+  mw->mw.type = type;
+  return &mw->mw;
+}
+
+static int op_dealloc_mw(struct ibv_mw *ibmw) {
+  if (!ibmw)
+    return EINVAL;
+  struct uv_mw *mw = UV_CONTAINER(ibmw, struct uv_mw, mw);
+  int rv = uroce_dealloc_mw(mw->umw);
+  if (rv < 0)
+    return uv_errno(rv);
+  free(mw);
+  return 0;
+}
+
+/* A bind's fields as uroce takes them. Local write means nothing for a
+ * window (mlx5 ignores it, pyverbs' tests pass it); zero-based windows
+ * are not offered. */
+int uv_bind_info(const struct ibv_mw_bind_info *bi, struct ibv_mw *ibmw,
+                 uint32_t rkey, struct uroce_send_wr *u) {
+  if (!ibmw || (bi->mw_access_flags &
+                ~(unsigned)(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                            IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
+    return EINVAL;
+  if (!bi->mr && bi->length)
+    return EINVAL;
+  u->opcode = UROCE_WR_BIND_MW;
+  u->wr.bind_mw.mw = UV_CONTAINER(ibmw, struct uv_mw, mw)->umw;
+  u->wr.bind_mw.mr =
+      bi->mr ? UV_CONTAINER(bi->mr, struct uv_mr, mr)->umr : NULL;
+  u->wr.bind_mw.addr = bi->addr;
+  u->wr.bind_mw.length = bi->length;
+  u->wr.bind_mw.access =
+      bi->mw_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                             IBV_ACCESS_REMOTE_ATOMIC);
+  u->wr.bind_mw.rkey = rkey;
+  return 0;
+}
+
+/* Type 1 windows are bound by this verb: a BIND_MW work request on qp's
+ * send queue with the next key portion, which the window keeps once the
+ * request is posted (its completion says whether the bind took). */
+static int op_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *ibmw,
+                      struct ibv_mw_bind *b) {
+  if (!ibqp || !ibmw || !b || ibmw->type != IBV_MW_TYPE_1)
+    return EINVAL;
+  struct uroce_send_wr u, *bad;
+  memset(&u, 0, sizeof(u));
+  uint32_t rkey = ibv_inc_rkey(ibmw->rkey);
+  int e = uv_bind_info(&b->bind_info, ibmw, rkey, &u);
+  if (e)
+    return e;
+  u.wr_id = b->wr_id;
+  u.send_flags = b->send_flags & 0xF;
+  int rv = uroce_post_send(((struct uv_qp *)(void *)ibqp)->uqp, &u, &bad);
+  if (rv < 0)
+    return uv_errno(rv);
+  ibmw->rkey = rkey;
+  return 0;
+}
+
 /* Prefetching is a hint: uroce takes no page faults to avoid. The
  * arguments are checked as a provider checks them. */
 static int op_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
@@ -924,9 +1007,18 @@ static int uv_send_wr(const struct ibv_send_wr *w, enum ibv_qp_type qpt,
   case IBV_WR_ATOMIC_CMP_AND_SWP:
   case IBV_WR_ATOMIC_FETCH_AND_ADD:
   case IBV_WR_SEND_WITH_INV:
+  case IBV_WR_LOCAL_INV:
     break;
+  case IBV_WR_BIND_MW: /* type 2 only: type 1 is bound by ibv_bind_mw */
+    if (!w->bind_mw.mw || w->bind_mw.mw->type != IBV_MW_TYPE_2)
+      return EINVAL;
+    memset(u, 0, sizeof(*u));
+    u->wr_id = w->wr_id;
+    u->send_flags = w->send_flags & 0xF;
+    return uv_bind_info(&w->bind_mw.bind_info, w->bind_mw.mw,
+                        w->bind_mw.rkey, u);
   default:
-    return EINVAL; /* memory windows, local invalidate, TSO */
+    return EINVAL; /* TSO, driver opcodes */
   }
   u->wr_id = w->wr_id;
   u->sg_list = (struct uroce_sge *)(void *)w->sg_list;
@@ -1071,6 +1163,9 @@ void uv_set_context_ops(struct uv_context *ctx) {
   o->post_send = op_post_send;
   o->post_recv = op_post_recv;
   o->post_srq_recv = op_post_srq_recv;
+  o->alloc_mw = op_alloc_mw;
+  o->dealloc_mw = op_dealloc_mw;
+  o->bind_mw = op_bind_mw;
   struct verbs_context *v = &ctx->vctx;
   v->query_port = uv_query_port;
   v->query_device_ex = uv_query_device_ex;

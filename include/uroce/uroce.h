@@ -149,6 +149,18 @@ UROCE_EXPORT int uroce_rereg_mr(struct uroce_mr *mr, struct uroce_pd *pd,
                                 void *addr, size_t length, uint32_t access);
 UROCE_EXPORT uint32_t uroce_mr_lkey(const struct uroce_mr *mr);
 UROCE_EXPORT uint32_t uroce_mr_rkey(const struct uroce_mr *mr);
+/* Memory windows (enum uroce_mw_type), bound with a UROCE_WR_BIND_MW work
+ * request; a type 1 window also unbinds with length 0 and may be bound
+ * again, a type 2 one only once invalidated (UROCE_WR_LOCAL_INV, or the
+ * peer's SEND with invalidate). The region must allow
+ * UROCE_ACCESS_MW_BIND; while windows are bound to it, deregistering it
+ * fails with UROCE_ERR_BUSY. Freeing a window unbinds it. */
+UROCE_EXPORT int uroce_alloc_mw(struct uroce_pd *pd, int type,
+                                struct uroce_mw **out);
+UROCE_EXPORT int uroce_dealloc_mw(struct uroce_mw *mw);
+/* The window's rkey: after a bind, the one the bind chose. */
+UROCE_EXPORT uint32_t uroce_mw_rkey(const struct uroce_mw *mw);
+UROCE_EXPORT int uroce_mw_type(const struct uroce_mw *mw);
 UROCE_EXPORT int uroce_create_ah(struct uroce_pd *pd,
                                  const struct uroce_ah_attr *attr,
                                  struct uroce_ah **out);

@@ -19,6 +19,7 @@ struct uroce_cq;
 struct uroce_qp;
 struct uroce_srq;
 struct uroce_ah;
+struct uroce_mw;
 
 /* Access flags, with the values of ibv_access_flags. */
 enum uroce_access {
@@ -26,13 +27,21 @@ enum uroce_access {
   UROCE_ACCESS_REMOTE_WRITE = 2,
   UROCE_ACCESS_REMOTE_READ = 4,
   UROCE_ACCESS_REMOTE_ATOMIC = 8,
+  UROCE_ACCESS_MW_BIND = 16, /* memory windows may be bound to the region */
 };
-#define UROCE_ACCESS_ALL 0xFu
+#define UROCE_ACCESS_ALL 0x1Fu
+
+/* Memory window types, with the values of ibv_mw_type. */
+enum uroce_mw_type { UROCE_MW_TYPE_1 = 1, UROCE_MW_TYPE_2 = 2 };
 
 #define UROCE_MAX_SGE 32         /* per work request */
 #define UROCE_MAX_INLINE 1024    /* bytes of inline data per send WR */
 #define UROCE_MAX_RD_ATOMIC 16   /* max_rd_atomic and max_dest_rd_atomic */
 #define UROCE_MAX_MSG (1u << 30) /* largest message, bytes */
+/* What one device (uroce_device_open, the drop-in's context) holds: QPs,
+ * and memory regions and windows together (one key table). */
+#define UROCE_DEVICE_MAX_QP 4096
+#define UROCE_DEVICE_MAX_MR 16384
 
 /* Asynchronous events (ibv_event_type values). */
 enum uroce_event_type {
@@ -63,6 +72,7 @@ enum uroce_wc_status {
   UROCE_WC_LOC_QP_OP_ERR = 2,
   UROCE_WC_LOC_PROT_ERR = 4,
   UROCE_WC_WR_FLUSH_ERR = 5,
+  UROCE_WC_MW_BIND_ERR = 6,
   UROCE_WC_BAD_RESP_ERR = 7,
   UROCE_WC_LOC_ACCESS_ERR = 8,
   UROCE_WC_REM_INV_REQ_ERR = 9,
@@ -79,6 +89,8 @@ enum uroce_wc_opcode {
   UROCE_WC_RDMA_READ = 2,
   UROCE_WC_COMP_SWAP = 3,
   UROCE_WC_FETCH_ADD = 4,
+  UROCE_WC_BIND_MW = 5,
+  UROCE_WC_LOCAL_INV = 6,
   UROCE_WC_RECV = 128,
   UROCE_WC_RECV_RDMA_WITH_IMM = 129,
 };
@@ -120,6 +132,8 @@ enum uroce_wr_opcode {
   UROCE_WR_RDMA_READ = 4,
   UROCE_WR_ATOMIC_CMP_AND_SWP = 5,
   UROCE_WR_ATOMIC_FETCH_AND_ADD = 6,
+  UROCE_WR_LOCAL_INV = 7, /* invalidate_rkey: a bound type 2 window */
+  UROCE_WR_BIND_MW = 8,   /* wr.bind_mw */
   UROCE_WR_SEND_WITH_INV = 9,
 };
 enum uroce_send_flags {
@@ -154,6 +168,16 @@ struct uroce_send_wr {
       uint32_t remote_qpn;
       uint32_t remote_qkey;
     } ud;
+    /* Binds mw to [addr, addr + length) of mr with rights access
+     * (UROCE_ACCESS_REMOTE_*) under rkey, mw's rkey with a new low byte
+     * (type 1 and length 0: unbinds; mr may be NULL then). */
+    struct {
+      struct uroce_mw *mw;
+      struct uroce_mr *mr;
+      uint64_t addr, length;
+      uint32_t access;
+      uint32_t rkey;
+    } bind_mw;
   } wr;
 };
 

@@ -745,8 +745,8 @@ int uroce_device_open(struct uroce_device **out,
     rv = UROCE_ERR_INVALID_ARGUMENT;
     goto fail;
   }
-  cfg.max_qp = 4096;
-  cfg.max_mr = 4096;
+  cfg.max_qp = UROCE_DEVICE_MAX_QP;
+  cfg.max_mr = UROCE_DEVICE_MAX_MR;
   rv = eng_env(&cfg);
   if (rv < 0)
     goto fail;

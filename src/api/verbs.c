@@ -93,7 +93,9 @@ int uroce_rereg_mr(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
   /* In place, under the device lock: a packet sees the region before or
    * after, whole; its keys stay, as rxe and mlx5 keep them. */
   int rv = UROCE_ERR_INVALID_ARGUMENT;
-  if (mr->state != MR_FREE) {
+  if (mr->kind == MR_KIND_MR && mr->binds)
+    rv = UROCE_ERR_BUSY; /* windows are bound to it */
+  else if (mr->state != MR_FREE && mr->kind == MR_KIND_MR) {
     old->refs--;
     pd->refs++;
     mr->pd = pd;
@@ -105,6 +107,39 @@ int uroce_rereg_mr(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
   }
   UNLOCK(dev);
   return rv;
+}
+
+/* ---- memory windows ---- */
+
+int uroce_alloc_mw(struct uroce_pd *pd, int type, struct uroce_mw **out) {
+  if (!pd || !out)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(pd->eng);
+  LOCK(dev);
+  int rv = uroce_mw_alloc(pd, type, out);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_dealloc_mw(struct uroce_mw *mw) {
+  if (!mw || !mw_entry(mw)->pd)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  const struct uroce_pd *pd = mw_entry(mw)->pd;
+  struct uroce_device *dev = dev_of(pd->eng);
+  LOCK(dev);
+  int rv = uroce_mw_dealloc(mw);
+  UNLOCK(dev);
+  return rv;
+}
+
+uint32_t uroce_mw_rkey(const struct uroce_mw *mw) {
+  return ((const struct uroce_mr *)(const void *)mw)->rkey;
+}
+
+int uroce_mw_type(const struct uroce_mw *mw) {
+  return ((const struct uroce_mr *)(const void *)mw)->kind == MR_KIND_MW1
+             ? UROCE_MW_TYPE_1
+             : UROCE_MW_TYPE_2;
 }
 
 uint32_t uroce_mr_lkey(const struct uroce_mr *mr) {

@@ -35,9 +35,9 @@ uint32_t uroce_mr_table_init(struct uroce_mr_table *t, void *mem, uint32_t n) {
  * from avoid; never 0. */
 static uint32_t make_key(const struct uroce_mr_table *t, uint32_t i,
                          uint32_t rnd, uint32_t old, uint32_t avoid) {
-  uint32_t hi_mask = ~t->mask;
+  uint32_t rnd_mask = ~(t->mask << 8);
   for (uint32_t k = 0;; k++) {
-    uint32_t key = ((rnd + k * 0x9E3779B9u) & hi_mask) | i;
+    uint32_t key = ((rnd + k * 0x9E3779B9u) & rnd_mask) | (i << 8);
     if (key != old && key != avoid && key != 0)
       return key;
   }
@@ -65,6 +65,10 @@ int uroce_mr_table_add(struct uroce_mr_table *t, const void *pd, uint64_t iova,
   mr->length = length;
   mr->pd = pd;
   mr->state = MR_VALID;
+  mr->kind = MR_KIND_MR;
+  mr->binds = 0;
+  mr->mw_mr = 0;
+  mr->mw_qp = 0;
   t->used++;
   *out = mr;
   return 0;
@@ -80,14 +84,16 @@ void uroce_mr_table_remove(struct uroce_mr_table *t, struct uroce_mr *mr) {
 }
 
 int uroce_mr_check(struct uroce_mr_table *t, bool remote, uint32_t key,
-                   const void *pd, uint64_t va, uint64_t len, uint32_t access,
-                   struct uroce_mr **out) {
+                   const void *pd, const void *qp, uint64_t va, uint64_t len,
+                   uint32_t access, struct uroce_mr **out) {
   struct uroce_mr *mr =
       remote ? uroce_mr_by_rkey(t, key) : uroce_mr_by_lkey(t, key);
   if (!mr)
     return UROCE_MR_BAD_KEY;
   if (mr->pd != pd)
     return UROCE_MR_BAD_PD;
+  if (mr->kind == MR_KIND_MW2 && mr->mw_qp != qp)
+    return UROCE_MR_BAD_QP;
   if ((mr->access & access) != access)
     return UROCE_MR_BAD_ACCESS;
   if (!uroce_mr_in_bounds(mr, va, len))
@@ -96,6 +102,108 @@ int uroce_mr_check(struct uroce_mr_table *t, bool remote, uint32_t key,
                          UROCE_ACCESS_REMOTE_ATOMIC);
   if (t->probe && !uroce_pin_probe((const void *)(uintptr_t)va, len, write))
     return UROCE_MR_UNMAPPED;
+  /* A window's range lies in its region (checked at the bind, and the
+   * region cannot go while bound). */
   *out = mr;
   return 0;
+}
+
+/* ---- windows ---- */
+
+int uroce_mw_table_add(struct uroce_mr_table *t, const void *pd, int type,
+                       uint64_t rnd, struct uroce_mr **out) {
+  if (type != 1 && type != 2)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (t->free_head >= t->n)
+    return UROCE_ERR_CAPS;
+  uint32_t i = t->free_head;
+  struct uroce_mr *mw = &t->mr[i];
+  t->free_head = mw->next_free;
+  mw->lkey = 0;
+  mw->rkey = make_key(t, i, (uint32_t)(rnd >> 32), mw->rkey, 0);
+  mw->kind = type == 1 ? MR_KIND_MW1 : MR_KIND_MW2;
+  mw->state = type == 1 ? MR_VALID : MR_INVALID;
+  mw->access = 0;
+  mw->iova = mw->length = 0;
+  mw->pd = pd;
+  mw->binds = 0;
+  mw->mw_mr = 0;
+  mw->mw_qp = 0;
+  t->used++;
+  *out = mw;
+  return 0;
+}
+
+static void mw_unbind(struct uroce_mr *mw) {
+  if (mw->mw_mr)
+    mw->mw_mr->binds--;
+  mw->mw_mr = 0;
+  mw->mw_qp = 0;
+  mw->access = 0;
+  mw->iova = mw->length = 0;
+}
+
+void uroce_mw_table_remove(struct uroce_mr_table *t, struct uroce_mr *mw) {
+  mw_unbind(mw);
+  uroce_mr_table_remove(t, mw);
+}
+
+int uroce_mw_bind(struct uroce_mr_table *t, struct uroce_mr *mw,
+                  const void *pd, const void *qp, struct uroce_mr *mr,
+                  uint64_t addr, uint64_t length, uint32_t access,
+                  uint32_t rkey) {
+  (void)t;
+  if (mw->state == MR_FREE || mw->kind == MR_KIND_MR || mw->pd != pd)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  /* Only the key portion (the low byte) is the binder's to choose. */
+  if ((rkey ^ mw->rkey) & ~0xFFu)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (access & ~(uint32_t)(UROCE_ACCESS_REMOTE_READ |
+                           UROCE_ACCESS_REMOTE_WRITE |
+                           UROCE_ACCESS_REMOTE_ATOMIC))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (mw->kind == MR_KIND_MW2 && (mw->state != MR_INVALID || !length))
+    return UROCE_ERR_INVALID_ARGUMENT; /* bound already; or no range */
+  if (length) {
+    if (!mr || mr->state == MR_FREE || mr->kind != MR_KIND_MR ||
+        mr->pd != pd || !(mr->access & UROCE_ACCESS_MW_BIND))
+      return UROCE_ERR_INVALID_ARGUMENT;
+    if ((access & (UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_ATOMIC)) &&
+        !(mr->access & UROCE_ACCESS_LOCAL_WRITE))
+      return UROCE_ERR_INVALID_ARGUMENT;
+    if (!uroce_mr_in_bounds(mr, addr, length))
+      return UROCE_ERR_INVALID_ARGUMENT;
+  }
+  mw_unbind(mw);
+  mw->rkey = rkey;
+  if (length) {
+    mw->mw_mr = mr;
+    mr->binds++;
+    mw->iova = addr;
+    mw->length = length;
+    mw->access = access;
+    if (mw->kind == MR_KIND_MW2)
+      mw->mw_qp = qp;
+  }
+  mw->state = MR_VALID;
+  return 0;
+}
+
+struct uroce_mr *uroce_mw_inv_target(struct uroce_mr_table *t, uint32_t rkey,
+                                     const void *pd) {
+  struct uroce_mr *mw = uroce_mr_by_rkey(t, rkey);
+  return mw && mw->kind == MR_KIND_MW2 && mw->pd == pd ? mw : 0;
+}
+
+void uroce_mw_invalidate(struct uroce_mr *mw) {
+  mw_unbind(mw);
+  mw->state = MR_INVALID;
+}
+
+void uroce_mw_unbind_qp(struct uroce_mr_table *t, const void *qp) {
+  for (uint32_t i = 0; i < t->n; i++) {
+    struct uroce_mr *mw = &t->mr[i];
+    if (mw->state == MR_VALID && mw->kind == MR_KIND_MW2 && mw->mw_qp == qp)
+      uroce_mw_invalidate(mw);
+  }
 }

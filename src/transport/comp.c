@@ -71,6 +71,8 @@ static bool ack_through(struct uroce_qp *qp, uint32_t psn, uint64_t now) {
     return true; /* acks nothing new */
   for (uint32_t i = qp->sq_tail; i != qp->sq_head; i++) {
     struct swqe *w = sq_at(qp, i);
+    if (w->state == WQE_DONE && wr_is_local(w->opcode))
+      continue; /* a window bound or invalidated: no PSN */
     if (w->state == WQE_POSTED || w->state == WQE_DONE)
       break;
     if (uroce_psn_cmp(psn, w->first_psn) < 0)

@@ -137,6 +137,9 @@ void uroce_eng_del(struct uroce_eng *eng) {
   while (!ulist_empty(&eng->cqs))
     uroce_cq_del(ULIST_ENTRY(eng->cqs.next, struct uroce_cq, link));
   for (uint32_t i = 0; i < eng->mrs.n; i++)
+    if (eng->mrs.mr[i].state != MR_FREE && eng->mrs.mr[i].kind != MR_KIND_MR)
+      uroce_mw_dealloc((struct uroce_mw *)(void *)&eng->mrs.mr[i]);
+  for (uint32_t i = 0; i < eng->mrs.n; i++)
     if (eng->mrs.mr[i].state != MR_FREE)
       uroce_mr_dereg(&eng->mrs.mr[i]);
   while (!ulist_empty(&eng->pds)) {
@@ -293,13 +296,38 @@ int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length,
 }
 
 int uroce_mr_dereg(struct uroce_mr *mr) {
-  if (!mr || mr->state == MR_FREE || !mr->pd)
+  if (!mr || mr->state == MR_FREE || !mr->pd || mr->kind != MR_KIND_MR)
     return UROCE_ERR_INVALID_ARGUMENT;
+  if (mr->binds)
+    return UROCE_ERR_BUSY;
   struct uroce_pd *pd = (struct uroce_pd *)mr->pd;
   uroce_mr_table_remove(&pd->eng->mrs, mr);
   pd->refs--;
   return 0;
 }
+
+int uroce_mw_alloc(struct uroce_pd *pd, int type, struct uroce_mw **out) {
+  if (!pd || !out)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_mr *mw;
+  int rc = uroce_mw_table_add(&pd->eng->mrs, pd, type, eng_rand(pd->eng), &mw);
+  if (rc)
+    return rc;
+  pd->refs++;
+  *out = (struct uroce_mw *)(void *)mw;
+  return 0;
+}
+
+int uroce_mw_dealloc(struct uroce_mw *h) {
+  struct uroce_mr *mw = mw_entry(h);
+  if (!h || mw->state == MR_FREE || !mw->pd || mw->kind == MR_KIND_MR)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_pd *pd = (struct uroce_pd *)mw->pd;
+  uroce_mw_table_remove(&pd->eng->mrs, mw);
+  pd->refs--;
+  return 0;
+}
+
 
 int uroce_ah_new(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
                  struct uroce_ah **out) {

@@ -214,7 +214,18 @@ int uroce_pd_del(struct uroce_pd *pd);
  * NULL addr overflow), UROCE_ERR_CAPS (table full). */
 int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length,
                  uint32_t access, struct uroce_mr **out);
+/* UROCE_ERR_BUSY while memory windows are bound to it. */
 int uroce_mr_dereg(struct uroce_mr *mr);
+
+/* A memory window of type 1 or 2 (enum uroce_mw_type) in the region table
+ * (mem/mr.h); bound by a UROCE_WR_BIND_MW work request. Freeing a bound
+ * window unbinds it. */
+int uroce_mw_alloc(struct uroce_pd *pd, int type, struct uroce_mw **out);
+int uroce_mw_dealloc(struct uroce_mw *mw);
+/* The table entry behind a window handle (handles are table entries). */
+static inline struct uroce_mr *mw_entry(struct uroce_mw *mw) {
+  return (struct uroce_mr *)(void *)mw;
+}
 
 int uroce_ah_new(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
                  struct uroce_ah **out);

@@ -145,6 +145,7 @@ int uroce_qp_del(struct uroce_qp *qp) {
   qp->rcq->refs--;
   if (qp->srq)
     qp->srq->refs--;
+  uroce_mw_unbind_qp(&eng->mrs, qp); /* its windows must not outlive it */
   qp_free_mem(eng, qp);
   return 0;
 }
@@ -493,6 +494,10 @@ static uint32_t wc_opcode(uint32_t wr_opcode) {
     return UROCE_WC_COMP_SWAP;
   case UROCE_WR_ATOMIC_FETCH_AND_ADD:
     return UROCE_WC_FETCH_ADD;
+  case UROCE_WR_BIND_MW:
+    return UROCE_WC_BIND_MW;
+  case UROCE_WR_LOCAL_INV:
+    return UROCE_WC_LOCAL_INV;
   default:
     return UROCE_WC_SEND;
   }
@@ -616,6 +621,9 @@ static bool opcode_ok(const struct uroce_qp *qp, uint32_t op) {
   case UROCE_WR_ATOMIC_FETCH_AND_ADD:
   case UROCE_WR_SEND_WITH_INV:
     return qp->type == UROCE_QPT_RC;
+  case UROCE_WR_BIND_MW:
+  case UROCE_WR_LOCAL_INV:
+    return qp->type == UROCE_QPT_RC || qp->type == UROCE_QPT_UC;
   default:
     return false;
   }
@@ -625,6 +633,18 @@ static int check_send_wr(const struct uroce_qp *qp,
                          const struct uroce_send_wr *wr, uint64_t *len) {
   if (!opcode_ok(qp, wr->opcode))
     return UROCE_ERR_INVALID_ARGUMENT;
+  if (wr_is_local(wr->opcode)) {
+    /* Executed when the requester reaches it (req.c); here only what a
+     * later check could not survive: handles that are not table entries. */
+    const struct uroce_mr_table *t = &qp->eng->mrs;
+    if (wr->opcode == UROCE_WR_BIND_MW &&
+        (!wr->wr.bind_mw.mw ||
+         !uroce_mr_in_table(t, mw_entry(wr->wr.bind_mw.mw)) ||
+         (wr->wr.bind_mw.mr && !uroce_mr_in_table(t, wr->wr.bind_mw.mr))))
+      return UROCE_ERR_INVALID_ARGUMENT;
+    *len = 0;
+    return 0;
+  }
   if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge ||
       (wr->num_sge && !wr->sg_list))
     return UROCE_ERR_INVALID_ARGUMENT;
@@ -681,8 +701,20 @@ int uroce_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
     w->imm = wr->imm_data;
     w->inv_rkey = wr->invalidate_rkey;
     w->length = (uint32_t)len;
-    if (wr->opcode == UROCE_WR_ATOMIC_CMP_AND_SWP ||
-        wr->opcode == UROCE_WR_ATOMIC_FETCH_AND_ADD) {
+    if (wr->opcode == UROCE_WR_BIND_MW) {
+      w->bind.mw = mw_entry(wr->wr.bind_mw.mw);
+      w->bind.mr = wr->wr.bind_mw.mr;
+      w->bind.len = wr->wr.bind_mw.length;
+      w->raddr = wr->wr.bind_mw.addr;
+      w->rkey = wr->wr.bind_mw.rkey;
+      w->imm = wr->wr.bind_mw.access;
+      w->nsge = 0;
+      w->flags &= ~(uint32_t)UROCE_SEND_INLINE;
+    } else if (wr->opcode == UROCE_WR_LOCAL_INV) {
+      w->nsge = 0;
+      w->flags &= ~(uint32_t)UROCE_SEND_INLINE;
+    } else if (wr->opcode == UROCE_WR_ATOMIC_CMP_AND_SWP ||
+               wr->opcode == UROCE_WR_ATOMIC_FETCH_AND_ADD) {
       w->raddr = wr->wr.atomic.remote_addr;
       w->rkey = wr->wr.atomic.rkey;
       w->cmp_add = wr->wr.atomic.compare_add;
@@ -717,7 +749,7 @@ int uroce_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
       w->sge[0].length = off;
       w->sge[0].lkey = 0;
       w->checked = true; /* engine memory: no key */
-    } else {
+    } else if (!wr_is_local(wr->opcode)) {
       w->nsge = (uint32_t)wr->num_sge;
       if (w->nsge)
         memcpy(w->sge, wr->sg_list, w->nsge * sizeof(*w->sge));

@@ -113,9 +113,17 @@ struct swqe {
   uint32_t flags;  /* enum uroce_send_flags, SIGNALED resolved */
   uint32_t imm;    /* raw network-order bytes */
   uint32_t inv_rkey;
-  uint64_t raddr;
-  uint32_t rkey;
-  uint64_t cmp_add, swap;
+  uint64_t raddr; /* BIND_MW: the window's first byte */
+  uint32_t rkey;  /* BIND_MW: the window's new rkey */
+  union {
+    struct {
+      uint64_t cmp_add, swap; /* atomics */
+    };
+    struct {
+      struct uroce_mr *mw, *mr; /* table entries */
+      uint64_t len;
+    } bind; /* BIND_MW; its rights in imm */
+  };
   uint8_t dgid[16]; /* UD */
   uint16_t sport;
   uint32_t dqpn, qkey;
@@ -493,6 +501,10 @@ static inline struct swqe *sq_at(struct uroce_qp *qp, uint32_t i) {
 static inline bool wr_is_rd_atomic(uint32_t op) {
   return op == UROCE_WR_RDMA_READ || op == UROCE_WR_ATOMIC_CMP_AND_SWP ||
          op == UROCE_WR_ATOMIC_FETCH_AND_ADD;
+}
+/* Work requests the requester executes itself, with no packet. */
+static inline bool wr_is_local(uint32_t op) {
+  return op == UROCE_WR_BIND_MW || op == UROCE_WR_LOCAL_INV;
 }
 static inline bool qp_can_send(const struct uroce_qp *qp) {
   return qp->state == UROCE_QPS_RTS || qp->state == UROCE_QPS_SQD;

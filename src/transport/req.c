@@ -123,7 +123,7 @@ static bool check_lkeys(struct uroce_qp *qp, struct swqe *w) {
   uint32_t need = wr_is_rd_atomic(w->opcode) ? UROCE_ACCESS_LOCAL_WRITE : 0;
   for (uint32_t i = 0; i < w->nsge; i++) {
     struct uroce_mr *mr;
-    if (uroce_mr_check(&qp->eng->mrs, false, w->sge[i].lkey, qp->pd,
+    if (uroce_mr_check(&qp->eng->mrs, false, w->sge[i].lkey, qp->pd, NULL,
                        w->sge[i].addr, w->sge[i].length, need, &mr))
       return false;
   }
@@ -432,6 +432,51 @@ static int retx_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
   return 0;
 }
 
+/* A work request with no packet: binds or invalidates a memory window.
+ * Returns its completion status. */
+static uint8_t exec_local(struct uroce_qp *qp, struct swqe *w) {
+  struct uroce_mr_table *t = &qp->eng->mrs;
+  if (w->opcode == UROCE_WR_BIND_MW)
+    return uroce_mw_bind(t, w->bind.mw, qp->pd, qp, w->bind.mr, w->raddr,
+                         w->bind.len, w->imm, w->rkey)
+               ? UROCE_WC_MW_BIND_ERR
+               : UROCE_WC_SUCCESS;
+  struct uroce_mr *mw = uroce_mw_inv_target(t, w->inv_rkey, qp->pd);
+  if (!mw)
+    return UROCE_WC_LOC_QP_OP_ERR;
+  uroce_mw_invalidate(mw);
+  return UROCE_WC_SUCCESS;
+}
+
+/* Local work requests at the requester's position run in order, once all
+ * before them is sent (a fenced one also waits for earlier READs and
+ * atomics, as any WQE), and complete in order with the rest; going back
+ * over one already done passes it. One that fails stops the requester,
+ * and the completer takes the QP down when its turn comes. */
+static void run_local(struct uroce_qp *qp) {
+  struct req *r = &qp->req;
+  bool done = false;
+  while (r->idx != qp->sq_head && qp_can_send(qp) &&
+         r->state != REQST_ERROR && r->rnr_deadline == UINT64_MAX) {
+    struct swqe *w = sq_at(qp, r->idx);
+    if (!wr_is_local(w->opcode))
+      break;
+    if (w->state == WQE_POSTED) {
+      if (qp->state == UROCE_QPS_SQD ||
+          ((w->flags & UROCE_SEND_FENCE) && rd_atomic_outstanding(qp)))
+        break;
+      w->status = exec_local(qp, w);
+      w->state = WQE_DONE;
+      if (w->status != UROCE_WC_SUCCESS)
+        r->state = REQST_ERROR;
+      done = true;
+    }
+    r->idx++;
+  }
+  if (done)
+    qp_drain_sq(qp);
+}
+
 /* Resending a gap is allowed when sending is, window or not. */
 static bool can_retx(struct uroce_qp *qp, uint64_t now) {
   struct req *r = &qp->req;
@@ -444,12 +489,15 @@ int req_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
   struct req *r = &qp->req;
   if (can_retx(qp, now) && retx_pkt(qp, tx, now))
     return 1;
+  run_local(qp);
   enum req_state st = req_check(qp, now);
   if (r->state != REQST_ERROR)
     r->state = (uint8_t)st;
   if (st != REQST_SEND)
     return 0;
   struct swqe *w = sq_at(qp, r->idx);
+  if (wr_is_local(w->opcode))
+    return 0; /* (run_local decides when it runs) */
   if (w->state == WQE_POSTED && !start_wqe(qp, w)) {
     qp_drain_sq(qp);
     return 0;

@@ -115,7 +115,7 @@ static bool rwqe_keys(struct uroce_qp *qp, struct rwqe *w) {
     for (uint32_t i = 0; i < w->nsge; i++) {
       struct uroce_mr *mr;
       const struct uroce_sge *s = &w->sge[i];
-      if (uroce_mr_check(&qp->eng->mrs, false, s->lkey, qp->pd, s->addr,
+      if (uroce_mr_check(&qp->eng->mrs, false, s->lkey, qp->pd, NULL, s->addr,
                          s->length, UROCE_ACCESS_LOCAL_WRITE, &mr))
         w->keys = RWQE_KEYS_BAD;
       cap += s->length;
@@ -350,8 +350,9 @@ static enum resp_state chk_op_seq(struct resp_pkt *p) {
   return reject(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_OPCODE_SEQ);
 }
 
-/* The QP allows the operation; UD's Q_Key; SEND with invalidate names an
- * MR of the QP's PD. */
+/* The QP allows the operation; UD's Q_Key; SEND with invalidate names a
+ * bound type 2 memory window of the QP's PD (mem/mr.h: nothing else may
+ * be invalidated remotely). */
 static enum resp_state chk_op_valid(struct resp_pkt *p) {
   struct uroce_qp *qp = p->qp;
   uint32_t need = (p->mask & UROCE_OPM_WRITE)    ? UROCE_ACCESS_REMOTE_WRITE
@@ -363,12 +364,11 @@ static enum resp_state chk_op_valid(struct resp_pkt *p) {
   if (p->ud &&
       uroce_deth_qkey(uroce_pkt_hdr(p->pi, UROCE_HDR_DETH)) != qp->qkey)
     return drop(p, UROCE_DROP_QKEY);
-  if (p->mask & UROCE_OPM_INV) {
-    struct uroce_mr *imr = uroce_mr_by_rkey(
-        &qp->eng->mrs, uroce_ieth_rkey(uroce_pkt_hdr(p->pi, UROCE_HDR_IETH)));
-    if (!imr || imr->pd != qp->pd)
-      return RESPST_ERR_INVALID_REQ;
-  }
+  if ((p->mask & UROCE_OPM_INV) &&
+      !uroce_mw_inv_target(
+          &qp->eng->mrs, uroce_ieth_rkey(uroce_pkt_hdr(p->pi, UROCE_HDR_IETH)),
+          qp->pd))
+    return RESPST_ERR_INVALID_REQ;
   return RESPST_CHK_LENGTH;
 }
 
@@ -421,7 +421,7 @@ static enum resp_state chk_reth(struct resp_pkt *p) {
   if (len > UROCE_MAX_MSG)
     return RESPST_ERR_INVALID_REQ;
   if (len &&
-      uroce_mr_check(&qp->eng->mrs, true, rkey, qp->pd, va, len, need, &mr))
+      uroce_mr_check(&qp->eng->mrs, true, rkey, qp->pd, qp, va, len, need, &mr))
     return reject(p, RESPST_ERR_REM_ACCESS, UROCE_DROP_ACCESS);
   if (p->mask & UROCE_OPM_WRITE) {
     r->wr_va = va;
@@ -438,7 +438,7 @@ static enum resp_state chk_atmeth(struct resp_pkt *p) {
   uint64_t va = uroce_atmeth_va(p->atm);
   if (va & 7)
     return RESPST_ERR_INVALID_REQ;
-  if (uroce_mr_check(&qp->eng->mrs, true, uroce_atmeth_rkey(p->atm), qp->pd, va,
+  if (uroce_mr_check(&qp->eng->mrs, true, uroce_atmeth_rkey(p->atm), qp->pd, qp, va,
                      8, UROCE_ACCESS_REMOTE_ATOMIC, &mr))
     return reject(p, RESPST_ERR_REM_ACCESS, UROCE_DROP_ACCESS);
   return exec_state(p->mask);
@@ -478,7 +478,7 @@ static enum resp_state exec_write(struct resp_pkt *p) {
   if (n > r->wr_left || (p->last && n != r->wr_left))
     return reject(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_LENGTH);
   /* Checked again per packet: the MR may have gone meanwhile. */
-  if (n && uroce_mr_check(&qp->eng->mrs, true, r->wr_rkey, qp->pd, r->wr_va, n,
+  if (n && uroce_mr_check(&qp->eng->mrs, true, r->wr_rkey, qp->pd, qp, r->wr_va, n,
                           UROCE_ACCESS_REMOTE_WRITE, &mr))
     return reject(p, RESPST_ERR_REM_ACCESS, UROCE_DROP_ACCESS);
   eng_copy(qp->eng, (void *)(uintptr_t)r->wr_va, uroce_pkt_payload(p->pi), n);
@@ -609,9 +609,9 @@ static enum resp_state complete(struct resp_pkt *p) {
   }
   if (p->mask & UROCE_OPM_INV) {
     uint32_t rkey = uroce_ieth_rkey(uroce_pkt_hdr(pi, UROCE_HDR_IETH));
-    struct uroce_mr *imr = uroce_mr_by_rkey(&qp->eng->mrs, rkey);
-    if (imr)
-      imr->state = MR_INVALID;
+    struct uroce_mr *mw = uroce_mw_inv_target(&qp->eng->mrs, rkey, qp->pd);
+    if (mw)
+      uroce_mw_invalidate(mw);
     wc.imm_data = rkey;
     wc.wc_flags |= UROCE_WC_WITH_INV;
   }
@@ -657,7 +657,7 @@ static void dup_read(struct resp_pkt *p) {
   if (!res || len > UROCE_MAX_MSG ||
       uroce_psn_add(p->psn, qp_npkts(qp, len) - 1) != res->last_psn ||
       uroce_reth_rkey(p->reth) != res->rkey ||
-      (len && uroce_mr_check(&qp->eng->mrs, true, res->rkey, qp->pd, va, len,
+      (len && uroce_mr_check(&qp->eng->mrs, true, res->rkey, qp->pd, qp, va, len,
                              UROCE_ACCESS_REMOTE_READ, &mr)))
     return;
   res->cur_psn = p->psn;
@@ -677,7 +677,8 @@ static void mp_dup_read(struct resp_pkt *p) {
   if (uroce_psn_diff(p->psn, qp->resp.epsn) >= 0 || len > UROCE_MAX_MSG ||
       !(qp->access & UROCE_ACCESS_REMOTE_READ) ||
       (len && uroce_mr_check(&qp->eng->mrs, true, uroce_reth_rkey(p->reth),
-                             qp->pd, va, len, UROCE_ACCESS_REMOTE_READ, &mr)))
+                             qp->pd, qp, va, len, UROCE_ACCESS_REMOTE_READ,
+                             &mr)))
     return;
   /* Only what already ran: a READ beyond epsn must wait for the requests
    * before it (it would read ahead of their WRITEs). */
@@ -818,7 +819,7 @@ static enum resp_state mp_place_write(struct resp_pkt *p, uint32_t off,
    * 16 atomic probes per 4 KiB packet of a 64 KiB WRITE (8% of both
    * processes' CPU in `uroce perf write bw`), 256 of a 1 MiB one. */
   if (len && (uroce_mr_check(&qp->eng->mrs, true, uroce_reth_rkey(p->reth),
-                             qp->pd, va + off, n, UROCE_ACCESS_REMOTE_WRITE,
+                             qp->pd, qp, va + off, n, UROCE_ACCESS_REMOTE_WRITE,
                              &mr) ||
               !uroce_mr_in_bounds(mr, va, len)))
     return mp_err(p, RESPST_ERR_REM_ACCESS, UROCE_DROP_ACCESS);
@@ -855,12 +856,11 @@ static enum resp_state mp_place_send(struct resp_pkt *p, uint32_t off,
     return mp_rwqe_err(p, RESPST_ERR_REM_OP, UROCE_DROP_ACCESS);
   if ((uint64_t)off + p->n > w->cap)
     return mp_rwqe_err(p, RESPST_ERR_LENGTH, UROCE_DROP_TOO_LONG);
-  if (p->mask & UROCE_OPM_INV) {
-    struct uroce_mr *imr = uroce_mr_by_rkey(
-        &qp->eng->mrs, uroce_ieth_rkey(uroce_pkt_hdr(p->pi, UROCE_HDR_IETH)));
-    if (!imr || imr->pd != qp->pd)
-      return mp_rwqe_err(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_ACCESS);
-  }
+  if ((p->mask & UROCE_OPM_INV) &&
+      !uroce_mw_inv_target(
+          &qp->eng->mrs, uroce_ieth_rkey(uroce_pkt_hdr(p->pi, UROCE_HDR_IETH)),
+          qp->pd))
+    return mp_rwqe_err(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_ACCESS);
   sge_scatter(qp->eng, w->sge, w->nsge, off, uroce_pkt_payload(p->pi), p->n);
   if (p->last) {
     w->wc_op = UROCE_WC_RECV;
@@ -921,7 +921,8 @@ static enum resp_state mp_defer(struct resp_pkt *p) {
     if (!npkts || !(qp->access & UROCE_ACCESS_REMOTE_READ) ||
         (uint32_t)uroce_psn_diff(p->psn, r->epsn) + npkts > r->mp_mask + 1 ||
         (len && uroce_mr_check(&qp->eng->mrs, true, uroce_reth_rkey(p->reth),
-                               qp->pd, va, len, UROCE_ACCESS_REMOTE_READ, &mr)))
+                               qp->pd, qp, va, len, UROCE_ACCESS_REMOTE_READ,
+                               &mr)))
       return drop(p, UROCE_DROP_ACCESS);
     /* Part of it already recorded (a re-request of a part arrived before
      * the request): the rest is asked for again. */
@@ -937,7 +938,7 @@ static enum resp_state mp_defer(struct resp_pkt *p) {
   } else {
     uint64_t va = uroce_atmeth_va(p->atm);
     if (!(qp->access & UROCE_ACCESS_REMOTE_ATOMIC) || (va & 7) ||
-        uroce_mr_check(&qp->eng->mrs, true, uroce_atmeth_rkey(p->atm), qp->pd,
+        uroce_mr_check(&qp->eng->mrs, true, uroce_atmeth_rkey(p->atm), qp->pd, qp,
                        va, 8, UROCE_ACCESS_REMOTE_ATOMIC, &mr))
       return drop(p, UROCE_DROP_ACCESS);
     res = atomic_res(p);
@@ -997,9 +998,9 @@ static bool mp_complete_recv(struct uroce_qp *qp) {
                         .wc_flags = w->wc_flags,
                         .imm_data = w->imm};
   if (w->wc_flags & UROCE_WC_WITH_INV) {
-    struct uroce_mr *imr = uroce_mr_by_rkey(&qp->eng->mrs, w->imm);
-    if (imr)
-      imr->state = MR_INVALID;
+    struct uroce_mr *mw = uroce_mw_inv_target(&qp->eng->mrs, w->imm, qp->pd);
+    if (mw)
+      uroce_mw_invalidate(mw);
   }
   cq_push(qp->rcq, &wc);
   if (w == &r->rwqe)
@@ -1239,7 +1240,7 @@ static int res_make_pkt(struct uroce_qp *qp, struct resp_res *res,
   bool first = !res->first_sent, last = n == res->left;
   /* Every response is checked against the MR again: it may be gone. */
   struct uroce_mr *mr;
-  if (n && uroce_mr_check(&qp->eng->mrs, true, res->rkey, qp->pd, res->va, n,
+  if (n && uroce_mr_check(&qp->eng->mrs, true, res->rkey, qp->pd, qp, res->va, n,
                           UROCE_ACCESS_REMOTE_READ, &mr)) {
     res->pending = false;
     fatal(qp, UROCE_NAK_REM_ACCESS_ERR, res->cur_psn, UROCE_WC_REM_ACCESS_ERR);

@@ -65,42 +65,42 @@ static void test_checks(void) {
       UROCE_ERR_INVALID_ARGUMENT);
   CHECK_EQ(uroce_mr_table_add(&t, &pd1, UINT64_MAX - 4, 100, 0, 1, &out),
            UROCE_ERR_INVALID_ARGUMENT);
-  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, 0x1000, 0x100,
+  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, NULL, 0x1000, 0x100,
                           UROCE_ACCESS_REMOTE_READ, &out),
            UROCE_MR_OK);
   CHECK(out == mr);
-  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, 0x10FF, 1,
+  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, NULL, 0x10FF, 1,
                           UROCE_ACCESS_REMOTE_READ, &out),
            UROCE_MR_OK);
-  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, 0x10FF, 2,
+  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, NULL, 0x10FF, 2,
                           UROCE_ACCESS_REMOTE_READ, &out),
            UROCE_MR_BAD_BOUNDS);
-  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, 0xFFF, 1,
+  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, NULL, 0xFFF, 1,
                           UROCE_ACCESS_REMOTE_READ, &out),
            UROCE_MR_BAD_BOUNDS);
   /* Overflowing va + len must not wrap into bounds. */
-  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, 0x1001, UINT64_MAX,
+  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, NULL, 0x1001, UINT64_MAX,
                           UROCE_ACCESS_REMOTE_READ, &out),
            UROCE_MR_BAD_BOUNDS);
-  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, UINT64_MAX, 2,
+  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, NULL, UINT64_MAX, 2,
                           UROCE_ACCESS_REMOTE_READ, &out),
            UROCE_MR_BAD_BOUNDS);
-  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, 0x1000, 8,
+  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd1, NULL, 0x1000, 8,
                           UROCE_ACCESS_REMOTE_WRITE, &out),
            UROCE_MR_BAD_ACCESS);
-  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd2, 0x1000, 8,
+  CHECK_EQ(uroce_mr_check(&t, true, mr->rkey, &pd2, NULL, 0x1000, 8,
                           UROCE_ACCESS_REMOTE_READ, &out),
            UROCE_MR_BAD_PD);
-  CHECK_EQ(uroce_mr_check(&t, true, mr->lkey, &pd1, 0x1000, 8, 0, &out),
+  CHECK_EQ(uroce_mr_check(&t, true, mr->lkey, &pd1, NULL, 0x1000, 8, 0, &out),
            UROCE_MR_BAD_KEY); /* an lkey is not an rkey */
-  CHECK_EQ(uroce_mr_check(&t, false, mr->lkey, &pd1, 0x1000, 8,
+  CHECK_EQ(uroce_mr_check(&t, false, mr->lkey, &pd1, NULL, 0x1000, 8,
                           UROCE_ACCESS_LOCAL_WRITE, &out),
            UROCE_MR_OK);
-  CHECK_EQ(uroce_mr_check(&t, false, mr->lkey ^ 0x80000000u, &pd1, 0x1000, 8, 0,
+  CHECK_EQ(uroce_mr_check(&t, false, mr->lkey ^ 0x80000000u, &pd1, NULL, 0x1000, 8, 0,
                           &out),
            UROCE_MR_BAD_KEY);
   uroce_mr_table_remove(&t, mr);
-  CHECK_EQ(uroce_mr_check(&t, false, mr->lkey, &pd1, 0x1000, 8, 0, &out),
+  CHECK_EQ(uroce_mr_check(&t, false, mr->lkey, &pd1, NULL, 0x1000, 8, 0, &out),
            UROCE_MR_BAD_KEY);
 }
 

@@ -58,6 +58,32 @@ static int wait_cq(struct uroce_cq *cq, struct uroce_wc *wc, int n) {
   return got;
 }
 
+/* Binds window mw to [off, off + len) of e's MR for e's QP with a new
+ * key portion; returns the completion status (or -1: none came). */
+static int bind_mw(struct tp_end *e, struct uroce_mw *mw, uint64_t off,
+                   uint64_t len, uint32_t access) {
+  struct uroce_send_wr wr, *bad;
+  memset(&wr, 0, sizeof(wr));
+  wr.wr_id = 0xB1D;
+  wr.opcode = UROCE_WR_BIND_MW;
+  wr.send_flags = UROCE_SEND_SIGNALED;
+  wr.wr.bind_mw.mw = mw;
+  wr.wr.bind_mw.mr = len ? e->mr : NULL;
+  wr.wr.bind_mw.addr = e->mr->iova + off;
+  wr.wr.bind_mw.length = len;
+  wr.wr.bind_mw.access = access;
+  uint32_t k = uroce_mw_rkey(mw);
+  wr.wr.bind_mw.rkey = (k & ~0xFFu) | ((k + 1) & 0xFFu);
+  int rc = uroce_qp_post_send(e->qp, &wr, &bad);
+  if (rc)
+    return rc;
+  struct uroce_wc wc;
+  if (wait_cq(e->scq, &wc, 1) != 1 || wc.wr_id != 0xB1D)
+    return -1;
+  CHECK_EQ(wc.opcode, UROCE_WC_BIND_MW);
+  return (int)wc.status;
+}
+
 static void test_send_recv(void) {
   struct tp_opts o;
   tp_opts_default(&o);
@@ -820,8 +846,9 @@ static void test_sge_inline_inv_zero(void) {
   rw.wr_id = 3;
   rw.num_sge = 1;
   CHECK_EQ(uroce_qp_post_recv(B.qp, &rw, &rbad), 0);
-  struct uroce_mr *victim;
-  CHECK_EQ(uroce_mr_reg(B.pd, B.mem, 64, UROCE_ACCESS_ALL, &victim), 0);
+  struct uroce_mw *victim;
+  CHECK_EQ(uroce_mw_alloc(B.pd, UROCE_MW_TYPE_2, &victim), 0);
+  CHECK_EQ(bind_mw(&B, victim, 0, 64, UROCE_ACCESS_REMOTE_WRITE), 0);
   struct uroce_send_wr w[3], *bad;
   memset(w, 0, sizeof(w));
   w[0].sg_list = s;
@@ -836,7 +863,7 @@ static void test_sge_inline_inv_zero(void) {
   w[2].sg_list = s;
   w[2].num_sge = 1;
   w[2].opcode = UROCE_WR_SEND_WITH_INV;
-  w[2].invalidate_rkey = victim->rkey;
+  w[2].invalidate_rkey = uroce_mw_rkey(victim);
   w[2].send_flags = UROCE_SEND_SIGNALED;
   o.max_inline = 256;
   /* 16 SGEs of 100..115 bytes = 1720 bytes: too long for inline. */
@@ -855,14 +882,14 @@ static void test_sge_inline_inv_zero(void) {
   CHECK_EQ(wc[0].byte_len, 1720);
   CHECK_EQ(wc[1].byte_len, 0);
   CHECK_EQ(wc[2].wc_flags, UROCE_WC_WITH_INV);
-  CHECK_EQ(wc[2].imm_data, victim->rkey);
-  CHECK_EQ(victim->state, MR_INVALID);
+  CHECK_EQ(wc[2].imm_data, uroce_mw_rkey(victim));
+  CHECK_EQ(mw_entry(victim)->state, MR_INVALID);
   for (int i = 0, off = 0; i < 16 && off < 1720; i++) {
     uint32_t n = 1720 - off < 150 ? 1720 - off : 150;
     CHECK(memcmp(B.mem + 50000 + 200 * i, saved + off, n) == 0);
     off += n;
   }
-  uroce_mr_dereg(victim);
+  CHECK_EQ(uroce_mw_dealloc(victim), 0);
   teardown();
 }
 
@@ -946,6 +973,199 @@ static void test_one_gib_phantom(void) {
   teardown();
 }
 
+/* One WQE on e's send queue: LOCAL_INV of rkey, or SEND_WITH_INV of it to
+ * the peer (a receive posted there first). Returns the status. */
+static int invalidate(struct tp_end *e, struct tp_end *peer, uint32_t op,
+                      uint32_t rkey) {
+  struct uroce_send_wr wr, *bad;
+  memset(&wr, 0, sizeof(wr));
+  wr.wr_id = 0x1BB;
+  wr.opcode = op;
+  wr.send_flags = UROCE_SEND_SIGNALED;
+  wr.invalidate_rkey = rkey;
+  if (op == UROCE_WR_SEND_WITH_INV)
+    CHECK_EQ(tp_post_recv(peer, 0x2BB, 0, 64), 0);
+  int rc = uroce_qp_post_send(e->qp, &wr, &bad);
+  if (rc)
+    return rc;
+  struct uroce_wc wc;
+  if (wait_cq(e->scq, &wc, 1) != 1 || wc.wr_id != 0x1BB)
+    return -1;
+  if (wc.status == UROCE_WC_SUCCESS)
+    CHECK_EQ(wc.opcode, op == UROCE_WR_LOCAL_INV ? UROCE_WC_LOCAL_INV
+                                                 : UROCE_WC_SEND);
+  if (op == UROCE_WR_SEND_WITH_INV && wc.status == UROCE_WC_SUCCESS) {
+    CHECK_EQ(wait_cq(peer->rcq, &wc, 1), 1);
+    CHECK_EQ(wc.wc_flags & UROCE_WC_WITH_INV, UROCE_WC_WITH_INV);
+    CHECK_EQ(wc.imm_data, rkey);
+  }
+  return (int)wc.status;
+}
+
+/* A's one-WQE RDMA operation on B's memory at off through rkey; returns
+ * its status. */
+static int rdma_at(uint32_t op, uint64_t off, uint32_t len, uint32_t rkey) {
+  CHECK_EQ(tp_post_send(&A, op, 0x3BB, 0, len, UROCE_SEND_SIGNALED,
+                        B.mr->iova + off, rkey),
+           0);
+  struct uroce_wc wc;
+  if (wait_cq(A.scq, &wc, 1) != 1)
+    return -1;
+  return (int)wc.status;
+}
+
+/* Memory windows, both transports: type 2 bound by a work request on the
+ * responder's QP grants exactly its range and rights to that QP; a local
+ * or remote invalidation, or freeing it, ends that; a bound region cannot
+ * be deregistered; type 1 binds, rebinds and unbinds with length 0;
+ * regions themselves cannot be invalidated remotely (SEND with invalidate
+ * naming one fails the sender with a remote invalid request). */
+static void test_memory_windows(void) {
+  uint32_t flags[2] = {UROCE_ENG_STANDARD, UROCE_ENG_MULTIPATH};
+  for (int f = 0; f < 2; f++) {
+    struct tp_opts o;
+    tp_opts_default(&o);
+    uint32_t saved = eng_flags;
+    eng_flags = flags[f];
+    setup(&o, 40 + (uint64_t)f);
+    eng_flags = saved;
+    struct uroce_mw *w2, *w1;
+    CHECK_EQ(uroce_mw_alloc(B.pd, UROCE_MW_TYPE_2, &w2), 0);
+    CHECK_EQ(uroce_mw_alloc(B.pd, UROCE_MW_TYPE_1, &w1), 0);
+    CHECK_EQ(uroce_mw_type(w2), UROCE_MW_TYPE_2);
+    CHECK(uroce_mw_rkey(w2) != B.mr->rkey && uroce_mw_rkey(w2) != 0);
+    CHECK_EQ(uroce_pd_del(B.pd), UROCE_ERR_BUSY);
+    uint32_t before = uroce_mw_rkey(w2);
+    CHECK_EQ(bind_mw(&B, w2, 4096, 8192,
+                     UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_READ),
+             UROCE_WC_SUCCESS);
+    uint32_t k2 = uroce_mw_rkey(w2);
+    CHECK_EQ(k2 & ~0xFFu, before & ~0xFFu); /* only the key portion moved */
+    CHECK(k2 != before);
+    CHECK_EQ(bind_mw(&B, w1, 0, 4096, UROCE_ACCESS_REMOTE_READ),
+             UROCE_WC_SUCCESS);
+    uint32_t k1 = uroce_mw_rkey(w1);
+    /* Inside the windows: WRITE through the type 2, READ through type 1. */
+    CHECK_EQ(rdma_at(UROCE_WR_RDMA_WRITE, 4096, 8192, k2), UROCE_WC_SUCCESS);
+    CHECK(memcmp(B.mem + 4096, A.mem, 8192) == 0);
+    CHECK_EQ(rdma_at(UROCE_WR_RDMA_READ, 0, 4096, k1), UROCE_WC_SUCCESS);
+    CHECK(memcmp(A.mem, B.mem, 4096) == 0);
+    CHECK_EQ(uroce_mr_dereg(B.mr), UROCE_ERR_BUSY);
+    /* Local invalidation, then bound again (free again), then invalidated
+     * by the peer's SEND. A type 1 cannot be invalidated. */
+    CHECK_EQ(invalidate(&B, &A, UROCE_WR_LOCAL_INV, k2), UROCE_WC_SUCCESS);
+    CHECK_EQ(mw_entry(w2)->state, MR_INVALID);
+    CHECK_EQ(bind_mw(&B, w2, 0, 64, UROCE_ACCESS_REMOTE_WRITE),
+             UROCE_WC_SUCCESS);
+    k2 = uroce_mw_rkey(w2);
+    CHECK_EQ(invalidate(&A, &B, UROCE_WR_SEND_WITH_INV, k2), UROCE_WC_SUCCESS);
+    CHECK_EQ(mw_entry(w2)->state, MR_INVALID);
+    /* Type 1: rebinding moves it; length 0 unbinds (nothing is open). */
+    CHECK_EQ(bind_mw(&B, w1, 8192, 100, UROCE_ACCESS_REMOTE_READ),
+             UROCE_WC_SUCCESS);
+    CHECK(uroce_mw_rkey(w1) != k1);
+    CHECK_EQ(rdma_at(UROCE_WR_RDMA_READ, 8192, 100, uroce_mw_rkey(w1)),
+             UROCE_WC_SUCCESS);
+    CHECK_EQ(bind_mw(&B, w1, 0, 0, 0), UROCE_WC_SUCCESS);
+    CHECK_EQ(mw_entry(w1)->length, 0);
+    CHECK_EQ(B.mr->binds, 0);
+    /* The window's old key no longer opens anything: the QP fails. */
+    CHECK_EQ(rdma_at(UROCE_WR_RDMA_WRITE, 0, 64, k2), UROCE_WC_REM_ACCESS_ERR);
+    CHECK_EQ(uroce_mw_dealloc(w2), 0);
+    CHECK_EQ(uroce_mw_dealloc(w1), 0);
+    CHECK_EQ(uroce_mw_dealloc(w1), UROCE_ERR_INVALID_ARGUMENT);
+    teardown();
+  }
+}
+
+/* What a window does not allow, each on a fresh pair (an error takes the
+ * QP down): access outside its range or beyond its rights, through
+ * another QP (type 2), after it was freed; binding a bound type 2, or to
+ * a region without bind rights; invalidating a type 1, or an MR. */
+static void test_memory_window_errors(void) {
+  struct tp_opts o;
+  for (int c = 0; c < 9; c++) {
+    tp_opts_default(&o);
+    setup(&o, 50 + (uint64_t)c);
+    struct uroce_mw *w2, *w1;
+    CHECK_EQ(uroce_mw_alloc(B.pd, UROCE_MW_TYPE_2, &w2), 0);
+    CHECK_EQ(uroce_mw_alloc(B.pd, UROCE_MW_TYPE_1, &w1), 0);
+    CHECK_EQ(bind_mw(&B, w2, 4096, 4096, UROCE_ACCESS_REMOTE_WRITE),
+             UROCE_WC_SUCCESS);
+    uint32_t k2 = uroce_mw_rkey(w2);
+    switch (c) {
+    case 0: /* one byte past the window (inside the region) */
+      CHECK_EQ(rdma_at(UROCE_WR_RDMA_WRITE, 4097, 4096, k2),
+               UROCE_WC_REM_ACCESS_ERR);
+      break;
+    case 1: /* a right the window lacks (the region has it) */
+      CHECK_EQ(rdma_at(UROCE_WR_RDMA_READ, 4096, 64, k2),
+               UROCE_WC_REM_ACCESS_ERR);
+      break;
+    case 2: /* freed */
+      CHECK_EQ(uroce_mw_dealloc(w2), 0);
+      w2 = NULL;
+      CHECK_EQ(rdma_at(UROCE_WR_RDMA_WRITE, 4096, 64, k2),
+               UROCE_WC_REM_ACCESS_ERR);
+      break;
+    case 3: /* a bound type 2 cannot be bound again */
+      CHECK_EQ(bind_mw(&B, w2, 0, 64, UROCE_ACCESS_REMOTE_WRITE),
+               UROCE_WC_MW_BIND_ERR);
+      break;
+    case 4: { /* a region without bind rights */
+      struct uroce_mr *plain;
+      CHECK_EQ(uroce_mr_reg(B.pd, B.mem, 64, UROCE_ACCESS_LOCAL_WRITE, &plain),
+               0);
+      struct uroce_mr *keep = B.mr;
+      B.mr = plain;
+      CHECK_EQ(bind_mw(&B, w1, 0, 64, UROCE_ACCESS_REMOTE_READ),
+               UROCE_WC_MW_BIND_ERR);
+      B.mr = keep;
+      CHECK_EQ(uroce_mr_dereg(plain), 0);
+      break;
+    }
+    case 5: /* a type 1 cannot be invalidated */
+      CHECK_EQ(bind_mw(&B, w1, 0, 64, UROCE_ACCESS_REMOTE_READ),
+               UROCE_WC_SUCCESS);
+      CHECK_EQ(invalidate(&B, &A, UROCE_WR_LOCAL_INV, uroce_mw_rkey(w1)),
+               UROCE_WC_LOC_QP_OP_ERR);
+      break;
+    case 6: /* a region cannot be invalidated by the peer */
+      CHECK_EQ(invalidate(&A, &B, UROCE_WR_SEND_WITH_INV, B.mr->rkey),
+               UROCE_WC_REM_INV_REQ_ERR);
+      CHECK_EQ(B.mr->state, MR_VALID);
+      break;
+    case 7: { /* a type 2 window serves only the QP that bound it */
+      struct tp_end C, D;
+      CHECK_EQ(tp_end_init(&C, ns.eng[0], ns.gid[0], &o), 0);
+      CHECK_EQ(tp_end_init(&D, ns.eng[1], ns.gid[1], &o), 0);
+      CHECK_EQ(tp_connect(&C, &D, &o), 0);
+      CHECK_EQ(tp_post_send(&C, UROCE_WR_RDMA_WRITE, 9, 0, 64,
+                            UROCE_SEND_SIGNALED, B.mr->iova + 4096, k2),
+               0);
+      struct uroce_wc wc;
+      CHECK_EQ(wait_cq(C.scq, &wc, 1), 1);
+      CHECK_EQ(wc.status, UROCE_WC_REM_ACCESS_ERR);
+      CHECK_EQ(rdma_at(UROCE_WR_RDMA_WRITE, 4096, 64, k2), UROCE_WC_SUCCESS);
+      tp_end_free(&C);
+      tp_end_free(&D);
+      break;
+    }
+    default: /* the QP that bound it goes: the window opens nothing */
+      uroce_qp_del(B.qp);
+      B.qp = NULL;
+      CHECK_EQ(mw_entry(w2)->state, MR_INVALID);
+      CHECK_EQ(uroce_mr_dereg(B.mr), 0);
+      B.mr = NULL;
+      break;
+    }
+    if (w2)
+      CHECK_EQ(uroce_mw_dealloc(w2), 0);
+    CHECK_EQ(uroce_mw_dealloc(w1), 0);
+    teardown();
+  }
+}
+
 /* The trace names every state: a state added without a name shows here. */
 static void test_state_names(void) {
   for (int i = 0; i < REQST_COUNT; i++)
@@ -968,6 +1188,8 @@ int main(void) {
   T_RUN(test_read_request_loss);
   T_RUN(test_atomic_once);
   T_RUN(test_sge_inline_inv_zero);
+  T_RUN(test_memory_windows);
+  T_RUN(test_memory_window_errors);
   T_RUN(test_srq_limit_and_cq_overflow);
   T_RUN(test_ecn_cnp);
   T_RUN(test_one_gib_phantom);

@@ -73,7 +73,8 @@ struct world {
   struct netsim ns;
   struct tp_end end[2];
   struct uroce_ah *ah[2];
-  struct uroce_mr *victim[2][4];
+  /* SEND_WITH_INV's targets: type 2 windows bound to the receiving QP. */
+  struct uroce_mw *victim[2][4];
   struct uroce_mr *norights[2];
   uint8_t *init[2];
   uint8_t *expect[2];
@@ -447,7 +448,7 @@ static void model(struct scen *s, struct world *w) {
       }
       if (o->opcode == UROCE_WR_SEND_WITH_INV) {
         rw.wc_flags |= UROCE_WC_WITH_INV;
-        rw.imm_data = w->victim[S][o->victim]->rkey;
+        rw.imm_data = uroce_mw_rkey(w->victim[S][o->victim]);
       }
       if (ud)
         rw.wc_flags |= UROCE_WC_GRH;
@@ -531,7 +532,7 @@ static void post_sends(struct scen *s, struct world *w) {
       wr.wr.rdma.rkey = rkey;
     }
     if (o->opcode == UROCE_WR_SEND_WITH_INV)
-      wr.invalidate_rkey = w->victim[1 - o->dir][o->victim]->rkey;
+      wr.invalidate_rkey = uroce_mw_rkey(w->victim[1 - o->dir][o->victim]);
     CHECK_EQ(uroce_qp_post_send(R->qp, &wr, &bad), 0);
   }
 }
@@ -657,9 +658,15 @@ static bool run_one(enum mode mode, uint64_t seed, bool verbose, bool trace) {
     w->init[d] = malloc(e->memlen);
     w->expect[d] = malloc(e->memlen);
     memcpy(w->init[d], e->mem, e->memlen);
-    for (int v = 0; v < s.nvictim[d]; v++)
-      if (uroce_mr_reg(e->pd, e->mem, 16, UROCE_ACCESS_ALL, &w->victim[d][v]))
+    for (int v = 0; v < s.nvictim[d]; v++) {
+      struct uroce_mw *mw = 0;
+      if (uroce_mw_alloc(e->pd, UROCE_MW_TYPE_2, &mw) ||
+          uroce_mw_bind(&e->eng->mrs, mw_entry(mw), e->pd, e->qp, e->mr,
+                        e->mr->iova, 16, UROCE_ACCESS_REMOTE_READ,
+                        uroce_mw_rkey(mw) ^ 1))
         ok = false;
+      w->victim[d][v] = mw;
+    }
     if (uroce_mr_reg(e->pd, e->mem, 64, UROCE_ACCESS_LOCAL_WRITE,
                      &w->norights[d]))
       ok = false;
@@ -764,7 +771,7 @@ static bool run_one(enum mode mode, uint64_t seed, bool verbose, bool trace) {
               (unsigned long long)seed, d, i);
     }
     for (int v = 0; v < s.nvictim[d]; v++)
-      if (w->victim[d][v]->state != MR_INVALID && !s.ops[0].err) {
+      if (mw_entry(w->victim[d][v])->state != MR_INVALID && !s.ops[0].err) {
         bool used = false;
         for (int i = 0; i < s.nops; i++)
           used |= s.ops[i].opcode == UROCE_WR_SEND_WITH_INV &&
@@ -772,7 +779,7 @@ static bool run_one(enum mode mode, uint64_t seed, bool verbose, bool trace) {
                   s.ops[i].status == UROCE_WC_SUCCESS;
         if (used) {
           ok = false;
-          fprintf(stderr, "seed %llu: victim MR not invalidated\n",
+          fprintf(stderr, "seed %llu: victim window not invalidated\n",
                   (unsigned long long)seed);
         }
       }
@@ -834,6 +841,9 @@ out:
   for (int d = 0; d < 2; d++) {
     if (w->ah[d])
       uroce_ah_del(w->ah[d]);
+    for (int v = 0; v < 4; v++)
+      if (w->victim[d][v])
+        CHECK_EQ(uroce_mw_dealloc(w->victim[d][v]), 0);
     free(w->init[d]);
     free(w->expect[d]);
     tp_end_free(&w->end[d]);
