@@ -44,6 +44,7 @@ struct uv_context {
   pthread_mutex_t lock; /* the QP and SRQ lists below */
   struct uv_qp *qps;
   struct uv_srq *srqs;
+  size_t dm_used;            /* device memory allocated (lock) */
   struct verbs_context vctx; /* last: verbs_context embeds ibv_context */
 };
 
@@ -58,10 +59,23 @@ struct uv_pd {
   unsigned children; /* parent domains over this PD */
 };
 
+/* Device memory, emulated in host memory (docs/verbs.md): what the
+ * verbs promise of it (allocation within max_dm_size, 4-byte aligned
+ * copies in and out, zero-based regions over it) holds; what it is for on
+ * a NIC (no PCIe round trip) has no meaning here. */
+#define UV_DM_MAX (256u << 10)
+struct uv_dm {
+  struct ibv_dm dm;
+  uint8_t *buf;
+  size_t len;
+  unsigned mrs; /* regions over it (the context's lock) */
+};
+
 struct uv_mr {
   struct ibv_mr mr;
   struct uroce_mr *umr;
-  unsigned access; /* as registered, for ibv_rereg_mr */
+  unsigned access;  /* as registered, for ibv_rereg_mr */
+  struct uv_dm *dm; /* a region over device memory */
 };
 
 struct uv_mw {

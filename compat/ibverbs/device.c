@@ -316,6 +316,7 @@ int uv_query_device_ex(struct ibv_context *context,
   fill_device_attr(uv_ctx(context), &full.orig_attr);
   full.phys_port_cnt_ex = 1;
   full.max_wq_type_rq = 0;
+  full.max_dm_size = UV_DM_MAX;
   /* On-demand paging is what uroce always does: it reads and writes a
    * registration's memory by address when a packet needs it, and pins
    * nothing. Implicit (whole address space) registration is not

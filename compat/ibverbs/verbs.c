@@ -144,20 +144,10 @@ op_alloc_parent_domain(struct ibv_context *context,
  * offered (IBV_ODP_SUPPORT_IMPLICIT unset). */
 #define UV_ACCESS_UNSUPPORTED IBV_ACCESS_ZERO_BASED
 
-static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
-                             uint64_t iova, unsigned access) {
-  if (!ibpd) {
-    errno = EINVAL;
-    return NULL;
-  }
-  if ((access & IBV_ACCESS_ON_DEMAND) && !addr && length == SIZE_MAX) {
-    errno = EOPNOTSUPP; /* implicit ODP */
-    return NULL;
-  }
-  if ((access & UV_ACCESS_UNSUPPORTED) || iova != (uintptr_t)addr) {
-    errno = EOPNOTSUPP;
-    return NULL;
-  }
+/* A registration of [addr, addr + length) that work requests and peers
+ * name from iova on, after the checks every registration shares. */
+static struct uv_mr *new_mr(struct ibv_pd *ibpd, void *addr, size_t length,
+                            uint64_t iova, unsigned access) {
   /* Remote write or atomic access requires local write, as on a NIC. */
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(access & IBV_ACCESS_LOCAL_WRITE)) {
@@ -170,8 +160,8 @@ static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
     errno = ENOMEM;
     return NULL;
   }
-  int rv =
-      uroce_reg_mr(pd->upd, addr, length, access & UROCE_ACCESS_ALL, &mr->umr);
+  int rv = uroce_reg_mr_iova(pd->upd, addr, length, iova,
+                             access & UROCE_ACCESS_ALL, &mr->umr);
   if (rv < 0) {
     free(mr);
     return uv_fail(rv);
@@ -184,7 +174,25 @@ static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
   mr->mr.rkey = uroce_mr_rkey(mr->umr);
   mr->mr.handle = mr->mr.lkey;
   mr->access = access;
-  return &mr->mr;
+  return mr;
+}
+
+static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
+                             uint64_t iova, unsigned access) {
+  if (!ibpd) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if ((access & IBV_ACCESS_ON_DEMAND) && !addr && length == SIZE_MAX) {
+    errno = EOPNOTSUPP; /* implicit ODP */
+    return NULL;
+  }
+  if (access & UV_ACCESS_UNSUPPORTED) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
+  struct uv_mr *mr = new_mr(ibpd, addr, length, iova, access);
+  return mr ? &mr->mr : NULL;
 }
 
 #undef ibv_reg_mr
@@ -211,8 +219,131 @@ UV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr) {
   int rv = uroce_dereg_mr(mr->umr);
   if (rv < 0)
     return uv_errno(rv);
+  if (mr->dm) {
+    struct uv_context *ctx = uv_ctx(ibmr->context);
+    pthread_mutex_lock(&ctx->lock);
+    mr->dm->mrs--;
+    pthread_mutex_unlock(&ctx->lock);
+  }
   free(mr);
   return 0;
+}
+
+/* ---- device memory ---- */
+
+/* Copies are in whole 4-byte words inside the allocation, as mlx5's. */
+static bool dm_range_ok(const struct uv_dm *dm, uint64_t off, size_t len) {
+  return off % 4 == 0 && len % 4 == 0 && off <= dm->len && len <= dm->len - off;
+}
+
+static int dm_copy_to(struct ibv_dm *ibdm, uint64_t off, const void *src,
+                      size_t len) {
+  struct uv_dm *dm = UV_CONTAINER(ibdm, struct uv_dm, dm);
+  if (!dm_range_ok(dm, off, len) || (len && !src))
+    return EINVAL;
+  if (len)
+    memcpy(dm->buf + off, src, len);
+  return 0;
+}
+
+static int dm_copy_from(void *dst, struct ibv_dm *ibdm, uint64_t off,
+                        size_t len) {
+  struct uv_dm *dm = UV_CONTAINER(ibdm, struct uv_dm, dm);
+  if (!dm_range_ok(dm, off, len) || (len && !dst))
+    return EINVAL;
+  if (len)
+    memcpy(dst, dm->buf + off, len);
+  return 0;
+}
+
+static struct ibv_dm *op_alloc_dm(struct ibv_context *context,
+                                  struct ibv_alloc_dm_attr *attr) {
+  if (!context || !attr || attr->comp_mask || !attr->length ||
+      attr->length > UV_DM_MAX || attr->log_align_req > 12) {
+    errno = attr && attr->length > UV_DM_MAX ? ENOMEM : EINVAL;
+    return NULL;
+  }
+  struct uv_context *ctx = uv_ctx(context);
+  size_t len = (attr->length + 3) & ~(size_t)3;
+  pthread_mutex_lock(&ctx->lock);
+  bool room = len <= UV_DM_MAX - ctx->dm_used;
+  if (room)
+    ctx->dm_used += len;
+  pthread_mutex_unlock(&ctx->lock);
+  if (!room) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  struct uv_dm *dm = calloc(1, sizeof(*dm));
+  size_t align =
+      (size_t)1 << (attr->log_align_req > 6 ? attr->log_align_req : 6);
+  void *buf = NULL;
+  if (!dm || posix_memalign(&buf, align, len)) {
+    free(dm);
+    pthread_mutex_lock(&ctx->lock);
+    ctx->dm_used -= len;
+    pthread_mutex_unlock(&ctx->lock);
+    errno = ENOMEM;
+    return NULL;
+  }
+  memset(buf, 0, len);
+  dm->buf = buf;
+  dm->len = len;
+  dm->dm.context = context;
+  dm->dm.memcpy_to_dm = dm_copy_to;
+  dm->dm.memcpy_from_dm = dm_copy_from;
+  dm->dm.handle = (uint32_t)((uintptr_t)dm >> 4);
+  return &dm->dm;
+}
+
+/* EBUSY while a region lies over it. */
+static int op_free_dm(struct ibv_dm *ibdm) {
+  if (!ibdm)
+    return EINVAL;
+  struct uv_dm *dm = UV_CONTAINER(ibdm, struct uv_dm, dm);
+  struct uv_context *ctx = uv_ctx(ibdm->context);
+  pthread_mutex_lock(&ctx->lock);
+  if (dm->mrs) {
+    pthread_mutex_unlock(&ctx->lock);
+    return EBUSY;
+  }
+  ctx->dm_used -= dm->len;
+  pthread_mutex_unlock(&ctx->lock);
+  free(dm->buf);
+  free(dm);
+  return 0;
+}
+
+/* A zero-based region over [dm_offset, dm_offset + length) of dm: work
+ * requests and peers name its bytes from 0. */
+static struct ibv_mr *op_reg_dm_mr(struct ibv_pd *ibpd, struct ibv_dm *ibdm,
+                                   uint64_t dm_offset, size_t length,
+                                   unsigned access) {
+  if (!ibpd || !ibdm || !(access & IBV_ACCESS_ZERO_BASED) ||
+      (access & ~(unsigned)(UROCE_ACCESS_ALL | IBV_ACCESS_ZERO_BASED))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct uv_dm *dm = UV_CONTAINER(ibdm, struct uv_dm, dm);
+  if (dm_offset > dm->len || length > dm->len - dm_offset) {
+    errno = EINVAL;
+    return NULL;
+  }
+  /* Counted first: a concurrent ibv_free_dm sees the region coming. */
+  struct uv_context *ctx = uv_ctx(ibpd->context);
+  pthread_mutex_lock(&ctx->lock);
+  dm->mrs++;
+  pthread_mutex_unlock(&ctx->lock);
+  struct uv_mr *mr = new_mr(ibpd, dm->buf + dm_offset, length, 0, access);
+  if (!mr) {
+    pthread_mutex_lock(&ctx->lock);
+    dm->mrs--;
+    pthread_mutex_unlock(&ctx->lock);
+    return NULL;
+  }
+  mr->dm = dm;
+  mr->mr.addr = NULL; /* zero-based */
+  return &mr->mr;
 }
 
 /* Changes the registration in place (translation, PD, access), keeping
@@ -226,6 +357,10 @@ UV_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
     return IBV_REREG_MR_ERR_INPUT;
   }
   struct uv_mr *mr = UV_CONTAINER(ibmr, struct uv_mr, mr);
+  if (mr->dm) { /* over device memory: only ibv_reg_dm_mr places it */
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
   struct ibv_pd *npd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : ibmr->pd;
   void *naddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : ibmr->addr;
   size_t nlen =
@@ -1015,8 +1150,8 @@ static int uv_send_wr(const struct ibv_send_wr *w, enum ibv_qp_type qpt,
     memset(u, 0, sizeof(*u));
     u->wr_id = w->wr_id;
     u->send_flags = w->send_flags & 0xF;
-    return uv_bind_info(&w->bind_mw.bind_info, w->bind_mw.mw,
-                        w->bind_mw.rkey, u);
+    return uv_bind_info(&w->bind_mw.bind_info, w->bind_mw.mw, w->bind_mw.rkey,
+                        u);
   default:
     return EINVAL; /* TSO, driver opcodes */
   }
@@ -1173,6 +1308,9 @@ void uv_set_context_ops(struct uv_context *ctx) {
   v->create_cq_ex = uv_create_cq_ex;
   v->create_srq_ex = op_create_srq_ex;
   v->advise_mr = op_advise_mr;
+  v->alloc_dm = op_alloc_dm;
+  v->free_dm = op_free_dm;
+  v->reg_dm_mr = op_reg_dm_mr;
   v->alloc_td = op_alloc_td;
   v->dealloc_td = op_dealloc_td;
   v->alloc_parent_domain = op_alloc_parent_domain;

@@ -141,6 +141,12 @@ UROCE_EXPORT int uroce_alloc_pd(struct uroce_device *dev,
 UROCE_EXPORT int uroce_dealloc_pd(struct uroce_pd *pd);
 UROCE_EXPORT int uroce_reg_mr(struct uroce_pd *pd, void *addr, size_t length,
                               uint32_t access, struct uroce_mr **out);
+/* The same, with work requests and peers naming its bytes from iova on
+ * (0: zero-based) while they lie at addr. */
+UROCE_EXPORT int uroce_reg_mr_iova(struct uroce_pd *pd, void *addr,
+                                   size_t length, uint64_t iova,
+                                   uint32_t access, struct uroce_mr **out);
+/* UROCE_ERR_BUSY while memory windows are bound to it. */
 UROCE_EXPORT int uroce_dereg_mr(struct uroce_mr *mr);
 /* Changes a registration in place: its PD, range and access; its keys
  * stay. UROCE_ERR_INVALID_ARGUMENT for a deregistered region or a PD of

@@ -45,6 +45,12 @@ int uroce_dealloc_pd(struct uroce_pd *pd) {
 
 int uroce_reg_mr(struct uroce_pd *pd, void *addr, size_t length,
                  uint32_t access, struct uroce_mr **out) {
+  return uroce_reg_mr_iova(pd, addr, length, (uint64_t)(uintptr_t)addr, access,
+                           out);
+}
+
+int uroce_reg_mr_iova(struct uroce_pd *pd, void *addr, size_t length,
+                      uint64_t iova, uint32_t access, struct uroce_mr **out) {
   if (!pd || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_device *dev = dev_of(pd->eng);
@@ -57,7 +63,7 @@ int uroce_reg_mr(struct uroce_pd *pd, void *addr, size_t length,
   if (rv < 0)
     return rv;
   LOCK(dev);
-  rv = uroce_mr_reg(pd, addr, length, access, out);
+  rv = uroce_mr_reg_iova(pd, addr, length, iova, access, out);
   UNLOCK(dev);
   if (rv < 0)
     uroce_pin_unlock(addr, length);
@@ -71,7 +77,7 @@ int uroce_dereg_mr(struct uroce_mr *mr) {
   if (!pd)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_device *dev = dev_of(pd->eng);
-  const void *addr = (const void *)(uintptr_t)mr->iova;
+  const void *addr = (const void *)(uintptr_t)mr->host;
   uint64_t length = mr->length;
   LOCK(dev);
   int rv = uroce_mr_dereg(mr);
@@ -99,7 +105,7 @@ int uroce_rereg_mr(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
     old->refs--;
     pd->refs++;
     mr->pd = pd;
-    mr->iova = (uint64_t)(uintptr_t)addr;
+    mr->iova = mr->host = (uint64_t)(uintptr_t)addr;
     mr->length = length;
     mr->access = access;
     mr->state = MR_VALID;

@@ -62,6 +62,7 @@ int uroce_mr_table_add(struct uroce_mr_table *t, const void *pd, uint64_t iova,
   mr->rkey = make_key(t, i, (uint32_t)(rnd >> 32), mr->rkey, mr->lkey);
   mr->access = access;
   mr->iova = iova;
+  mr->host = iova;
   mr->length = length;
   mr->pd = pd;
   mr->state = MR_VALID;
@@ -100,7 +101,9 @@ int uroce_mr_check(struct uroce_mr_table *t, bool remote, uint32_t key,
     return UROCE_MR_BAD_BOUNDS;
   bool write = access & (UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE |
                          UROCE_ACCESS_REMOTE_ATOMIC);
-  if (t->probe && !uroce_pin_probe((const void *)(uintptr_t)va, len, write))
+  if (t->probe && len &&
+      !uroce_pin_probe((const void *)(uintptr_t)uroce_mr_host(mr, va), len,
+                       write))
     return UROCE_MR_UNMAPPED;
   /* A window's range lies in its region (checked at the bind, and the
    * region cannot go while bound). */
@@ -148,25 +151,24 @@ void uroce_mw_table_remove(struct uroce_mr_table *t, struct uroce_mr *mw) {
   uroce_mr_table_remove(t, mw);
 }
 
-int uroce_mw_bind(struct uroce_mr_table *t, struct uroce_mr *mw,
-                  const void *pd, const void *qp, struct uroce_mr *mr,
-                  uint64_t addr, uint64_t length, uint32_t access,
-                  uint32_t rkey) {
+int uroce_mw_bind(struct uroce_mr_table *t, struct uroce_mr *mw, const void *pd,
+                  const void *qp, struct uroce_mr *mr, uint64_t addr,
+                  uint64_t length, uint32_t access, uint32_t rkey) {
   (void)t;
   if (mw->state == MR_FREE || mw->kind == MR_KIND_MR || mw->pd != pd)
     return UROCE_ERR_INVALID_ARGUMENT;
   /* Only the key portion (the low byte) is the binder's to choose. */
   if ((rkey ^ mw->rkey) & ~0xFFu)
     return UROCE_ERR_INVALID_ARGUMENT;
-  if (access & ~(uint32_t)(UROCE_ACCESS_REMOTE_READ |
-                           UROCE_ACCESS_REMOTE_WRITE |
-                           UROCE_ACCESS_REMOTE_ATOMIC))
+  if (access &
+      ~(uint32_t)(UROCE_ACCESS_REMOTE_READ | UROCE_ACCESS_REMOTE_WRITE |
+                  UROCE_ACCESS_REMOTE_ATOMIC))
     return UROCE_ERR_INVALID_ARGUMENT;
   if (mw->kind == MR_KIND_MW2 && (mw->state != MR_INVALID || !length))
     return UROCE_ERR_INVALID_ARGUMENT; /* bound already; or no range */
   if (length) {
-    if (!mr || mr->state == MR_FREE || mr->kind != MR_KIND_MR ||
-        mr->pd != pd || !(mr->access & UROCE_ACCESS_MW_BIND))
+    if (!mr || mr->state == MR_FREE || mr->kind != MR_KIND_MR || mr->pd != pd ||
+        !(mr->access & UROCE_ACCESS_MW_BIND))
       return UROCE_ERR_INVALID_ARGUMENT;
     if ((access & (UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_ATOMIC)) &&
         !(mr->access & UROCE_ACCESS_LOCAL_WRITE))

@@ -34,11 +34,15 @@ struct uroce_mr {
   uint32_t access;     /* UROCE_ACCESS_* */
   uint8_t state;       /* enum uroce_mr_state */
   uint8_t kind;        /* enum uroce_mr_kind */
-  uint64_t iova;       /* first byte (the registered address; a window's) */
+  uint64_t iova;       /* first byte as work requests and peers name it */
   uint64_t length;     /* bytes */
-  const void *pd;      /* owning protection domain */
+  /* Where iova lies in this process: iova itself, unless the region was
+   * registered under another address (zero-based device memory,
+   * ibv_reg_mr_iova). Windows translate through their region. */
+  uint64_t host;
+  const void *pd; /* owning protection domain */
   uint32_t next_free;
-  uint32_t binds;      /* a region: windows bound to it */
+  uint32_t binds;         /* a region: windows bound to it */
   struct uroce_mr *mw_mr; /* a bound window: its region */
   const void *mw_qp;      /* a bound type 2 window: the QP that bound it */
 };
@@ -105,6 +109,14 @@ static inline bool uroce_mr_in_table(const struct uroce_mr_table *t,
   return a >= b && (a - b) % sizeof(*p) == 0 && (a - b) / sizeof(*p) < t->n;
 }
 
+/* The process address of va, which a check of e (region or bound window)
+ * allowed. */
+static inline uint64_t uroce_mr_host(const struct uroce_mr *e, uint64_t va) {
+  if (e->kind != MR_KIND_MR)
+    e = e->mw_mr;
+  return e->host + (va - e->iova);
+}
+
 /* Whether [va, va + len) lies inside the region; overflow-safe. */
 static inline bool uroce_mr_in_bounds(const struct uroce_mr *mr, uint64_t va,
                                       uint64_t len) {
@@ -136,10 +148,9 @@ void uroce_mw_table_remove(struct uroce_mr_table *t, struct uroce_mr *mw);
  * index part differs, a region without UROCE_ACCESS_MW_BIND, remote write
  * or atomic on a region without local write, a range outside the region,
  * rights other than remote ones. */
-int uroce_mw_bind(struct uroce_mr_table *t, struct uroce_mr *mw,
-                  const void *pd, const void *qp, struct uroce_mr *mr,
-                  uint64_t addr, uint64_t length, uint32_t access,
-                  uint32_t rkey);
+int uroce_mw_bind(struct uroce_mr_table *t, struct uroce_mr *mw, const void *pd,
+                  const void *qp, struct uroce_mr *mr, uint64_t addr,
+                  uint64_t length, uint32_t access, uint32_t rkey);
 /* A key that SEND with invalidate or a local invalidate may name: a
  * bound type 2 window of PD pd (regions registered by the application
  * cannot be invalidated). */

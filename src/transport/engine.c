@@ -283,15 +283,23 @@ int uroce_pd_del(struct uroce_pd *pd) {
 
 int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length,
                  uint32_t access, struct uroce_mr **out) {
+  return uroce_mr_reg_iova(pd, addr, length, (uint64_t)(uintptr_t)addr, access,
+                           out);
+}
+
+int uroce_mr_reg_iova(struct uroce_pd *pd, void *addr, size_t length,
+                      uint64_t iova, uint32_t access, struct uroce_mr **out) {
   if (!pd || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_eng *eng = pd->eng;
   if (!addr && !eng->phantom && length)
     return UROCE_ERR_INVALID_ARGUMENT;
-  int rc = uroce_mr_table_add(&eng->mrs, pd, (uint64_t)(uintptr_t)addr, length,
-                              access, eng_rand(eng), out);
-  if (rc == 0)
+  int rc = uroce_mr_table_add(&eng->mrs, pd, iova, length, access,
+                              eng_rand(eng), out);
+  if (rc == 0) {
+    (*out)->host = (uint64_t)(uintptr_t)addr;
     pd->refs++;
+  }
   return rc;
 }
 
@@ -327,7 +335,6 @@ int uroce_mw_dealloc(struct uroce_mw *h) {
   pd->refs--;
   return 0;
 }
-
 
 int uroce_ah_new(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
                  struct uroce_ah **out) {

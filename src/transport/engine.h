@@ -214,6 +214,10 @@ int uroce_pd_del(struct uroce_pd *pd);
  * NULL addr overflow), UROCE_ERR_CAPS (table full). */
 int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length,
                  uint32_t access, struct uroce_mr **out);
+/* The same, with work requests and peers naming the region's bytes from
+ * iova on (0: zero-based) while they lie at addr. */
+int uroce_mr_reg_iova(struct uroce_pd *pd, void *addr, size_t length,
+                      uint64_t iova, uint32_t access, struct uroce_mr **out);
 /* UROCE_ERR_BUSY while memory windows are bound to it. */
 int uroce_mr_dereg(struct uroce_mr *mr);
 

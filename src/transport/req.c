@@ -126,6 +126,8 @@ static bool check_lkeys(struct uroce_qp *qp, struct swqe *w) {
     if (uroce_mr_check(&qp->eng->mrs, false, w->sge[i].lkey, qp->pd, NULL,
                        w->sge[i].addr, w->sge[i].length, need, &mr))
       return false;
+    /* From now on the SGE says where its bytes lie (not iova-based). */
+    w->sge[i].addr = uroce_mr_host(mr, w->sge[i].addr);
   }
   return true;
 }
@@ -456,8 +458,8 @@ static uint8_t exec_local(struct uroce_qp *qp, struct swqe *w) {
 static void run_local(struct uroce_qp *qp) {
   struct req *r = &qp->req;
   bool done = false;
-  while (r->idx != qp->sq_head && qp_can_send(qp) &&
-         r->state != REQST_ERROR && r->rnr_deadline == UINT64_MAX) {
+  while (r->idx != qp->sq_head && qp_can_send(qp) && r->state != REQST_ERROR &&
+         r->rnr_deadline == UINT64_MAX) {
     struct swqe *w = sq_at(qp, r->idx);
     if (!wr_is_local(w->opcode))
       break;

@@ -114,10 +114,12 @@ static bool rwqe_keys(struct uroce_qp *qp, struct rwqe *w) {
     w->keys = RWQE_KEYS_OK;
     for (uint32_t i = 0; i < w->nsge; i++) {
       struct uroce_mr *mr;
-      const struct uroce_sge *s = &w->sge[i];
+      struct uroce_sge *s = &w->sge[i];
       if (uroce_mr_check(&qp->eng->mrs, false, s->lkey, qp->pd, NULL, s->addr,
                          s->length, UROCE_ACCESS_LOCAL_WRITE, &mr))
         w->keys = RWQE_KEYS_BAD;
+      else
+        s->addr = uroce_mr_host(mr, s->addr); /* where it lies, from now */
       cap += s->length;
     }
     w->cap = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
@@ -438,8 +440,8 @@ static enum resp_state chk_atmeth(struct resp_pkt *p) {
   uint64_t va = uroce_atmeth_va(p->atm);
   if (va & 7)
     return RESPST_ERR_INVALID_REQ;
-  if (uroce_mr_check(&qp->eng->mrs, true, uroce_atmeth_rkey(p->atm), qp->pd, qp, va,
-                     8, UROCE_ACCESS_REMOTE_ATOMIC, &mr))
+  if (uroce_mr_check(&qp->eng->mrs, true, uroce_atmeth_rkey(p->atm), qp->pd, qp,
+                     va, 8, UROCE_ACCESS_REMOTE_ATOMIC, &mr))
     return reject(p, RESPST_ERR_REM_ACCESS, UROCE_DROP_ACCESS);
   return exec_state(p->mask);
 }
@@ -478,10 +480,12 @@ static enum resp_state exec_write(struct resp_pkt *p) {
   if (n > r->wr_left || (p->last && n != r->wr_left))
     return reject(p, RESPST_ERR_INVALID_REQ, UROCE_DROP_LENGTH);
   /* Checked again per packet: the MR may have gone meanwhile. */
-  if (n && uroce_mr_check(&qp->eng->mrs, true, r->wr_rkey, qp->pd, qp, r->wr_va, n,
-                          UROCE_ACCESS_REMOTE_WRITE, &mr))
+  if (n && uroce_mr_check(&qp->eng->mrs, true, r->wr_rkey, qp->pd, qp, r->wr_va,
+                          n, UROCE_ACCESS_REMOTE_WRITE, &mr))
     return reject(p, RESPST_ERR_REM_ACCESS, UROCE_DROP_ACCESS);
-  eng_copy(qp->eng, (void *)(uintptr_t)r->wr_va, uroce_pkt_payload(p->pi), n);
+  if (n)
+    eng_copy(qp->eng, (void *)(uintptr_t)uroce_mr_host(mr, r->wr_va),
+             uroce_pkt_payload(p->pi), n);
   r->wr_va += n;
   r->wr_left -= n;
   r->in_msg = p->last ? 0 : UROCE_OPM_WRITE;
@@ -551,7 +555,7 @@ static enum resp_state exec_read(struct resp_pkt *p) {
 /* The atomic res describes, on memory: once. */
 static void atomic_run(struct uroce_qp *qp, struct resp_res *res) {
   uint64_t orig = 0;
-  if (!qp->eng->phantom) {
+  if (!qp->eng->phantom && res->a_va) {
     uint64_t *v = (uint64_t *)(uintptr_t)res->a_va;
     orig = *v;
     if (res->aop == UROCE_OP_CMP_SWAP) {
@@ -572,7 +576,10 @@ static struct resp_res *atomic_res(struct resp_pkt *p) {
   res->type = RES_ATOMIC;
   res->first_psn = res->last_psn = res->cur_psn = p->psn;
   res->aop = p->pi->opcode;
-  res->a_va = uroce_atmeth_va(p->atm);
+  /* Its key was checked with this packet (chk_atmeth): where it lies. */
+  struct uroce_mr *e =
+      uroce_mr_by_rkey(&p->qp->eng->mrs, uroce_atmeth_rkey(p->atm));
+  res->a_va = e ? uroce_mr_host(e, uroce_atmeth_va(p->atm)) : 0;
   res->a_swap_add = uroce_atmeth_swap_add(p->atm);
   res->a_cmp = uroce_atmeth_compare(p->atm);
   return res;
@@ -657,8 +664,8 @@ static void dup_read(struct resp_pkt *p) {
   if (!res || len > UROCE_MAX_MSG ||
       uroce_psn_add(p->psn, qp_npkts(qp, len) - 1) != res->last_psn ||
       uroce_reth_rkey(p->reth) != res->rkey ||
-      (len && uroce_mr_check(&qp->eng->mrs, true, res->rkey, qp->pd, qp, va, len,
-                             UROCE_ACCESS_REMOTE_READ, &mr)))
+      (len && uroce_mr_check(&qp->eng->mrs, true, res->rkey, qp->pd, qp, va,
+                             len, UROCE_ACCESS_REMOTE_READ, &mr)))
     return;
   res->cur_psn = p->psn;
   res->va = va;
@@ -676,9 +683,9 @@ static void mp_dup_read(struct resp_pkt *p) {
   uint32_t len = uroce_reth_len(p->reth);
   if (uroce_psn_diff(p->psn, qp->resp.epsn) >= 0 || len > UROCE_MAX_MSG ||
       !(qp->access & UROCE_ACCESS_REMOTE_READ) ||
-      (len && uroce_mr_check(&qp->eng->mrs, true, uroce_reth_rkey(p->reth),
-                             qp->pd, qp, va, len, UROCE_ACCESS_REMOTE_READ,
-                             &mr)))
+      (len &&
+       uroce_mr_check(&qp->eng->mrs, true, uroce_reth_rkey(p->reth), qp->pd, qp,
+                      va, len, UROCE_ACCESS_REMOTE_READ, &mr)))
     return;
   /* Only what already ran: a READ beyond epsn must wait for the requests
    * before it (it would read ahead of their WRITEs). */
@@ -818,10 +825,10 @@ static enum resp_state mp_place_write(struct resp_pkt *p, uint32_t off,
    * probing the whole message at every packet cost O(pages) per packet,
    * 16 atomic probes per 4 KiB packet of a 64 KiB WRITE (8% of both
    * processes' CPU in `uroce perf write bw`), 256 of a 1 MiB one. */
-  if (len && (uroce_mr_check(&qp->eng->mrs, true, uroce_reth_rkey(p->reth),
-                             qp->pd, qp, va + off, n, UROCE_ACCESS_REMOTE_WRITE,
-                             &mr) ||
-              !uroce_mr_in_bounds(mr, va, len)))
+  if (len &&
+      (uroce_mr_check(&qp->eng->mrs, true, uroce_reth_rkey(p->reth), qp->pd, qp,
+                      va + off, n, UROCE_ACCESS_REMOTE_WRITE, &mr) ||
+       !uroce_mr_in_bounds(mr, va, len)))
     return mp_err(p, RESPST_ERR_REM_ACCESS, UROCE_DROP_ACCESS);
   if (p->last && (p->mask & UROCE_OPM_IMM)) {
     if (qp->srq && !qp->resp.have_rwqe && !srq_turn(p, off))
@@ -836,8 +843,9 @@ static enum resp_state mp_place_write(struct resp_pkt *p, uint32_t off,
     w->byte_len = len;
     *cqe = w;
   }
-  eng_copy(qp->eng, (void *)(uintptr_t)(va + off), uroce_pkt_payload(p->pi),
-           n);
+  if (n)
+    eng_copy(qp->eng, (void *)(uintptr_t)uroce_mr_host(mr, va + off),
+             uroce_pkt_payload(p->pi), n);
   return RESPST_DONE;
 }
 
@@ -920,9 +928,9 @@ static enum resp_state mp_defer(struct resp_pkt *p) {
     npkts = len > UROCE_MAX_MSG ? 0 : qp_npkts(qp, len);
     if (!npkts || !(qp->access & UROCE_ACCESS_REMOTE_READ) ||
         (uint32_t)uroce_psn_diff(p->psn, r->epsn) + npkts > r->mp_mask + 1 ||
-        (len && uroce_mr_check(&qp->eng->mrs, true, uroce_reth_rkey(p->reth),
-                               qp->pd, qp, va, len, UROCE_ACCESS_REMOTE_READ,
-                               &mr)))
+        (len &&
+         uroce_mr_check(&qp->eng->mrs, true, uroce_reth_rkey(p->reth), qp->pd,
+                        qp, va, len, UROCE_ACCESS_REMOTE_READ, &mr)))
       return drop(p, UROCE_DROP_ACCESS);
     /* Part of it already recorded (a re-request of a part arrived before
      * the request): the rest is asked for again. */
@@ -938,8 +946,8 @@ static enum resp_state mp_defer(struct resp_pkt *p) {
   } else {
     uint64_t va = uroce_atmeth_va(p->atm);
     if (!(qp->access & UROCE_ACCESS_REMOTE_ATOMIC) || (va & 7) ||
-        uroce_mr_check(&qp->eng->mrs, true, uroce_atmeth_rkey(p->atm), qp->pd, qp,
-                       va, 8, UROCE_ACCESS_REMOTE_ATOMIC, &mr))
+        uroce_mr_check(&qp->eng->mrs, true, uroce_atmeth_rkey(p->atm), qp->pd,
+                       qp, va, 8, UROCE_ACCESS_REMOTE_ATOMIC, &mr))
       return drop(p, UROCE_DROP_ACCESS);
     res = atomic_res(p);
   }
@@ -1240,8 +1248,8 @@ static int res_make_pkt(struct uroce_qp *qp, struct resp_res *res,
   bool first = !res->first_sent, last = n == res->left;
   /* Every response is checked against the MR again: it may be gone. */
   struct uroce_mr *mr;
-  if (n && uroce_mr_check(&qp->eng->mrs, true, res->rkey, qp->pd, qp, res->va, n,
-                          UROCE_ACCESS_REMOTE_READ, &mr)) {
+  if (n && uroce_mr_check(&qp->eng->mrs, true, res->rkey, qp->pd, qp, res->va,
+                          n, UROCE_ACCESS_REMOTE_READ, &mr)) {
     res->pending = false;
     fatal(qp, UROCE_NAK_REM_ACCESS_ERR, res->cur_psn, UROCE_WC_REM_ACCESS_ERR);
     return 0;
@@ -1255,7 +1263,9 @@ static int res_make_pkt(struct uroce_qp *qp, struct resp_res *res,
     tx->sport = mp_sport(qp);
   if (n) {
     tx->nseg = 1;
-    tx->seg[0].addr = qp->eng->phantom ? 0 : (const void *)(uintptr_t)res->va;
+    tx->seg[0].addr = qp->eng->phantom
+                          ? 0
+                          : (const void *)(uintptr_t)uroce_mr_host(mr, res->va);
     tx->seg[0].len = n;
     tx->payload_len = n;
   }

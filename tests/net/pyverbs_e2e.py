@@ -5,8 +5,9 @@ by the launcher below, in a network namespace of the test's own), so CI
 covers it without the suite: GIDs 0 and 1 the endpoint's address and
 RoCE v2 through every query, a UD datagram's completion (GRH flag,
 src_qp, network header type in sl as mlx5 reports it) and GRH, CQ
-comp_vector bounds, CQ resize both ways, a context's cmd_fd, and QP
-create flags.
+comp_vector bounds, CQ resize both ways, a context's cmd_fd, QP create
+flags, memory windows (type 1 and 2, bind, invalidate) and device memory
+(zero-based regions over it).
 
   tests/net/pyverbs_e2e.py --uroce build/uroce
 Exits 77 (skip) without pyverbs.
@@ -261,6 +262,141 @@ class Drop(unittest.TestCase):
                 comp_mask=mask,
                 create_flags=e.IBV_QP_CREATE_SCATTER_FCS))
         self.assertEqual(ex.exception.error_code, errno.EOPNOTSUPP)
+
+    def rc_pair(self, pd, cq, access):
+        """Two RC QPs of pd, each connected to the other, RTS."""
+        import pyverbs.enums as e
+        from pyverbs.addr import AHAttr, GlobalRoute
+        from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+        qps = [QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
+                                 cap=QPCap(max_send_wr=16, max_recv_wr=16)))
+               for _ in range(2)]
+        for qp, peer in ((qps[0], qps[1]), (qps[1], qps[0])):
+            a = QPAttr(qp_state=e.IBV_QPS_INIT)
+            a.qp_access_flags = access
+            a.port_num = 1
+            a.pkey_index = 0
+            gr = GlobalRoute(dgid=self.ctx.query_gid(1, 1), sgid_index=1)
+            a.ah_attr = AHAttr(gr=gr, is_global=1, port_num=1)
+            a.dest_qp_num = peer.qp_num
+            a.path_mtu = e.IBV_MTU_1024
+            a.rq_psn = a.sq_psn = 0
+            a.max_dest_rd_atomic = a.max_rd_atomic = 1
+            a.min_rnr_timer = 1
+            a.timeout, a.retry_cnt, a.rnr_retry = 14, 7, 7
+            qp.to_rts(a)
+        return qps
+
+    def post_one(self, qp, cq, wr):
+        qp.post_send(wr)
+        return self.poll(cq, 1)[0]
+
+    def test_memory_windows(self):
+        """Type 2 bound by a work request, type 1 by ibv_bind_mw: an RDMA
+        WRITE through either lands inside its window; invalidated (type
+        2) or unbound (type 1), its key opens nothing; a third type is
+        refused; a bound region cannot be deregistered."""
+        import pyverbs.enums as e
+        from pyverbs.cq import CQ
+        from pyverbs.mr import MR, MW, MWBind, MWBindInfo
+        from pyverbs.pd import PD
+        from pyverbs.pyverbs_error import PyverbsRDMAError
+        from pyverbs.wr import SGE, SendWR
+        pd, cq = PD(self.ctx), CQ(self.ctx, 32)
+        rw = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+        target = MR(pd, 8192, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_MW_BIND)
+        src = MR(pd, 8192, e.IBV_ACCESS_LOCAL_WRITE)
+        src.write(b"w" * 8192, 8192)
+        for mw_type in (e.IBV_MW_TYPE_2, e.IBV_MW_TYPE_1):
+            a, b = self.rc_pair(pd, cq, rw)
+            mw = MW(pd, mw_type)
+            info = MWBindInfo(target, target.buf + 4096, 1024, rw)
+            if mw_type == e.IBV_MW_TYPE_2:
+                wr = SendWR(opcode=e.IBV_WR_BIND_MW)
+                wr.set_bind_wr(mw, info)
+                rkey = wr.rkey
+                w = self.post_one(b, cq, wr)
+            else:
+                b.bind_mw(mw, MWBind(info, e.IBV_SEND_SIGNALED))
+                rkey = mw.rkey
+                w = self.poll(cq, 1)[0]
+            self.assertEqual((w.status, w.opcode),
+                             (e.IBV_WC_SUCCESS, e.IBV_WC_BIND_MW))
+            with self.assertRaises(PyverbsRDMAError) as ex:
+                target.close()
+            self.assertEqual(ex.exception.error_code, errno.EBUSY)
+            wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
+                        sg=[SGE(src.buf, 1024, src.lkey)])
+            wr.set_wr_rdma(rkey, target.buf + 4096)
+            self.assertEqual(self.post_one(a, cq, wr).status,
+                             e.IBV_WC_SUCCESS)
+            self.assertEqual(target.read(1024, 4096), b"w" * 1024)
+            self.assertEqual(target.read(4, 4092), bytes(4))  # not before
+            if mw_type == e.IBV_MW_TYPE_2:
+                inv = SendWR(opcode=e.IBV_WR_LOCAL_INV)
+                inv.imm_data = rkey  # invalidate_rkey shares the union
+                w = self.post_one(b, cq, inv)
+                self.assertEqual(w.opcode, e.IBV_WC_LOCAL_INV)
+            else:
+                b.bind_mw(mw, MWBind(MWBindInfo(target, target.buf, 0, 0),
+                                     e.IBV_SEND_SIGNALED))
+                w = self.poll(cq, 1)[0]
+            self.assertEqual(w.status, e.IBV_WC_SUCCESS)
+            wr.set_wr_rdma(rkey, target.buf + 4096)
+            self.assertEqual(self.post_one(a, cq, wr).status,
+                             e.IBV_WC_REM_ACCESS_ERR)
+            for qp in (a, b):
+                qp.close()
+            mw.close()
+        with self.assertRaises(PyverbsRDMAError):
+            MW(pd, 3)
+
+    def test_device_memory(self):
+        """Device memory (host memory here): allocated within max_dm_size,
+        copied in and out in aligned words only, a zero-based region over
+        part of it that a WRITE from a peer fills at offset 0, and a region
+        larger than it refused."""
+        import pyverbs.enums as e
+        from pyverbs.cq import CQ
+        from pyverbs.mr import DMMR, MR
+        from pyverbs.pd import PD
+        from pyverbs.pyverbs_error import PyverbsRDMAError
+        from pyverbs.wr import SGE, SendWR
+        d = self.d
+        top = self.ctx.query_device_ex().max_dm_size
+        self.assertGreater(top, 0)
+        with self.assertRaises(PyverbsRDMAError):
+            d.DM(self.ctx, d.AllocDmAttr(length=top + 1))
+        dm = d.DM(self.ctx, d.AllocDmAttr(length=4096))
+        dm.copy_to_dm(8, b"abcdefgh", 8)
+        self.assertEqual(dm.copy_from_dm(8, 8), b"abcdefgh")
+        for off, n in ((3, 4), (4, 3), (4096, 4), (0, 4100)):
+            with self.assertRaises(PyverbsRDMAError):
+                dm.copy_to_dm(off, b"x" * n, n)
+            with self.assertRaises(PyverbsRDMAError):
+                dm.copy_from_dm(off, n)
+        pd, cq = PD(self.ctx), CQ(self.ctx, 8)
+        zb = (e.IBV_ACCESS_ZERO_BASED | e.IBV_ACCESS_LOCAL_WRITE |
+              e.IBV_ACCESS_REMOTE_WRITE)
+        with self.assertRaises(PyverbsRDMAError):
+            DMMR(pd, 4100, zb, dm, 0)
+        dmmr = DMMR(pd, 2048, zb, dm, 1024)  # bytes 1024.. of dm at 0..
+        a, b = self.rc_pair(pd, cq, e.IBV_ACCESS_LOCAL_WRITE |
+                            e.IBV_ACCESS_REMOTE_WRITE)
+        src = MR(pd, 64, e.IBV_ACCESS_LOCAL_WRITE)
+        src.write(b"z" * 64, 64)
+        wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
+                    sg=[SGE(src.buf, 64, src.lkey)])
+        wr.set_wr_rdma(dmmr.rkey, 16)
+        self.assertEqual(self.post_one(a, cq, wr).status, e.IBV_WC_SUCCESS)
+        self.assertEqual(dm.copy_from_dm(1024 + 16, 64), b"z" * 64)
+        self.assertEqual(dm.copy_from_dm(1024 + 12, 4), bytes(4))
+        wr.set_wr_rdma(dmmr.rkey, 2048 - 32)  # past its end
+        self.assertEqual(self.post_one(a, cq, wr).status,
+                         e.IBV_WC_REM_ACCESS_ERR)
+        for qp in (a, b):
+            qp.close()
+        dm.close()  # (pyverbs deregisters its regions first)
 
 
 def main():

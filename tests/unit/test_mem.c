@@ -96,8 +96,8 @@ static void test_checks(void) {
   CHECK_EQ(uroce_mr_check(&t, false, mr->lkey, &pd1, NULL, 0x1000, 8,
                           UROCE_ACCESS_LOCAL_WRITE, &out),
            UROCE_MR_OK);
-  CHECK_EQ(uroce_mr_check(&t, false, mr->lkey ^ 0x80000000u, &pd1, NULL, 0x1000, 8, 0,
-                          &out),
+  CHECK_EQ(uroce_mr_check(&t, false, mr->lkey ^ 0x80000000u, &pd1, NULL, 0x1000,
+                          8, 0, &out),
            UROCE_MR_BAD_KEY);
   uroce_mr_table_remove(&t, mr);
   CHECK_EQ(uroce_mr_check(&t, false, mr->lkey, &pd1, NULL, 0x1000, 8, 0, &out),

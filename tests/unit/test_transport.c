@@ -992,8 +992,8 @@ static int invalidate(struct tp_end *e, struct tp_end *peer, uint32_t op,
   if (wait_cq(e->scq, &wc, 1) != 1 || wc.wr_id != 0x1BB)
     return -1;
   if (wc.status == UROCE_WC_SUCCESS)
-    CHECK_EQ(wc.opcode, op == UROCE_WR_LOCAL_INV ? UROCE_WC_LOCAL_INV
-                                                 : UROCE_WC_SEND);
+    CHECK_EQ(wc.opcode,
+             op == UROCE_WR_LOCAL_INV ? UROCE_WC_LOCAL_INV : UROCE_WC_SEND);
   if (op == UROCE_WR_SEND_WITH_INV && wc.status == UROCE_WC_SUCCESS) {
     CHECK_EQ(wait_cq(peer->rcq, &wc, 1), 1);
     CHECK_EQ(wc.wc_flags & UROCE_WC_WITH_INV, UROCE_WC_WITH_INV);
