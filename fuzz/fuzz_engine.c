@@ -24,6 +24,7 @@
 
 #include "tphelp.h"
 #include "transport/qp.h"
+#include "uroce/uroce.h"
 #include "wire/hdr.h"
 
 #define NPAIR 7
@@ -50,6 +51,9 @@ struct world {
   uint8_t gid[2][16];
   struct tp_end ep[2][NPAIR];
   struct uroce_ah *ah[2]; /* UD: toward the other engine */
+  /* RC and UC ends: a type 2 window over the whole MR, bound to the QP,
+   * which fixed-up packets name as often as the MR itself. */
+  struct uroce_mw *mw[2][NPAIR];
   uint64_t now;
   uint64_t next_wr_id;
   uint32_t recv_len[MAX_WR]; /* 0: a send WR (or never posted) */
@@ -188,6 +192,17 @@ static int setup(uint32_t flags) {
     }
   }
   for (int i = 0; i < NPAIR; i++)
+    for (int s = 0; pairs[i].type != UROCE_QPT_UD && s < 2; s++) {
+      struct tp_end *e = &w.ep[s][i];
+      if (uroce_mw_alloc(e->pd, UROCE_MW_TYPE_2, &w.mw[s][i]) ||
+          uroce_mw_bind(&w.eng[s]->mrs, mw_entry(w.mw[s][i]), e->pd, e->qp,
+                        e->mr, e->mr->iova, e->mr->length,
+                        UROCE_ACCESS_REMOTE_READ | UROCE_ACCESS_REMOTE_WRITE |
+                            UROCE_ACCESS_REMOTE_ATOMIC,
+                        uroce_mw_rkey(w.mw[s][i]) ^ 1))
+        return -1;
+    }
+  for (int i = 0; i < NPAIR; i++)
     if (pairs[i].a_state == UROCE_QPS_SQD)
       modify_state(&w.ep[END_A][i], UROCE_QPS_SQD);
   return 0;
@@ -195,8 +210,12 @@ static int setup(uint32_t flags) {
 
 static void teardown(void) {
   for (int s = 0; s < 2; s++) {
-    for (int i = 0; i < NPAIR; i++)
+    for (int i = 0; i < NPAIR; i++) {
+      if (w.mw[s][i])
+        uroce_mw_dealloc(w.mw[s][i]);
+      w.mw[s][i] = NULL;
       tp_end_free(&w.ep[s][i]);
+    }
     if (w.eng[s])
       uroce_eng_del(w.eng[s]);
   }
@@ -283,14 +302,20 @@ static void inject(struct in *in) {
     const struct tp_end *t = e;
     uint8_t *reth = (uint8_t *)uroce_pkt_hdr(&pi, UROCE_HDR_RETH);
     uint8_t *atm = (uint8_t *)uroce_pkt_hdr(&pi, UROCE_HDR_ATMETH);
-    uint64_t va = t->mr->iova + u8(in) * 64u;
+    uint8_t *ieth = (uint8_t *)uroce_pkt_hdr(&pi, UROCE_HDR_IETH);
+    uint8_t b = u8(in);
+    uint64_t va = t->mr->iova + b * 64u;
+    struct uroce_mw *mw = w.mw[side][sel % NPAIR];
+    uint32_t rkey = mw && (b & 1) ? uroce_mw_rkey(mw) : t->mr->rkey;
     if (reth) {
       put_be64(reth, va);
-      put_be32(reth + 8, t->mr->rkey);
+      put_be32(reth + 8, rkey);
     } else if (atm) {
       put_be64(atm, va & ~7ull);
-      put_be32(atm + 8, t->mr->rkey);
+      put_be32(atm + 8, rkey);
     }
+    if (ieth && mw)
+      put_be32(ieth, uroce_mw_rkey(mw));
   }
   deliver(side, buf, n, 0xC000);
 }
