@@ -38,10 +38,11 @@ SHORTEN = {
 # The fabric comparisons in examples/sim/ib_vs_roce/ run on a k=4
 # fat-tree with smaller sizes (each pattern applied where present).
 SHORTEN_DIR = {
-    "ib_vs_roce": [(r"k: 8 ", "k: 4 "), (r"sizes: \[4MiB\]", "sizes: [256KiB]"),
+    "ib_vs_roce": [(r"k: (8|16) ", "k: 4 "),
+                   (r"sizes: \[4MiB\]", "sizes: [256KiB]"),
                    (r"size: 16MiB", "size: 1MiB"), (r"size: 32KiB", "size: 8KiB"),
                    (r"senders: 64", "senders: 15"),
-                   (r"switch: 32, port: 4", "switch: 8, port: 2"),
+                   (r"switch: 128, port: 8", "switch: 8, port: 2"),
                    (r"at_us: 100", "at_us: 20")],
 }
 
