@@ -760,7 +760,8 @@ int uroce_device_open(struct uroce_device **out,
     goto fail;
   dev->eng->mrs.probe = true;
 
-  dev->armed = calloc(UROCE_DEV_MAX_CQ, sizeof(*dev->armed));
+  dev->armed_cap = UROCE_DEV_MAX_CQ;
+  dev->armed = calloc(dev->armed_cap, sizeof(*dev->armed));
   dev->async_fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
   if (!dev->armed || dev->async_fd < 0) {
     rv = dev->armed ? -errno : -ENOMEM;

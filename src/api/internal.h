@@ -18,7 +18,7 @@
 #define UROCE_DEV_TX_MAX UROCE_UDP_BATCH
 #define UROCE_CHANNEL_EVENTS 1024
 #define UROCE_ASYNC_EVENTS 256
-#define UROCE_DEV_MAX_CQ 4096
+#define UROCE_DEV_MAX_CQ 4096 /* armed at once: the start (it grows) */
 
 struct uroce_comp_channel {
   struct uroce_device *dev;
@@ -97,8 +97,8 @@ struct uroce_device {
   _Atomic uint64_t wakeups, doorbells; /* bumped outside the lock */
   _Atomic uint64_t app_sleeps;         /* polls that waited in the kernel */
   /* Completion notification. */
-  struct dcq **armed;
-  unsigned narmed;
+  struct dcq **armed; /* grows (doubling) as more CQs are armed at once */
+  unsigned narmed, armed_cap;
   unsigned nchannels;
   /* Asynchronous events. */
   int async_fd;

@@ -451,7 +451,18 @@ int uroce_req_notify_cq(struct uroce_cq *cq, int solicited_only) {
   if (!atomic_load_explicit(&dev->app_events, memory_order_relaxed))
     atomic_store(&dev->app_events, true);
   LOCK(dev);
-  if (!d->is_armed && dev->narmed < UROCE_DEV_MAX_CQ) {
+  if (!d->is_armed && dev->narmed == dev->armed_cap) {
+    /* More CQs armed at once than ever: room for twice as many (a CQ
+     * left unarmed would never raise its event). */
+    struct dcq **a = realloc(dev->armed, 2 * sizeof(*a) * dev->armed_cap);
+    if (!a) {
+      UNLOCK(dev);
+      return -ENOMEM;
+    }
+    dev->armed = a;
+    dev->armed_cap *= 2;
+  }
+  if (!d->is_armed) {
     /* An event fires for the first completion added after this call;
      * completions already in the ring do not count (ibv semantics). */
     d->arm_head = __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE);

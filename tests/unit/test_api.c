@@ -383,6 +383,50 @@ out:
   close_side(&b);
 }
 
+/* Any number of CQs may be armed at once: 4200 idle CQs on 5 channels
+ * armed first, then the one that matters still raises its event (the
+ * device once had room for 4096 armed CQs and silently left the rest
+ * unarmed, so their waiters slept forever). */
+static void test_many_armed_cqs(void) {
+  struct side a = {0}, b = {0};
+  enum { NCQ = 4200, NCH = 5 };
+  struct uroce_cq **cqs = calloc(NCQ, sizeof(*cqs));
+  struct uroce_comp_channel *ch[NCH] = {0};
+  CHECK_EQ(open_side(&a, "127.0.0.26", UROCE_PROGRESS_THREAD, 4096), 0);
+  CHECK_EQ(open_side(&b, "127.0.0.27", UROCE_PROGRESS_THREAD, 4096), 0);
+  if (!a.dev || !b.dev || !cqs)
+    goto out;
+  for (int i = 0; i < NCH; i++)
+    CHECK_EQ(uroce_create_comp_channel(a.dev, &ch[i]), 0);
+  for (int i = 0; i < NCQ; i++) {
+    CHECK_EQ(uroce_create_cq(a.dev, 2, ch[i / 1000], NULL, &cqs[i]), 0);
+    if (cqs[i])
+      CHECK_EQ(uroce_req_notify_cq(cqs[i], 0), 0);
+  }
+  CHECK_EQ(a.dev->narmed, NCQ);
+  connect_qp(&a, &b);
+  connect_qp(&b, &a);
+  write_and_wait_event(&a, &b); /* the 4201st armed CQ */
+  struct uroce_cq *evcq = 0;
+  void *ctx = 0;
+  CHECK_EQ(uroce_get_cq_event(a.ch, &evcq, &ctx), 0);
+  CHECK(evcq == a.cq);
+  uroce_ack_cq_events(a.cq, 1);
+  struct uroce_wc wc;
+  CHECK_EQ(wait_wc(&a, &wc), 1);
+  for (int i = 0; i < NCQ; i++)
+    if (cqs[i])
+      CHECK_EQ(uroce_destroy_cq(cqs[i]), 0);
+  CHECK_EQ(a.dev->narmed, 0);
+  for (int i = 0; i < NCH; i++)
+    if (ch[i])
+      CHECK_EQ(uroce_destroy_comp_channel(ch[i]), 0);
+out:
+  free(cqs);
+  close_side(&a);
+  close_side(&b);
+}
+
 static void test_bad_args(void) {
   struct uroce_device *d;
   struct uroce_device_attr a = {.addr = "not-an-address"};
@@ -405,6 +449,7 @@ int main(void) {
   T_RUN(test_inline);
   T_RUN(test_polled_then_quiet);
   T_RUN(test_cq_event_lifetime);
+  T_RUN(test_many_armed_cqs);
   T_RUN(test_bad_args);
   return T_DONE();
 }
