@@ -21,6 +21,7 @@
 #include "args.h"
 #include "tool.h"
 #include "uroce/coll.h"
+#include "util/clock.h"
 
 typedef struct opts {
   size_t minb, maxb, step;
@@ -106,12 +107,6 @@ static void usage(FILE *out) {
       "bytes; allgather gathers size bytes (size/N per rank); reduce-scatter\n"
       "reduces size bytes to size/N per rank; all-to-all sends size bytes\n"
       "per rank.\n");
-}
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Sizes go through the shared parser (names the bad value); buffers of
@@ -426,10 +421,10 @@ static void point(bench *b, int kind, int dt, int op, size_t bytes, int warmup,
     }
     for (int i = 0; i < warmup; i++)
       algo = run_one(b, kind, send, recv, s.count, dt, op, root);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = mono_ns();
     for (int i = 0; i < iters; i++)
       algo = run_one(b, kind, send, recv, s.count, dt, op, root);
-    double t = iters ? (double)(now_ns() - t0) / 1e3 / iters : 0;
+    double t = iters ? (double)(mono_ns() - t0) / 1e3 / iters : 0;
     agree(b, &t, &wrong);
     double algbw = t > 0 ? (double)(s.total * es) / (t * 1e3) : 0;
     res[inplace] = (result){

@@ -14,6 +14,7 @@
 
 #include "tool.h"
 #include "uroce/uroce.h"
+#include "util/clock.h"
 #include "wire/frame.h"
 #include "wire/inspect.h"
 
@@ -86,12 +87,6 @@ static bool parse_u64(const char *s, uint64_t max, uint64_t *v) {
     return false;
   *v = x;
   return true;
-}
-
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 /* Opens IFACE for a live capture of UDP to the RoCEv2 port, tagged or
@@ -273,12 +268,12 @@ static int read_frames(pcap_t *pc, const struct dump_args *a,
             ln ? ln : "?", link);
     return EXIT_READ;
   }
-  uint64_t n = 0, t0 = now_ns();
+  uint64_t n = 0, t0 = mono_ns();
   struct pcap_pkthdr *h;
   const u_char *data;
   int rv = 0;
   while (!stop && (!a->count || n < a->count)) {
-    if (a->duration_ns && now_ns() - t0 >= a->duration_ns)
+    if (a->duration_ns && mono_ns() - t0 >= a->duration_ns)
       break;
     rv = pcap_next_ex(pc, &h, &data);
     if (rv == 0) { /* live, nothing yet: wait at most 100 ms */
