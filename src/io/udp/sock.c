@@ -141,7 +141,9 @@ int uroce_udp_open(struct uroce_udp_sock *s, const uint8_t addr[16],
   s->gro = setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
   s->gso = setsockopt(fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof(zero)) == 0;
   /* Arrival times, for the progress policy (api/device.c adapt_spin); a
-   * kernel that refuses leaves rx_stamp 0. */
+   * kernel that refuses leaves rx_stamp 0. Linux turns arrival stamping
+   * on with deferred work once a socket asks, so the first datagrams
+   * after the first such socket opens may be stamped when read instead. */
   (void)setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
   for (int i = 0; i < n_entropy; i++) {
     fd = open_one(s->ipver, addr, 0, s->ecn, &s->eport[i]);
