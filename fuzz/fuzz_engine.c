@@ -195,7 +195,7 @@ static int setup(uint32_t flags) {
     for (int s = 0; pairs[i].type != UROCE_QPT_UD && s < 2; s++) {
       struct tp_end *e = &w.ep[s][i];
       if (uroce_mw_alloc(e->pd, UROCE_MW_TYPE_2, &w.mw[s][i]) ||
-          uroce_mw_bind(&w.eng[s]->mrs, mw_entry(w.mw[s][i]), e->pd, e->qp,
+          uroce_mw_bind(mw_entry(w.mw[s][i]), e->pd, e->qp,
                         e->mr, e->mr->iova, e->mr->length,
                         UROCE_ACCESS_REMOTE_READ | UROCE_ACCESS_REMOTE_WRITE |
                             UROCE_ACCESS_REMOTE_ATOMIC,

@@ -43,6 +43,18 @@ static uint32_t make_key(const struct uroce_mr_table *t, uint32_t i,
   }
 }
 
+/* A free slot, taken, with nothing of its last use but its keys (so that
+ * the next ones differ); NULL if the table is full. */
+static struct uroce_mr *take_slot(struct uroce_mr_table *t) {
+  if (t->free_head >= t->n)
+    return 0;
+  struct uroce_mr *e = &t->mr[t->free_head];
+  t->free_head = e->next_free;
+  t->used++;
+  *e = (struct uroce_mr){.lkey = e->lkey, .rkey = e->rkey};
+  return e;
+}
+
 int uroce_mr_table_add(struct uroce_mr_table *t, const void *pd, uint64_t iova,
                        uint64_t length, uint32_t access, uint64_t rnd,
                        struct uroce_mr **out) {
@@ -53,24 +65,18 @@ int uroce_mr_table_add(struct uroce_mr_table *t, const void *pd, uint64_t iova,
     return UROCE_ERR_INVALID_ARGUMENT;
   if (iova + length < iova)
     return UROCE_ERR_INVALID_ARGUMENT;
-  if (t->free_head >= t->n)
+  struct uroce_mr *mr = take_slot(t);
+  if (!mr)
     return UROCE_ERR_CAPS;
-  uint32_t i = t->free_head;
-  struct uroce_mr *mr = &t->mr[i];
-  t->free_head = mr->next_free;
+  uint32_t i = (uint32_t)(mr - t->mr);
   mr->lkey = make_key(t, i, (uint32_t)rnd, mr->lkey, 0);
   mr->rkey = make_key(t, i, (uint32_t)(rnd >> 32), mr->rkey, mr->lkey);
   mr->access = access;
-  mr->iova = iova;
-  mr->host = iova;
+  mr->iova = mr->host = iova;
   mr->length = length;
   mr->pd = pd;
   mr->state = MR_VALID;
   mr->kind = MR_KIND_MR;
-  mr->binds = 0;
-  mr->mw_mr = 0;
-  mr->mw_qp = 0;
-  t->used++;
   *out = mr;
   return 0;
 }
@@ -117,22 +123,15 @@ int uroce_mw_table_add(struct uroce_mr_table *t, const void *pd, int type,
                        uint64_t rnd, struct uroce_mr **out) {
   if (type != 1 && type != 2)
     return UROCE_ERR_INVALID_ARGUMENT;
-  if (t->free_head >= t->n)
+  struct uroce_mr *mw = take_slot(t);
+  if (!mw)
     return UROCE_ERR_CAPS;
-  uint32_t i = t->free_head;
-  struct uroce_mr *mw = &t->mr[i];
-  t->free_head = mw->next_free;
+  mw->rkey =
+      make_key(t, (uint32_t)(mw - t->mr), (uint32_t)(rnd >> 32), mw->rkey, 0);
   mw->lkey = 0;
-  mw->rkey = make_key(t, i, (uint32_t)(rnd >> 32), mw->rkey, 0);
   mw->kind = type == 1 ? MR_KIND_MW1 : MR_KIND_MW2;
   mw->state = type == 1 ? MR_VALID : MR_INVALID;
-  mw->access = 0;
-  mw->iova = mw->length = 0;
   mw->pd = pd;
-  mw->binds = 0;
-  mw->mw_mr = 0;
-  mw->mw_qp = 0;
-  t->used++;
   *out = mw;
   return 0;
 }
@@ -151,10 +150,9 @@ void uroce_mw_table_remove(struct uroce_mr_table *t, struct uroce_mr *mw) {
   uroce_mr_table_remove(t, mw);
 }
 
-int uroce_mw_bind(struct uroce_mr_table *t, struct uroce_mr *mw, const void *pd,
-                  const void *qp, struct uroce_mr *mr, uint64_t addr,
-                  uint64_t length, uint32_t access, uint32_t rkey) {
-  (void)t;
+int uroce_mw_bind(struct uroce_mr *mw, const void *pd, const void *qp,
+                  struct uroce_mr *mr, uint64_t addr, uint64_t length,
+                  uint32_t access, uint32_t rkey) {
   if (mw->state == MR_FREE || mw->kind == MR_KIND_MR || mw->pd != pd)
     return UROCE_ERR_INVALID_ARGUMENT;
   /* Only the key portion (the low byte) is the binder's to choose. */

@@ -148,9 +148,9 @@ void uroce_mw_table_remove(struct uroce_mr_table *t, struct uroce_mr *mw);
  * index part differs, a region without UROCE_ACCESS_MW_BIND, remote write
  * or atomic on a region without local write, a range outside the region,
  * rights other than remote ones. */
-int uroce_mw_bind(struct uroce_mr_table *t, struct uroce_mr *mw, const void *pd,
-                  const void *qp, struct uroce_mr *mr, uint64_t addr,
-                  uint64_t length, uint32_t access, uint32_t rkey);
+int uroce_mw_bind(struct uroce_mr *mw, const void *pd, const void *qp,
+                  struct uroce_mr *mr, uint64_t addr, uint64_t length,
+                  uint32_t access, uint32_t rkey);
 /* A key that SEND with invalidate or a local invalidate may name: a
  * bound type 2 window of PD pd (regions registered by the application
  * cannot be invalidated). */

@@ -439,7 +439,7 @@ static int retx_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
 static uint8_t exec_local(struct uroce_qp *qp, struct swqe *w) {
   struct uroce_mr_table *t = &qp->eng->mrs;
   if (w->opcode == UROCE_WR_BIND_MW)
-    return uroce_mw_bind(t, w->bind.mw, qp->pd, qp, w->bind.mr, w->raddr,
+    return uroce_mw_bind(w->bind.mw, qp->pd, qp, w->bind.mr, w->raddr,
                          w->bind.len, w->imm, w->rkey)
                ? UROCE_WC_MW_BIND_ERR
                : UROCE_WC_SUCCESS;

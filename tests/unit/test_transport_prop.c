@@ -661,7 +661,7 @@ static bool run_one(enum mode mode, uint64_t seed, bool verbose, bool trace) {
     for (int v = 0; v < s.nvictim[d]; v++) {
       struct uroce_mw *mw = 0;
       if (uroce_mw_alloc(e->pd, UROCE_MW_TYPE_2, &mw) ||
-          uroce_mw_bind(&e->eng->mrs, mw_entry(mw), e->pd, e->qp, e->mr,
+          uroce_mw_bind(mw_entry(mw), e->pd, e->qp, e->mr,
                         e->mr->iova, 16, UROCE_ACCESS_REMOTE_READ,
                         uroce_mw_rkey(mw) ^ 1))
         ok = false;
