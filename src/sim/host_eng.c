@@ -27,6 +27,7 @@
  * control priority is lossless and paused, control packets the engine
  * hands out are parked in a per-NIC FIFO (at most HOLD_MAX) that drains
  * first once the pause ends. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@
 #include "wire/psn.h"
 
 #define HOLD_MAX 64
+#define MAP_MIN 16            /* QPN map slots of a NIC with no QP yet */
 #define PHANTOM_VA 0x10000ull /* any non-zero number */
 #define RECV_TAG (1ull << 63) /* wr_id of receive WRs */
 #define CQ_SIZE 256           /* polled after every engine call */
@@ -72,7 +74,7 @@ struct he_nic {
   struct uroce_mr *mr;
   struct uroce_cq *cq;
   struct he_slot *map;
-  uint32_t map_mask, nqp, max_qp;
+  uint32_t map_mask, map_n, nqp, max_qp;
   struct he_flow *wait_head, *wait_tail; /* flows waiting for a QP here */
   struct sim_pkt *held, *held_tail;
   uint32_t nheld;
@@ -133,12 +135,37 @@ static void map_put(struct he_nic *m, uint32_t qpn, struct he_flow *hf,
   m->map[i] = (struct he_slot){qpn, snd, hf};
 }
 
+/* Makes room for one more QP: the map starts small (an idle NIC costs a
+ * few hundred bytes here) and doubles at half load. 0 or -ENOMEM. */
+static int map_reserve(struct he_nic *m) {
+  uint32_t slots = m->map_mask + 1;
+  if (2 * (m->map_n + 1) <= slots)
+    return 0;
+  struct he_slot *old = m->map, *map = calloc(2 * slots, sizeof(*map));
+  if (!map)
+    return -ENOMEM;
+  m->map = map;
+  m->map_mask = 2 * slots - 1;
+  for (uint32_t i = 0; i < slots; i++)
+    if (old[i].qpn)
+      map_put(m, old[i].qpn, old[i].hf, old[i].snd);
+  free(old);
+  return 0;
+}
+
+static void map_add(struct he_nic *m, uint32_t qpn, struct he_flow *hf,
+                    bool snd) {
+  map_put(m, qpn, hf, snd); /* map_reserve made room */
+  m->map_n++;
+}
+
 static void map_del(struct he_nic *m, uint32_t qpn) {
   struct he_slot *e = map_find(m, qpn);
   if (!e)
     return;
   uint32_t i = (uint32_t)(e - m->map);
   m->map[i].qpn = 0;
+  m->map_n--;
   /* Re-insert the rest of the probe cluster. */
   for (uint32_t j = (i + 1) & m->map_mask; m->map[j].qpn;
        j = (j + 1) & m->map_mask) {
@@ -162,11 +189,8 @@ static void *nic_new(struct sim *s, struct sim_nic *nic) {
   /* Every flow needs a QP at each end: all-to-all needs 2 (n - 1). */
   uint32_t q = 2 * s->nnics;
   m->max_qp = q < 16 ? 16 : q > 4096 ? 4096 : q;
-  uint32_t slots = 16;
-  while (slots < 2 * m->max_qp)
-    slots <<= 1;
-  m->map = calloc(slots, sizeof(*m->map));
-  m->map_mask = slots - 1;
+  m->map = calloc(MAP_MIN, sizeof(*m->map));
+  m->map_mask = MAP_MIN - 1;
   m->mtu_enum = UROCE_MTU_256;
   while ((256u << (m->mtu_enum - 1)) < tp->mtu)
     m->mtu_enum++;
@@ -280,6 +304,8 @@ static int connect_flow(struct he_flow *hf, sim_time_t now) {
   struct sim_flow *f = hf->f;
   uint32_t nmsg = (uint32_t)((f->bytes + UROCE_MAX_MSG - 1) / UROCE_MAX_MSG);
   uint64_t tn = now / SIM_NS;
+  if (map_reserve(a) || map_reserve(b))
+    return -ENOMEM;
   /* The QPs' congestion-control clocks start at the engines' time. */
   uroce_eng_handle_expiry(a->eng, tn);
   uroce_eng_handle_expiry(b->eng, tn);
@@ -340,8 +366,8 @@ static int connect_flow(struct he_flow *hf, sim_time_t now) {
     hf->sqp = hf->rqp = 0;
     return rc;
   }
-  map_put(a, uroce_qp_num(hf->sqp), hf, true);
-  map_put(b, uroce_qp_num(hf->rqp), hf, false);
+  map_add(a, uroce_qp_num(hf->sqp), hf, true);
+  map_add(b, uroce_qp_num(hf->rqp), hf, false);
   a->nqp++;
   b->nqp++;
   poll_cq(b, now);
@@ -462,7 +488,8 @@ struct he_flow *sim_eng_conn_new(struct sim *s, uint32_t na, uint32_t nb,
   if (s->host != &sim_host_eng || na >= s->nnics || nb >= s->nnics || na == nb)
     return 0;
   struct he_nic *a = s->nics[na].model, *b = s->nics[nb].model;
-  if (a->nqp >= a->max_qp || b->nqp >= b->max_qp)
+  if (a->nqp >= a->max_qp || b->nqp >= b->max_qp || map_reserve(a) ||
+      map_reserve(b))
     return 0;
   struct he_conn *c = calloc(1, sizeof(*c));
   if (!c)
@@ -514,8 +541,8 @@ struct he_flow *sim_eng_conn_new(struct sim *s, uint32_t na, uint32_t nb,
     free(c);
     return 0;
   }
-  map_put(a, uroce_qp_num(c->hf.sqp), &c->hf, true);
-  map_put(b, uroce_qp_num(c->hf.rqp), &c->hf, false);
+  map_add(a, uroce_qp_num(c->hf.sqp), &c->hf, true);
+  map_add(b, uroce_qp_num(c->hf.rqp), &c->hf, false);
   a->nqp++;
   b->nqp++;
   return &c->hf;

@@ -9,6 +9,8 @@
 #include "util/bits.h"
 #include "util/rng.h"
 
+#define QP_HASH_MIN 16 /* QPN table slots of a new engine */
+
 /* ---- allocation and randomness ---- */
 
 static void *default_alloc(void *ctx, size_t n) {
@@ -110,7 +112,11 @@ int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg) {
   ulist_init(&eng->ahs);
   ulist_init(&eng->sched);
   ulist_init(&eng->blocked);
+  /* The QPN table starts small and doubles at half load (qp_hash_reserve):
+   * an engine with few QPs costs little whatever its max_qp. */
   uint32_t hn = pow2_at_least(c.max_qp * 2);
+  if (hn > QP_HASH_MIN)
+    hn = QP_HASH_MIN;
   eng->qp_hash = eng_alloc(eng, hn * sizeof(*eng->qp_hash));
   void *mrmem = eng_alloc(eng, uroce_mr_table_bytes(c.max_mr));
   if (!eng->qp_hash || !mrmem) {
@@ -179,9 +185,36 @@ struct uroce_qp *eng_qp_lookup(const struct uroce_eng *eng, uint32_t qpn) {
   }
 }
 
+static void qp_hash_put(struct uroce_eng *eng, struct uroce_qp *qp) {
+  uint32_t i = qp_slot(eng, qp->qpn);
+  while (eng->qp_hash[i])
+    i = (i + 1) & eng->qp_hash_mask;
+  eng->qp_hash[i] = qp;
+}
+
+/* Room for one more QP at under half load. 0 or -ENOMEM. */
+static int qp_hash_reserve(struct uroce_eng *eng) {
+  uint32_t n = eng->qp_hash_mask + 1;
+  if (2 * (eng->nqp + 1) <= n)
+    return 0;
+  struct uroce_qp **old = eng->qp_hash;
+  struct uroce_qp **h = eng_alloc(eng, 2 * (size_t)n * sizeof(*h));
+  if (!h)
+    return -ENOMEM;
+  eng->qp_hash = h;
+  eng->qp_hash_mask = 2 * n - 1;
+  for (uint32_t i = 0; i < n; i++)
+    if (old[i])
+      qp_hash_put(eng, old[i]);
+  eng_free(eng, old);
+  return 0;
+}
+
 int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp, bool gsi) {
   if (eng->nqp >= eng->cfg.max_qp)
     return UROCE_ERR_CAPS;
+  if (qp_hash_reserve(eng))
+    return -ENOMEM;
   uint32_t qpn = 1; /* the GSI QP's number */
   if (gsi) {
     if (eng_qp_lookup(eng, qpn))
@@ -192,10 +225,7 @@ int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp, bool gsi) {
     while (qpn < 2 || qpn == 0xFFFFFF || eng_qp_lookup(eng, qpn));
   }
   qp->qpn = qpn;
-  uint32_t i = qp_slot(eng, qpn);
-  while (eng->qp_hash[i])
-    i = (i + 1) & eng->qp_hash_mask;
-  eng->qp_hash[i] = qp;
+  qp_hash_put(eng, qp);
   eng->nqp++;
   return 0;
 }
@@ -211,10 +241,7 @@ void eng_qp_detach(struct uroce_eng *eng, struct uroce_qp *qp) {
        j = (j + 1) & eng->qp_hash_mask) {
     struct uroce_qp *q = eng->qp_hash[j];
     eng->qp_hash[j] = 0;
-    uint32_t k = qp_slot(eng, q->qpn);
-    while (eng->qp_hash[k])
-      k = (k + 1) & eng->qp_hash_mask;
-    eng->qp_hash[k] = q;
+    qp_hash_put(eng, q);
   }
 }
 

@@ -8,6 +8,8 @@
 #include "tphelp.h"
 #include "transport/engine.h"
 #include "uroce/uroce.h"
+#include "wire/hdr.h"
+#include "wire/opcode.h"
 
 static struct uroce_eng *eng;
 static struct tp_end E;
@@ -290,10 +292,70 @@ static void test_path_mtu_above_active(void) {
   teardown();
 }
 
+/* Hands the engine an RC SEND for qpn; true if it was dropped as addressed
+ * to no QP (a QP in RESET drops it for its state instead). */
+static bool no_such_qp(struct uroce_eng *e, uint32_t qpn) {
+  uint8_t buf[UROCE_TX_HDR_MAX + 8];
+  struct uroce_hdr_fields h = {
+      .opcode = UROCE_OP_SEND_ONLY, .pkey = 0xFFFF, .dqpn = qpn};
+  int hl = uroce_hdr_encode(buf, &h);
+  CHECK(hl > 0);
+  memset(buf + hl, 0, 8);
+  struct uroce_rx_pkt rx;
+  memset(&rx, 0, sizeof(rx));
+  CHECK_EQ(uroce_pkt_parse(buf, (size_t)hl + 4 + UROCE_ICRC_LEN, &rx.pi), 0);
+  memcpy(rx.dgid, gid, 16);
+  uint64_t before = uroce_eng_stats(e)->drops[UROCE_DROP_NO_QP];
+  uroce_eng_read_pkt(e, &rx, 1);
+  return uroce_eng_stats(e)->drops[UROCE_DROP_NO_QP] != before;
+}
+
+/* The QPN table starts small and grows with the QPs: up to max_qp QPs,
+ * each found by its number after growth and after its neighbours in the
+ * probe sequence are destroyed; a destroyed one is no longer found. */
+static void test_qpn_table_grows(void) {
+  enum { N = 600 };
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.max_qp = N;
+  struct uroce_eng *e;
+  struct uroce_pd *pd;
+  struct uroce_cq *cq;
+  CHECK_EQ(uroce_eng_new(&e, &cfg), 0);
+  CHECK_EQ(uroce_pd_new(e, &pd), 0);
+  CHECK_EQ(uroce_cq_new(e, 16, &cq), 0);
+  struct uroce_qp_init_attr ia = {
+      .send_cq = cq,
+      .recv_cq = cq,
+      .cap = {.max_send_wr = 1, .max_recv_wr = 1},
+      .qp_type = UROCE_QPT_RC,
+  };
+  static struct uroce_qp *qp[N];
+  static uint32_t num[N];
+  for (int i = 0; i < N; i++) {
+    CHECK_EQ(uroce_qp_new(pd, &ia, &qp[i]), 0);
+    num[i] = uroce_qp_num(qp[i]);
+  }
+  struct uroce_qp *extra;
+  CHECK_EQ(uroce_qp_new(pd, &ia, &extra), UROCE_ERR_CAPS);
+  for (int i = 0; i < N; i++)
+    CHECK(!no_such_qp(e, num[i]));
+  for (int i = 0; i < N; i += 2)
+    CHECK_EQ(uroce_qp_del(qp[i]), 0);
+  for (int i = 0; i < N; i++)
+    CHECK_EQ(no_such_qp(e, num[i]), i % 2 == 0);
+  for (int i = 1; i < N; i += 2)
+    CHECK_EQ(uroce_qp_del(qp[i]), 0);
+  CHECK_EQ(uroce_cq_del(cq), 0);
+  CHECK_EQ(uroce_pd_del(pd), 0);
+  uroce_eng_del(e);
+}
+
 int main(void) {
   T_RUN(test_rc_transitions);
   T_RUN(test_ud_and_posting);
   T_RUN(test_alloc_failures);
   T_RUN(test_path_mtu_above_active);
+  T_RUN(test_qpn_table_grows);
   return T_DONE();
 }
