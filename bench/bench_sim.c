@@ -33,6 +33,9 @@ static int run(uint32_t k, enum sim_routing rt, uint32_t paths,
   c.wl.kind = SIM_WL_PERMUTATION;
   c.wl.bytes = 2 << 20;
   char err[256] = "";
+  struct rusage ru0;
+  getrusage(RUSAGE_SELF, &ru0);
+  long base_kb = ru0.ru_maxrss;
   struct sim *s = sim_new(&c, err, sizeof err);
   if (!s) {
     fprintf(stderr, "bench_sim: %s\n", err);
@@ -48,12 +51,13 @@ static int run(uint32_t k, enum sim_routing rt, uint32_t paths,
   getrusage(RUSAGE_SELF, &ru);
   printf("%s fat-tree k=%u %u hosts %-8s: %s, simulated %.1f us, wall %.3f "
          "s, %llu events, %.2f M events/s, %llu data pkts (%llu resent), "
-         "peak RSS %.0f MB\n",
+         "peak RSS %.0f MB (estimate %.0f MB + %.0f MB at start)\n",
          model == SIM_HOST_UROCE ? "uroce" : "simple", k, sim_nhosts(s), name,
          done ? "all done" : "NOT DONE", (double)last / 1e6, st->wall_s,
          (unsigned long long)st->events, (double)st->events / st->wall_s / 1e6,
          (unsigned long long)st->data_pkts, (unsigned long long)st->retx_pkts,
-         (double)ru.ru_maxrss / 1024);
+         (double)ru.ru_maxrss / 1024, (double)sim_mem(s)->total / (1 << 20),
+         (double)base_kb / 1024);
   sim_del(s);
   return !done;
 }

@@ -104,8 +104,11 @@ static int run_one(const char *path, const struct opts *o, const char *dir,
     return 2;
   }
   if (!o->quiet)
-    fprintf(stderr, "uroce sim: %s: %u hosts, %u NICs, %u flows\n", name,
-            sim_nhosts(s), sim_nnics(s), sim_nflows(s));
+    fprintf(stderr,
+            "uroce sim: %s: %u hosts, %u NICs, %u flows; memory estimate "
+            "%.0f MB\n",
+            name, sim_nhosts(s), sim_nnics(s), sim_nflows(s),
+            (double)sim_mem(s)->total / (1 << 20));
   sim_run(s, SIM_NEVER);
   if (tool_mkdirs(outdir)) {
     fprintf(stderr, "uroce sim: %s: %s\n", outdir, strerror(errno));

@@ -582,3 +582,29 @@ double sim_coll_factor(const struct sim *s) {
 double sim_coll_link_gbps(const struct sim *s) {
   return s->coll ? s->coll->link_gbps : 0;
 }
+
+/* Connections the run will hold (they live until the end): the pairs of
+ * ranks that exchange data under each algorithm the sizes run with. */
+uint64_t sim_coll_conns(const struct sim *s) {
+  const struct sim_coll *sc = s->coll;
+  const struct sim_coll_cfg *cc = &s->cfg.wl.coll;
+  if (!sc || !sc->n)
+    return 0;
+  uint64_t n = sc->n, lg = 0, all = 0;
+  unsigned seen = 0;
+  while ((1ull << lg) < n)
+    lg++;
+  for (uint32_t i = 0; i < cc->nsizes; i++) {
+    int algo = cc->algo ? cc->algo
+                        : (int)uroce_coll_choose_algo(sc->r[0].comm, cc->kind,
+                                                      cc->sizes[i]);
+    if (seen >> algo & 1)
+      continue;
+    seen |= 1u << algo;
+    all += cc->kind == UROCE_COLL_ALLTOALL ? n * (n - 1) / 2
+           : algo == UROCE_COLL_ALGO_RHD   ? n * lg / 2 + n
+           : algo == UROCE_COLL_ALGO_TREE  ? 2 * n
+                                           : n; /* ring, chain */
+  }
+  return all; /* pairs two algorithms share are counted twice: a bound */
+}

@@ -804,6 +804,34 @@ static double cc_rate_bps(void *m, const struct sim_flow *f) {
   return st ? uroce_cc_dcqcn_rate(st) : -1;
 }
 
+/* The memory estimate's probe: heap bytes one running flow of this size
+ * adds (its QP pair, its record), on two scratch NICs. */
+static uint64_t flow_bytes(struct sim *s, uint64_t bytes) {
+  struct sim_nic na, nb;
+  memset(&na, 0, sizeof(na));
+  memset(&nb, 0, sizeof(nb));
+  nb.n.id = 1;
+  struct sim_flow f = {.src = 0, .dst = 1, .bytes = bytes ? bytes : 1};
+  struct he_nic *a = nic_new(s, &na), *b = a ? nic_new(s, &nb) : 0;
+  uint64_t used = 0;
+  if (b) {
+    uint64_t before = sim_heap_bytes();
+    struct he_flow *hf = calloc(1, sizeof(*hf));
+    if (hf) {
+      *hf = (struct he_flow){.f = &f, .snd = a, .rcv = b};
+      if (connect_flow(hf, 0))
+        free(hf); /* nothing of it in the maps */
+      else
+        used = sim_heap_bytes() - before;
+    }
+  }
+  if (b)
+    nic_del(b);
+  if (a)
+    nic_del(a);
+  return used;
+}
+
 const struct sim_host_ops sim_host_eng = {
     .name = "uroce",
     .nic_new = nic_new,
@@ -814,4 +842,5 @@ const struct sim_host_ops sim_host_eng = {
     .next_time = next_time,
     .add_stats = add_stats,
     .cc_rate_bps = cc_rate_bps,
+    .flow_bytes = flow_bytes,
 };

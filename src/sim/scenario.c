@@ -835,6 +835,12 @@ static int top_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
     return get_time(x, v, key, 1e6, &c->sample_interval);
   if (KEY("series_flows"))
     return get_u32(x, v, key, 0, 4096, &c->series_flows);
+  if (KEY("memory_limit_mb")) {
+    uint64_t mb = 0;
+    int rc = get_u64(x, v, key, 1, 1ull << 30, &mb);
+    c->mem_limit = mb << 20;
+    return rc;
+  }
   if (KEY("topology"))
     return walk(x, v, "topology", topo_fn, &c->topo);
   if (KEY("switch"))

@@ -7,8 +7,6 @@
 
 #include "sim/sim_int.h"
 
-#define PKT_CHUNK 4096
-
 void sim_cfg_default(struct sim_cfg *c) {
   memset(c, 0, sizeof(*c));
   c->seed = 1;
@@ -101,13 +99,13 @@ struct sim_pkt *sim_pkt_alloc_slow(struct sim *s) {
     s->chunks = c;
     s->chunk_cap = cap;
   }
-  struct sim_pkt *a = malloc(sizeof(*a) * PKT_CHUNK);
+  struct sim_pkt *a = malloc(sizeof(*a) * SIM_PKT_CHUNK);
   if (!a)
     return 0;
   s->chunks[s->nchunks++] = a;
-  s->st.pkts_allocated += PKT_CHUNK;
-  for (uint32_t i = 1; i < PKT_CHUNK; i++) {
-    a[i].next = i + 1 < PKT_CHUNK ? &a[i + 1] : s->free_pkts;
+  s->st.pkts_allocated += SIM_PKT_CHUNK;
+  for (uint32_t i = 1; i < SIM_PKT_CHUNK; i++) {
+    a[i].next = i + 1 < SIM_PKT_CHUNK ? &a[i + 1] : s->free_pkts;
   }
   s->free_pkts = &a[1];
   return &a[0];
@@ -237,6 +235,26 @@ static int ib_check(struct sim *s, char *err, size_t errlen) {
   return 0;
 }
 
+static double mb(uint64_t b) {
+  return (double)b / (1 << 20);
+}
+
+/* The scenario does not fit: say what it needs, and where it goes. */
+static int mem_refused(const struct sim *s, char *err, size_t errlen) {
+  const struct sim_mem *m = &s->mem;
+  if (!m->limit || m->total <= m->limit)
+    return 0;
+  snprintf(err, errlen,
+           "scenario needs about %.0f MB (topology %.0f MB, %.0f KB per "
+           "NIC at rest, flows %.0f MB, %llu connections at once %.0f MB, "
+           "packets %.0f MB); %s %.0f MB",
+           mb(m->total), mb(m->topology), (double)m->nic / 1024, mb(m->flows),
+           (unsigned long long)m->live, mb(m->live * m->conn), mb(m->pkts),
+           s->cfg.mem_limit ? "the limit is" : "the machine has available",
+           mb(m->limit));
+  return -1;
+}
+
 struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
   struct sim *s = calloc(1, sizeof(*s));
   if (!s) {
@@ -296,6 +314,16 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
                              cfg->routing == SIM_ROUTE_SPRAY || tp->paths > 1
                        : (uint64_t)tp->ooo;
   s->host = tp->model == SIM_HOST_SIMPLE ? &sim_host_rdmaw : &sim_host_eng;
+  if (s->cfg.tp.cc == SIM_CC_DCQCN && !s->cfg.tp.dcqcn.line_rate_bps)
+    uroce_dcqcn_params_mlx(&s->cfg.tp.dcqcn, s->cfg.topo.link[0].rate_bps);
+  if (s->cfg.tp.cc == SIM_CC_DCQCN)
+    s->cfg.tp.dcqcn.line_rate_bps = s->cfg.topo.link[0].rate_bps;
+  sim_mem_structure(s, &s->mem);
+  s->mem.limit = cfg->mem_limit ? cfg->mem_limit : sim_mem_available();
+  if (mem_refused(s, err, errlen)) {
+    sim_del(s);
+    return 0;
+  }
   if (sim_heap_init(&s->heap, 1024) || sim_topo_build(s, err, errlen)) {
     if (!err[0])
       snprintf(err, errlen, "out of memory");
@@ -310,10 +338,6 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
-  if (s->cfg.tp.cc == SIM_CC_DCQCN && !s->cfg.tp.dcqcn.line_rate_bps)
-    uroce_dcqcn_params_mlx(&s->cfg.tp.dcqcn, s->cfg.topo.link[0].rate_bps);
-  if (s->cfg.tp.cc == SIM_CC_DCQCN)
-    s->cfg.tp.dcqcn.line_rate_bps = s->cfg.topo.link[0].rate_bps;
   for (uint32_t i = 0; i < s->nnics; i++) {
     s->nics[i].model = s->host->nic_new(s, &s->nics[i]);
     if (!s->nics[i].model) {
@@ -324,7 +348,13 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
   }
   sim_ev_init(&s->sample_ev);
   s->sample_ev.arg = SIM_EV_SAMPLE;
+  uint64_t before = sim_heap_bytes();
   if (sim_workload_add(s, err, errlen)) {
+    sim_del(s);
+    return 0;
+  }
+  sim_mem_workload(s, &s->mem, sim_heap_bytes() - before);
+  if (mem_refused(s, err, errlen)) {
     sim_del(s);
     return 0;
   }
@@ -885,6 +915,10 @@ int sim_flow_set_sl(struct sim *s, uint32_t id, uint8_t sl) {
 
 sim_time_t sim_now(const struct sim *s) {
   return s->now;
+}
+
+const struct sim_mem *sim_mem(const struct sim *s) {
+  return &s->mem;
 }
 
 const struct sim_stats *sim_stats(const struct sim *s) {

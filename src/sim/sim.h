@@ -252,6 +252,9 @@ struct sim_cfg {
   sim_time_t sample_interval; /* time series; 0 = none */
   uint32_t series_flows;      /* per-flow throughput series for this many */
   bool progress;              /* progress bar on stderr */
+  /* Refuse a scenario whose memory estimate exceeds this many bytes;
+   * 0: what the machine has available (MemAvailable). */
+  uint64_t mem_limit;
 };
 
 /* Reads a size distribution: lines of "bytes cdf" (space or comma), both
@@ -368,6 +371,16 @@ int sim_flow_set_sl(struct sim *s, uint32_t id, uint8_t sl);
 
 sim_time_t sim_now(const struct sim *s);
 const struct sim_stats *sim_stats(const struct sim *s);
+
+/* The memory estimate sim_new checked (mem.c), in bytes: the structures
+ * (switches, ports, NIC records), the transport state of idle NICs, the
+ * flow records, the connections of the flows that run at once (live,
+ * conn bytes each) and their packets in flight. */
+struct sim_mem {
+  uint64_t topology, nic, nics, flows, live, conn, pkts, total;
+  uint64_t limit; /* what it was checked against */
+};
+const struct sim_mem *sim_mem(const struct sim *s);
 const struct sim_cfg *sim_cfg(const struct sim *s);
 uint32_t sim_nflows(const struct sim *s);
 const struct sim_flow *sim_flow(const struct sim *s, uint32_t id);

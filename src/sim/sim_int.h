@@ -196,6 +196,10 @@ struct sim_host_ops {
   /* Optional: the congestion-control rate (bits/s) of running flow f,
    * which this NIC sends; < 0 if it has none. */
   double (*cc_rate_bps)(void *m, const struct sim_flow *f);
+  /* Optional, for the memory estimate: heap bytes one flow of this many
+   * bytes adds while it runs (its QPs at both ends), measured on scratch
+   * NICs. */
+  uint64_t (*flow_bytes)(struct sim *s, uint64_t bytes);
 };
 
 extern const struct sim_host_ops sim_host_rdmaw; /* rdmaw.c: simple */
@@ -267,6 +271,7 @@ struct sim {
   sim_time_t now;
   struct sim_heap heap;
   struct sim_stats st;
+  struct sim_mem mem; /* the estimate sim_new checked */
   const struct sim_host_ops *host;
 
   struct sim_pkt *free_pkts;
@@ -315,7 +320,23 @@ struct sim {
   uint64_t *nh;
 };
 
-/* Packet pool: no allocation per packet once warm. */
+/* ---- memory estimate (mem.c) ---- */
+
+/* Switches, ports and NICs the topology configuration implies. */
+void sim_topo_size(const struct sim_topo_cfg *t, uint64_t *nsw,
+                   uint64_t *nports, uint64_t *nnics);
+/* The structures and idle NICs, before anything is built. */
+void sim_mem_structure(struct sim *s, struct sim_mem *m);
+/* Adds the workload's share once its flows exist: added is what adding
+ * them allocated (records, communicators). */
+void sim_mem_workload(struct sim *s, struct sim_mem *m, uint64_t added);
+uint64_t sim_mem_available(void); /* MemAvailable, 0 if unknown */
+uint64_t sim_heap_bytes(void);    /* in use now (mallinfo2) */
+/* Connections a collective workload holds for the whole run. */
+uint64_t sim_coll_conns(const struct sim *s);
+
+/* Packet pool: no allocation per packet once warm; it grows by this many. */
+#define SIM_PKT_CHUNK 4096
 struct sim_pkt *sim_pkt_alloc_slow(struct sim *s);
 static inline struct sim_pkt *sim_pkt_alloc(struct sim *s) {
   struct sim_pkt *p = s->free_pkts;

@@ -105,6 +105,20 @@ static void set_sw(struct sim_switch *sw, uint8_t tier, uint32_t lo,
   sw->n_up = n_up;
 }
 
+/* Spine switches of a leaf-spine: as configured, or as many as the
+ * oversubscription asks for (none with a single leaf). */
+static uint32_t ls_spines(const struct sim_topo_cfg *t, uint32_t nleaf) {
+  if (nleaf == 1)
+    return 0;
+  if (t->spines)
+    return t->spines;
+  double os = t->oversubscription > 0 ? t->oversubscription : 1.0;
+  double need = (double)t->hosts_per_leaf * (double)t->link[0].rate_bps /
+                (os * (double)t->link[1].rate_bps);
+  uint32_t S = (uint32_t)ceil(need - 1e-9);
+  return S ? S : 1;
+}
+
 static int build_leaf_spine(struct sim *s, char *err, size_t errlen) {
   struct sim_topo_cfg *t = &s->cfg.topo;
   uint32_t L = t->leaves, P = t->hosts_per_leaf, R = t->rails ? t->rails : 1;
@@ -114,17 +128,7 @@ static int build_leaf_spine(struct sim *s, char *err, size_t errlen) {
              "hosts per leaf, 1..16 rails");
     return -1;
   }
-  uint32_t S = t->spines;
-  if (L * R == 1) {
-    S = 0;
-  } else if (!S) {
-    double os = t->oversubscription > 0 ? t->oversubscription : 1.0;
-    double need = (double)P * (double)t->link[0].rate_bps /
-                  (os * (double)t->link[1].rate_bps);
-    S = (uint32_t)ceil(need - 1e-9);
-    if (!S)
-      S = 1;
-  }
+  uint32_t S = ls_spines(t, L * R);
   if (S > 4096 || L * R > 65535) {
     snprintf(err, errlen, "too many spines or leaves");
     return -1;
@@ -233,4 +237,21 @@ int sim_topo_build(struct sim *s, char *err, size_t errlen) {
   }
   snprintf(err, errlen, "unknown topology");
   return -1;
+}
+
+void sim_topo_size(const struct sim_topo_cfg *t, uint64_t *nsw,
+                   uint64_t *nports, uint64_t *nnics) {
+  *nsw = *nports = *nnics = 0;
+  if (t->kind == SIM_TOPO_FAT_TREE) {
+    uint64_t k = t->k;
+    *nsw = 5 * k * k / 4;
+    *nports = *nsw * k;
+    *nnics = k * k * k / 4;
+  } else if (t->kind == SIM_TOPO_LEAF_SPINE) {
+    uint64_t R = t->rails ? t->rails : 1, nleaf = (uint64_t)t->leaves * R;
+    uint64_t S = nleaf && nleaf <= 65535 ? ls_spines(t, (uint32_t)nleaf) : 0;
+    *nsw = nleaf + S;
+    *nports = nleaf * (t->hosts_per_leaf + S) + S * nleaf;
+    *nnics = (uint64_t)t->leaves * t->hosts_per_leaf * R;
+  }
 }

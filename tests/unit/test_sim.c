@@ -5,6 +5,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "sim/sim.h"
 #include "t.h"
@@ -518,8 +521,73 @@ static void test_pfc_spreading(void) {
   CHECK(off < 1.1 * ideal + 10);
 }
 
+static void perm_cfg(struct sim_cfg *c, uint32_t k, enum sim_routing rt) {
+  sim_cfg_default(c);
+  c->topo.kind = SIM_TOPO_FAT_TREE;
+  c->topo.k = k;
+  c->routing = rt;
+  c->wl.kind = SIM_WL_PERMUTATION;
+  c->wl.bytes = 2 << 20;
+  c->sample_interval = 0;
+}
+
+/* In a child (peak RSS is per process): runs the scenario and exits 0 if
+ * the estimate is within 20% of the memory the run added to the process
+ * (peak RSS less the RSS before sim_new), plus 2 MB for the pages of code
+ * and libraries the run touches. */
+static int estimate_holds(uint32_t k, enum sim_routing rt) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct sim_cfg c;
+    perm_cfg(&c, k, rt);
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    char err[256];
+    struct sim *s = sim_new(&c, err, sizeof err);
+    if (!s || !sim_run(s, SIM_NEVER))
+      _exit(2);
+    getrusage(RUSAGE_SELF, &r1);
+    double used = (double)(r1.ru_maxrss - r0.ru_maxrss) * 1024;
+    double est = (double)sim_mem(s)->total;
+    fprintf(stderr, "  k=%u %s: estimate %.1f MB, measured %.1f MB\n", k,
+            rt == SIM_ROUTE_SPRAY ? "spray" : "ecmp", est / 1048576,
+            used / 1048576);
+    _exit(fabs(est - used) <= 0.2 * used + 2 * 1048576.0 ? 0 : 1);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 3;
+}
+
+/* The memory estimate: close to what runs take, and a scenario over the
+ * limit is refused before anything is built, naming what it needs. */
+static void test_memory_estimate(void) {
+  CHECK_EQ(estimate_holds(8, SIM_ROUTE_SPRAY), 0);
+  CHECK_EQ(estimate_holds(8, SIM_ROUTE_ECMP), 0);
+  CHECK_EQ(estimate_holds(12, SIM_ROUTE_SPRAY), 0);
+  CHECK_EQ(estimate_holds(16, SIM_ROUTE_ECMP), 0);
+  struct sim_cfg c;
+  perm_cfg(&c, 8, SIM_ROUTE_ECMP);
+  c.mem_limit = 2 << 20;
+  char err[256] = "";
+  CHECK(!sim_new(&c, err, sizeof err));
+  CHECK(strstr(err, "scenario needs about") != 0);
+  CHECK(strstr(err, "the limit is 2 MB") != 0);
+  /* k = 128 (524,288 NICs) fits nowhere under a 1 GB limit, and is
+   * refused at once, before its topology is built. */
+  perm_cfg(&c, 128, SIM_ROUTE_ECMP);
+  c.mem_limit = 1ull << 30;
+  struct rusage r0, r1;
+  getrusage(RUSAGE_SELF, &r0);
+  CHECK(!sim_new(&c, err, sizeof err));
+  getrusage(RUSAGE_SELF, &r1);
+  CHECK(strstr(err, "scenario needs about") != 0);
+  CHECK(r1.ru_maxrss - r0.ru_maxrss < 64 * 1024);
+}
+
 int main(void) {
   T_RUN(test_line_rate);
+  T_RUN(test_memory_estimate);
   T_RUN(test_incast);
   T_RUN(test_dcqcn_fair);
   T_RUN(test_ecmp_collisions);
