@@ -562,17 +562,23 @@ static int estimate_holds(uint32_t k, enum sim_routing rt) {
 /* The memory estimate: close to what runs take, and a scenario over the
  * limit is refused before anything is built, naming what it needs. */
 static void test_memory_estimate(void) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  /* A sanitizer's allocator is not glibc's (mallinfo2 sees none of it)
+   * and its shadow memory is in the RSS: nothing to compare here. */
+  fprintf(stderr, "  estimate vs RSS: not compared under a sanitizer\n");
+#else
   CHECK_EQ(estimate_holds(8, SIM_ROUTE_SPRAY), 0);
   CHECK_EQ(estimate_holds(8, SIM_ROUTE_ECMP), 0);
   CHECK_EQ(estimate_holds(12, SIM_ROUTE_SPRAY), 0);
   CHECK_EQ(estimate_holds(16, SIM_ROUTE_ECMP), 0);
+#endif
   struct sim_cfg c;
   perm_cfg(&c, 8, SIM_ROUTE_ECMP);
-  c.mem_limit = 2 << 20;
+  c.mem_limit = 1 << 20;
   char err[256] = "";
   CHECK(!sim_new(&c, err, sizeof err));
   CHECK(strstr(err, "scenario needs about") != 0);
-  CHECK(strstr(err, "the limit is 2 MB") != 0);
+  CHECK(strstr(err, "the limit is 1 MB") != 0);
   /* k = 128 (524,288 NICs) fits nowhere under a 1 GB limit, and is
    * refused at once, before its topology is built. */
   perm_cfg(&c, 128, SIM_ROUTE_ECMP);
