@@ -156,6 +156,7 @@ struct uroce_coll_comm {
   uint8_t src_mr_ok[2];    /* whether src_mr[b] is registered */
   gflight *flight;         /* gathered writes without WRITE_DONE yet */
   int nflight, flight_cap;
+  uint64_t nawait; /* slot bits set in the peers' await_comp */
   step *steps;
   int steps_cap;
   uroce_coll_req req;

@@ -191,9 +191,7 @@ void uroce_coll_comm_del(uroce_coll_comm *c) {
    * failed comm still waits for the gathered writes, which read the
    * caller's buffers (a flushed one completes too). */
   for (int tries = 0; tries < 10000 && c->connected; tries++) {
-    uint64_t busy = (uint64_t)c->nflight;
-    for (int p = 0; p < c->size && !c->failed; p++)
-      busy |= c->peers[p].await_comp;
+    uint64_t busy = (uint64_t)c->nflight | (c->failed ? 0 : c->nawait);
     if (!busy || (poll_once(c) < 0 && !c->nflight))
       break;
   }
@@ -328,8 +326,10 @@ static int handle_cqe(uroce_coll_comm *c, const uroce_coll_cqe *q,
       p->ping_at = 0;
     if ((q->wr_id >> 56) == WRID_DATA) {
       unsigned slot = (unsigned)(q->wr_id & 0xffff);
-      if (slot < (unsigned)c->slots)
+      if (slot < (unsigned)c->slots && (p->await_comp >> slot & 1)) {
         p->await_comp &= ~(1ull << slot);
+        c->nawait--;
+      }
       return 1;
     }
     return 0;
@@ -489,6 +489,8 @@ static int post_chunk(uroce_coll_req *r, const xfer *x, size_t j) {
     return fail(c, UROCE_COLL_ERR_PEER_FAILED, x->peer);
   }
   p->await_credit |= 1ull << s;
+  if (!(p->await_comp >> s & 1))
+    c->nawait++;
   p->await_comp |= 1ull << s;
   if (gather) {
     p->gathered |= 1ull << s;
