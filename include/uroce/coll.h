@@ -288,6 +288,15 @@ UROCE_EXPORT int uroce_coll_start(uroce_coll_comm *comm, uroce_coll_kind kind,
                                   uroce_coll_op op, int root,
                                   uroce_coll_algo algo, uroce_coll_req **req);
 
+/* Bytes this rank's schedule of such a collective takes while it runs
+ * (its steps; a simulator sizes a run with it), 0 for a bad argument or
+ * nothing to schedule. Builds the schedule on scratch memory; the comm
+ * is not touched. */
+UROCE_EXPORT size_t uroce_coll_sched_bytes(const uroce_coll_comm *comm,
+                                           uroce_coll_kind kind, size_t count,
+                                           uroce_coll_dtype dt, int root,
+                                           uroce_coll_algo algo);
+
 /* Advance: 0 when done, UROCE_COLL_INPROGRESS, or the collective's error
  * (PEER_TIMEOUT, PEER_FAILED, ABORTED, MISMATCH); after an error the
  * communicator is failed. */

@@ -979,6 +979,50 @@ int uroce_coll_start(uroce_coll_comm *c, uroce_coll_kind kind,
   return 0;
 }
 
+size_t uroce_coll_sched_bytes(const uroce_coll_comm *c, uroce_coll_kind kind,
+                              size_t count, uroce_coll_dtype dt, int root,
+                              uroce_coll_algo algo) {
+  if (!c || (unsigned)kind >= UROCE_COLL_KIND_COUNT ||
+      (unsigned)dt >= UROCE_COLL_DTYPE_COUNT ||
+      (unsigned)algo >= UROCE_COLL_ALGO_COUNT || !count || c->size < 2 ||
+      ((kind == UROCE_COLL_BROADCAST || kind == UROCE_COLL_REDUCE) &&
+       (root < 0 || root >= c->size)))
+    return 0;
+  size_t es = uroce_coll_dtype_size(dt), n = (size_t)c->size;
+  if (count > SIZE_MAX / es / n)
+    return 0;
+  size_t total = (kind == UROCE_COLL_REDUCE_SCATTER ||
+                  kind == UROCE_COLL_ALLGATHER || kind == UROCE_COLL_ALLTOALL)
+                     ? count * es * n
+                     : count * es;
+  if (algo == UROCE_COLL_ALGO_AUTO)
+    algo = c->algo;
+  if (algo == UROCE_COLL_ALGO_AUTO || !coll_algo_supports(algo, kind))
+    algo = uroce_coll_choose_algo(c, kind, total);
+  /* The builder reads the rank and size and grows comm->steps: give it a
+   * copy whose steps are its own. */
+  uroce_coll_comm *tmp = malloc(sizeof *tmp);
+  if (!tmp)
+    return 0;
+  *tmp = *c;
+  tmp->steps = 0;
+  tmp->steps_cap = 0;
+  uroce_coll_req r;
+  memset(&r, 0, sizeof r);
+  r.comm = tmp;
+  r.kind = kind;
+  r.algo = algo;
+  r.dt = dt;
+  r.esize = es;
+  r.chunk = c->chunk_bytes / es * es;
+  size_t bytes = coll_sched_build(&r, count, root) < 0
+                     ? 0
+                     : (size_t)tmp->steps_cap * sizeof(step);
+  free(tmp->steps);
+  free(tmp);
+  return bytes;
+}
+
 int uroce_coll_allreduce_start(uroce_coll_comm *c, const void *sendbuf,
                                void *recvbuf, size_t count, uroce_coll_dtype dt,
                                uroce_coll_op op, uroce_coll_req **req) {

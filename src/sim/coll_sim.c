@@ -608,3 +608,21 @@ uint64_t sim_coll_conns(const struct sim *s) {
   }
   return all; /* pairs two algorithms share are counted twice: a bound */
 }
+
+/* Bytes the ranks' schedules take at the largest (a rank keeps its step
+ * array's capacity from one size to the next): rank 0's, times the ranks. */
+uint64_t sim_coll_sched_bytes(const struct sim *s) {
+  const struct sim_coll *sc = s->coll;
+  const struct sim_coll_cfg *cc = &s->cfg.wl.coll;
+  if (!sc || !sc->n || !sc->r[0].comm)
+    return 0;
+  uint64_t most = 0;
+  for (uint32_t i = 0; i < cc->nsizes; i++) {
+    size_t b = uroce_coll_sched_bytes(
+        sc->r[0].comm, (uroce_coll_kind)cc->kind, sc->count[i],
+        (uroce_coll_dtype)cc->dtype, 0, (uroce_coll_algo)cc->algo);
+    if (b > most)
+      most = b;
+  }
+  return most * sc->n;
+}

@@ -12,7 +12,7 @@
  * on scratch state and measures what the allocator handed out
  * (mallinfo2), so the estimate follows the engine as it changes; the flow
  * records and a collective's communicators are measured as the workload
- * is added. */
+ * is added, its ranks' schedules built once on scratch memory. */
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,7 +136,7 @@ void sim_mem_structure(struct sim *s, struct sim_mem *m) {
 
 void sim_mem_workload(struct sim *s, struct sim_mem *m, uint64_t added) {
   uint32_t n = sim_nflows(s);
-  m->flows = added;
+  m->flows = added + sim_coll_sched_bytes(s);
   uint64_t bytes = 0;
   for (uint32_t i = 0; i < n; i++)
     bytes += sim_flow(s, i)->bytes;

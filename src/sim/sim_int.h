@@ -332,8 +332,10 @@ void sim_mem_structure(struct sim *s, struct sim_mem *m);
 void sim_mem_workload(struct sim *s, struct sim_mem *m, uint64_t added);
 uint64_t sim_mem_available(void); /* MemAvailable, 0 if unknown */
 uint64_t sim_heap_bytes(void);    /* in use now (mallinfo2) */
-/* Connections a collective workload holds for the whole run. */
+/* Connections a collective workload holds for the whole run, and the
+ * bytes of its ranks' schedules. */
 uint64_t sim_coll_conns(const struct sim *s);
+uint64_t sim_coll_sched_bytes(const struct sim *s);
 
 /* Packet pool: no allocation per packet once warm; it grows by this many. */
 #define SIM_PKT_CHUNK 4096

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "sim/sim.h"
+#include "uroce/coll.h"
 #include "t.h"
 #include "wire/frame.h"
 #include "wire/opcode.h"
@@ -535,23 +536,31 @@ static void perm_cfg(struct sim_cfg *c, uint32_t k, enum sim_routing rt) {
  * the estimate is within 20% of the memory the run added to the process
  * (peak RSS less the RSS before sim_new), plus 2 MB for the pages of code
  * and libraries the run touches. */
-static int estimate_holds(uint32_t k, enum sim_routing rt) {
+static int estimate_holds(uint32_t k, enum sim_routing rt, bool coll) {
   pid_t pid = fork();
   if (pid == 0) {
     struct sim_cfg c;
     perm_cfg(&c, k, rt);
+    if (coll) { /* a ring allreduce of 16 MiB on every NIC, its first 30 us */
+      c.wl.kind = SIM_WL_COLLECTIVE;
+      c.wl.coll.kind = UROCE_COLL_ALLREDUCE;
+      c.wl.coll.algo = UROCE_COLL_ALGO_RING;
+      c.wl.coll.dtype = UROCE_COLL_FLOAT32;
+      c.wl.coll.nsizes = 1;
+      c.wl.coll.sizes[0] = 16 << 20;
+    }
     struct rusage r0, r1;
     getrusage(RUSAGE_SELF, &r0);
     char err[256];
     struct sim *s = sim_new(&c, err, sizeof err);
-    if (!s || !sim_run(s, SIM_NEVER))
+    if (!s || (!sim_run(s, coll ? 30 * SIM_US : SIM_NEVER) && !coll))
       _exit(2);
     getrusage(RUSAGE_SELF, &r1);
     double used = (double)(r1.ru_maxrss - r0.ru_maxrss) * 1024;
     double est = (double)sim_mem(s)->total;
-    fprintf(stderr, "  k=%u %s: estimate %.1f MB, measured %.1f MB\n", k,
-            rt == SIM_ROUTE_SPRAY ? "spray" : "ecmp", est / 1048576,
-            used / 1048576);
+    fprintf(stderr, "  k=%u %s%s: estimate %.1f MB, measured %.1f MB\n", k,
+            rt == SIM_ROUTE_SPRAY ? "spray" : "ecmp",
+            coll ? ", ring allreduce" : "", est / 1048576, used / 1048576);
     _exit(fabs(est - used) <= 0.2 * used + 2 * 1048576.0 ? 0 : 1);
   }
   int st = 0;
@@ -567,10 +576,11 @@ static void test_memory_estimate(void) {
    * and its shadow memory is in the RSS: nothing to compare here. */
   fprintf(stderr, "  estimate vs RSS: not compared under a sanitizer\n");
 #else
-  CHECK_EQ(estimate_holds(8, SIM_ROUTE_SPRAY), 0);
-  CHECK_EQ(estimate_holds(8, SIM_ROUTE_ECMP), 0);
-  CHECK_EQ(estimate_holds(12, SIM_ROUTE_SPRAY), 0);
-  CHECK_EQ(estimate_holds(16, SIM_ROUTE_ECMP), 0);
+  CHECK_EQ(estimate_holds(8, SIM_ROUTE_SPRAY, false), 0);
+  CHECK_EQ(estimate_holds(8, SIM_ROUTE_ECMP, false), 0);
+  CHECK_EQ(estimate_holds(12, SIM_ROUTE_SPRAY, false), 0);
+  CHECK_EQ(estimate_holds(16, SIM_ROUTE_ECMP, false), 0);
+  CHECK_EQ(estimate_holds(8, SIM_ROUTE_SPRAY, true), 0);
 #endif
   struct sim_cfg c;
   perm_cfg(&c, 8, SIM_ROUTE_ECMP);
