@@ -1,5 +1,6 @@
 /* The engine: object tables, packet dispatch, the transmit round robin and
  * the timers. The protocol itself lives in req.c, resp.c and comp.c. */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "util/rng.h"
 
 #define QP_HASH_MIN 16 /* QPN table slots of a new engine */
+#define TQ_NONE UINT32_MAX /* a QP not in the timer heap */
 
 /* ---- allocation and randomness ---- */
 
@@ -155,6 +157,8 @@ void uroce_eng_del(struct uroce_eng *eng) {
   }
   eng_free(eng, eng->mrs.mr);
   eng_free(eng, eng->qp_hash);
+  eng_free(eng, eng->tq);
+  eng_free(eng, eng->dirty);
   eng_free(eng, eng);
 }
 
@@ -210,10 +214,34 @@ static int qp_hash_reserve(struct uroce_eng *eng) {
   return 0;
 }
 
+/* Room in the timer arrays for one more QP. 0 or -ENOMEM. */
+static int tq_reserve(struct uroce_eng *eng) {
+  if (eng->nqp < eng->tq_cap)
+    return 0;
+  uint32_t cap = eng->tq_cap ? 2 * eng->tq_cap : 16;
+  struct uroce_qp **tq = eng_alloc(eng, cap * sizeof(*tq));
+  struct uroce_qp **dirty = eng_alloc(eng, cap * sizeof(*dirty));
+  if (!tq || !dirty) {
+    eng_free(eng, tq);
+    eng_free(eng, dirty);
+    return -ENOMEM;
+  }
+  if (eng->tq_n)
+    memcpy(tq, eng->tq, eng->tq_n * sizeof(*tq));
+  if (eng->ndirty)
+    memcpy(dirty, eng->dirty, eng->ndirty * sizeof(*dirty));
+  eng_free(eng, eng->tq);
+  eng_free(eng, eng->dirty);
+  eng->tq = tq;
+  eng->dirty = dirty;
+  eng->tq_cap = cap;
+  return 0;
+}
+
 int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp, bool gsi) {
   if (eng->nqp >= eng->cfg.max_qp)
     return UROCE_ERR_CAPS;
-  if (qp_hash_reserve(eng))
+  if (qp_hash_reserve(eng) || tq_reserve(eng))
     return -ENOMEM;
   uint32_t qpn = 1; /* the GSI QP's number */
   if (gsi) {
@@ -227,10 +255,24 @@ int eng_qp_attach(struct uroce_eng *eng, struct uroce_qp *qp, bool gsi) {
   qp->qpn = qpn;
   qp_hash_put(eng, qp);
   eng->nqp++;
+  qp->tq_idx = TQ_NONE;
+  qp->tq_dirty = false;
+  qp->seqno = eng->qp_seq++;
+  eng_touch(eng, qp);
   return 0;
 }
 
+static void tq_remove(struct uroce_eng *eng, struct uroce_qp *qp);
+
 void eng_qp_detach(struct uroce_eng *eng, struct uroce_qp *qp) {
+  if (qp->tq_idx != TQ_NONE)
+    tq_remove(eng, qp);
+  if (qp->tq_dirty)
+    for (uint32_t k = 0; k < eng->ndirty; k++)
+      if (eng->dirty[k] == qp) {
+        eng->dirty[k] = eng->dirty[--eng->ndirty];
+        break;
+      }
   uint32_t i = qp_slot(eng, qp->qpn);
   while (eng->qp_hash[i] != qp)
     i = (i + 1) & eng->qp_hash_mask;
@@ -246,6 +288,7 @@ void eng_qp_detach(struct uroce_eng *eng, struct uroce_qp *qp) {
 }
 
 void eng_sched(struct uroce_eng *eng, struct uroce_qp *qp) {
+  eng_touch(eng, qp);
   if (!qp->in_sched) {
     ulist_add_tail(&eng->sched, &qp->sched);
     qp->in_sched = true;
@@ -671,6 +714,7 @@ int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
     drop(eng, UROCE_DROP_NO_QP);
     return 0;
   }
+  eng_touch(eng, qp);
   /* A connected QP hears only its peer (CNPs included): anyone who guesses
    * a QPN and a PSN could otherwise write into its memory regions, the
    * ICRC being no authentication. The UDP source port is the peer's flow
@@ -765,6 +809,7 @@ int uroce_eng_write_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
     struct uroce_qp *qp = ULIST_ENTRY(eng->sched.next, struct uroce_qp, sched);
     ulist_del(&qp->sched);
     qp->in_sched = false;
+    eng_touch(eng, qp);
     if (qp_make_pkt(qp, tx, now)) {
       eng_charge(eng, qp);
       eng_sched(eng, qp); /* round robin: to the back */
@@ -786,6 +831,7 @@ int uroce_eng_write_ctl_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
    * still has its data to send once write_pkt runs again. */
   for (struct ulist *l = eng->sched.next; l != &eng->sched; l = l->next) {
     struct uroce_qp *qp = ULIST_ENTRY(l, struct uroce_qp, sched);
+    eng_touch(eng, qp);
     int made = 0;
     if (qp->cnp_pending && qp->state != UROCE_QPS_RESET)
       made = cnp_make_pkt(qp, tx, now);
@@ -817,24 +863,118 @@ static uint64_t qp_next_expiry(const struct uroce_eng *eng,
   return c < t ? c : t;
 }
 
-uint64_t uroce_eng_next_expiry(const struct uroce_eng *eng) {
-  uint64_t t = UINT64_MAX;
+/* ---- the timer heap: QPs by their earliest deadline ---- */
+
+static bool tq_less(const struct uroce_qp *a, const struct uroce_qp *b) {
+  return a->exp_key < b->exp_key ||
+         (a->exp_key == b->exp_key && a->seqno < b->seqno);
+}
+
+static void tq_put(struct uroce_eng *eng, uint32_t i, struct uroce_qp *qp) {
+  eng->tq[i] = qp;
+  qp->tq_idx = i;
+}
+
+static void tq_up(struct uroce_eng *eng, uint32_t i) {
+  struct uroce_qp *qp = eng->tq[i];
+  while (i) {
+    uint32_t p = (i - 1) / 2;
+    if (!tq_less(qp, eng->tq[p]))
+      break;
+    tq_put(eng, i, eng->tq[p]);
+    i = p;
+  }
+  tq_put(eng, i, qp);
+}
+
+static void tq_down(struct uroce_eng *eng, uint32_t i) {
+  struct uroce_qp *qp = eng->tq[i];
+  for (;;) {
+    uint32_t c = 2 * i + 1;
+    if (c >= eng->tq_n)
+      break;
+    if (c + 1 < eng->tq_n && tq_less(eng->tq[c + 1], eng->tq[c]))
+      c++;
+    if (!tq_less(eng->tq[c], qp))
+      break;
+    tq_put(eng, i, eng->tq[c]);
+    i = c;
+  }
+  tq_put(eng, i, qp);
+}
+
+static void tq_remove(struct uroce_eng *eng, struct uroce_qp *qp) {
+  uint32_t i = qp->tq_idx;
+  struct uroce_qp *last = eng->tq[--eng->tq_n];
+  qp->tq_idx = TQ_NONE;
+  if (last == qp)
+    return;
+  tq_put(eng, i, last);
+  tq_up(eng, i);
+  tq_down(eng, last->tq_idx);
+}
+
+/* Re-keys the QPs touched since the last look: a QP with no deadline
+ * leaves the heap, one with a deadline takes its place in it. */
+static void tq_flush(struct uroce_eng *eng) {
+  for (uint32_t k = 0; k < eng->ndirty; k++) {
+    struct uroce_qp *qp = eng->dirty[k];
+    qp->tq_dirty = false;
+    qp->exp_key = qp_next_expiry(eng, qp);
+    if (qp->exp_key == UINT64_MAX) {
+      if (qp->tq_idx != TQ_NONE)
+        tq_remove(eng, qp);
+    } else if (qp->tq_idx != TQ_NONE) {
+      tq_up(eng, qp->tq_idx);
+      tq_down(eng, qp->tq_idx);
+    } else {
+      tq_put(eng, eng->tq_n++, qp);
+      tq_up(eng, qp->tq_idx);
+    }
+  }
+  eng->ndirty = 0;
+}
+
+uint64_t uroce_eng_next_expiry(struct uroce_eng *eng) {
+  tq_flush(eng);
+  uint64_t t = eng->tq_n ? eng->tq[0]->exp_key : UINT64_MAX;
+#ifndef NDEBUG
+  /* Debug builds check the heap against a scan of every QP: a deadline
+   * changed without eng_touch would show here. */
+  uint64_t scan = UINT64_MAX;
   for (const struct ulist *l = eng->qps.next; l != &eng->qps; l = l->next) {
     uint64_t q =
         qp_next_expiry(eng, ULIST_ENTRY(l, const struct uroce_qp, link));
-    if (q < t)
-      t = q;
+    if (q < scan)
+      scan = q;
   }
+  assert(t == scan);
+#endif
   return t;
+}
+
+static int by_seqno(const void *a, const void *b) {
+  const struct uroce_qp *x = *(struct uroce_qp *const *)a;
+  const struct uroce_qp *y = *(struct uroce_qp *const *)b;
+  return x->seqno < y->seqno ? -1 : x->seqno > y->seqno;
 }
 
 int uroce_eng_handle_expiry(struct uroce_eng *eng, uint64_t now) {
   if (now > eng->now)
     eng->now = now;
-  for (struct ulist *l = eng->qps.next; l != &eng->qps; l = l->next) {
-    struct uroce_qp *qp = ULIST_ENTRY(l, struct uroce_qp, link);
-    if (qp_next_expiry(eng, qp) > now)
-      continue;
+  /* The QPs due leave the heap for the dirty list (re-keyed at the next
+   * look) and are served in creation order, as a scan of every QP would. */
+  tq_flush(eng);
+  while (eng->tq_n && eng->tq[0]->exp_key <= now) {
+    struct uroce_qp *qp = eng->tq[0];
+    tq_remove(eng, qp);
+    eng_touch(eng, qp);
+  }
+  uint32_t ndue = eng->ndirty;
+  if (ndue > 1)
+    qsort(eng->dirty, ndue, sizeof(*eng->dirty), by_seqno);
+  for (uint32_t k = 0; k < ndue; k++) {
+    struct uroce_qp *qp = eng->dirty[k];
     if (eng->cc->next_expiry(qp->cc_state) <= now)
       eng->cc->handle_expiry(qp->cc_state, now);
     if (qp->resp.ack_deadline <= now) {

@@ -194,7 +194,7 @@ int uroce_eng_write_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
 int uroce_eng_write_ctl_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
                             uint64_t now);
 /* Earliest deadline (ns), UINT64_MAX if none. */
-uint64_t uroce_eng_next_expiry(const struct uroce_eng *eng);
+uint64_t uroce_eng_next_expiry(struct uroce_eng *eng);
 /* Runs every timer due at now. Returns 0. */
 int uroce_eng_handle_expiry(struct uroce_eng *eng, uint64_t now);
 

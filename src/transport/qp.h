@@ -385,6 +385,12 @@ struct uroce_qp {
   bool in_sched;
   struct ulist blocked; /* engine's QPs waiting for max_inflight */
   bool in_blocked;
+  /* The engine's timer heap (engine.c): the QP's earliest deadline as last
+   * computed, its heap slot (UINT32_MAX: not in the heap), whether it waits
+   * on the dirty list to be recomputed, and its creation number. */
+  bool tq_dirty;
+  uint32_t tq_idx;
+  uint64_t exp_key, seqno;
   uint64_t charged; /* bytes of eng->inflight that are this QP's */
   uint32_t qpn;
   uint8_t type;
@@ -444,6 +450,12 @@ struct uroce_eng {
   /* QPN -> QP, open addressing with linear probing */
   struct uroce_qp **qp_hash;
   uint32_t qp_hash_mask, nqp;
+  /* Timers: a binary heap of the QPs that have a deadline, earliest first
+   * (tq); the QPs an operation touched since, whose deadlines are
+   * recomputed before the heap is read (dirty). Both hold tq_cap. */
+  struct uroce_qp **tq, **dirty;
+  uint32_t tq_n, ndirty, tq_cap;
+  uint64_t qp_seq;
   /* async event ring */
   struct uroce_async_event ev[64];
   uint32_t ev_head, ev_tail;
@@ -459,6 +471,15 @@ void eng_free(struct uroce_eng *eng, void *p);
 uint64_t eng_rand(struct uroce_eng *eng);
 void eng_async(struct uroce_eng *eng, int type, void *obj);
 void eng_sched(struct uroce_eng *eng, struct uroce_qp *qp);
+/* The QP's deadlines may change: recompute its place among the timers
+ * before they are next read. Every engine entry point that reaches a QP
+ * calls it (eng_sched does too). */
+static inline void eng_touch(struct uroce_eng *eng, struct uroce_qp *qp) {
+  if (!qp->tq_dirty) {
+    qp->tq_dirty = true;
+    eng->dirty[eng->ndirty++] = qp;
+  }
+}
 /* Brings the QP's share of eng->inflight up to date ((max_psn - comp.psn)
  * x MTU while it can send, else 0) and wakes QPs waiting for room. */
 void eng_charge(struct uroce_eng *eng, struct uroce_qp *qp);
