@@ -342,6 +342,7 @@ int uroce_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *a,
     return UROCE_ERR_INVALID_ARGUMENT;
   if (mask & M_(CAP))
     return UROCE_ERR_NOT_SUPPORTED;
+  eng_touch(qp->eng, qp); /* a transition may arm or clear its timers */
   int cur = qp->state;
   if ((mask & M_(CUR_STATE)) && (int)a->cur_qp_state != cur)
     return UROCE_ERR_BAD_STATE;
@@ -572,6 +573,7 @@ static void flush_sq(struct uroce_qp *qp) {
 }
 
 void qp_to_error(struct uroce_qp *qp) {
+  eng_touch(qp->eng, qp);
   qp->state = UROCE_QPS_ERR;
   qp->req.state = REQST_ERROR;
   flush_sq(qp);
@@ -586,6 +588,7 @@ void qp_to_error(struct uroce_qp *qp) {
 }
 
 void qp_to_sqe(struct uroce_qp *qp) {
+  eng_touch(qp->eng, qp);
   qp->state = UROCE_QPS_SQE;
   qp->req.state = REQST_ERROR;
   flush_sq(qp);
@@ -675,6 +678,7 @@ int uroce_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
   *bad = wr;
   if (!qp)
     return UROCE_ERR_INVALID_ARGUMENT;
+  eng_touch(qp->eng, qp);
   int rc = 0;
   for (; wr; wr = wr->next) {
     if (qp->state < UROCE_QPS_RTS) {
@@ -780,6 +784,7 @@ int uroce_qp_post_recv(struct uroce_qp *qp, struct uroce_recv_wr *wr,
     return UROCE_ERR_INVALID_ARGUMENT;
   if (qp->srq || qp->state == UROCE_QPS_RESET)
     return UROCE_ERR_BAD_STATE;
+  eng_touch(qp->eng, qp);
   int rc = rq_post(&qp->rq, wr, bad);
   if (qp->state == UROCE_QPS_ERR)
     resp_flush(qp);

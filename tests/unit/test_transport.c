@@ -1176,6 +1176,35 @@ static void test_state_names(void) {
     CHECK(uroce_resp_state_names[i] && *uroce_resp_state_names[i]);
 }
 
+/* The engine's timer heap follows a QP's state: a SEND goes out (its
+ * retransmit timer armed), the application moves the QP to ERR or RESET
+ * (its timers cleared without a packet for it), and the engine then has
+ * no deadline; a QP destroyed with a timer armed leaves none behind. */
+static void test_timers_follow_modify(void) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  for (int how = 0; how < 3; how++) { /* ERR, RESET, destroy */
+    setup(&o, 7);
+    CHECK_EQ(uroce_eng_next_expiry(A.eng), UINT64_MAX);
+    CHECK_EQ(
+        tp_post_send(&A, UROCE_WR_SEND, 1, 0, 64, UROCE_SEND_SIGNALED, 0, 0),
+        0);
+    struct uroce_tx_pkt tx;
+    CHECK_EQ(uroce_eng_write_pkt(A.eng, &tx, ns.now), 1); /* never delivered */
+    CHECK(uroce_eng_next_expiry(A.eng) != UINT64_MAX);
+    if (how == 2) {
+      CHECK_EQ(uroce_qp_del(A.qp), 0);
+      A.qp = 0;
+    } else {
+      struct uroce_qp_attr a = {.qp_state =
+                                    how ? UROCE_QPS_RESET : UROCE_QPS_ERR};
+      CHECK_EQ(uroce_qp_modify(A.qp, &a, UROCE_QP_STATE), 0);
+    }
+    CHECK_EQ(uroce_eng_next_expiry(A.eng), UINT64_MAX);
+    teardown();
+  }
+}
+
 int main(void) {
   T_RUN(test_state_names);
   T_RUN(test_send_recv);
@@ -1201,5 +1230,6 @@ int main(void) {
   T_RUN(test_reorder);
   T_RUN(test_inflight_bound);
   T_RUN(test_cc_swift);
+  T_RUN(test_timers_follow_modify);
   return T_DONE();
 }
