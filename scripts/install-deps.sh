@@ -10,8 +10,9 @@ build_pkgs=(build-essential cmake pkg-config libpcap-dev libisal-dev libyaml-dev
 test_pkgs=(python3 python3-scapy tshark clang libclang-rt-14-dev iproute2
   ibverbs-utils rdmacm-utils perftest groff-base)
 test_pkgs+=(tcpdump) # captures for tests/net/dump_e2e.py
-# the torch.distributed backend (torch/) and its test against Gloo
-test_pkgs+=(python3-torch libtorch-dev)
+# the torch.distributed backend (torch/) and its test against Gloo;
+# torch's headers include pybind11's, which python3-torch only recommends
+test_pkgs+=(python3-torch libtorch-dev pybind11-dev)
 # UCX over the drop-in (tests/net/ucx_e2e.py, bench/ucx_bench.sh) and
 # rdma-core's pyverbs (tests/net/pyverbs_e2e.py, scripts/rdma-core-tests.sh)
 test_pkgs+=(ucx-utils libucx-dev python3-pyverbs)
