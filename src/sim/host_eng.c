@@ -822,7 +822,7 @@ static uint64_t flow_bytes(struct sim *s, uint64_t bytes) {
       if (connect_flow(hf, 0))
         free(hf); /* nothing of it in the maps */
       else
-        used = sim_heap_bytes() - before;
+        used = sim_heap_grown(before);
     }
   }
   if (b)

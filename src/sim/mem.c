@@ -25,6 +25,11 @@ uint64_t sim_heap_bytes(void) {
   return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
 }
 
+uint64_t sim_heap_grown(uint64_t before) {
+  uint64_t now = sim_heap_bytes();
+  return now > before ? now - before : 0; /* frees can outweigh */
+}
+
 /* Bytes the host model takes for one idle NIC. */
 static uint64_t probe_nic(struct sim *s) {
   struct sim_nic nic;
@@ -36,7 +41,7 @@ static uint64_t probe_nic(struct sim *s) {
   void *m = s->host->nic_new(s, &nic);
   if (!m)
     return 0;
-  uint64_t b = sim_heap_bytes() - before;
+  uint64_t b = sim_heap_grown(before);
   s->host->nic_del(m);
   return b;
 }

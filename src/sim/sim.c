@@ -353,7 +353,7 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
-  sim_mem_workload(s, &s->mem, sim_heap_bytes() - before);
+  sim_mem_workload(s, &s->mem, sim_heap_grown(before));
   if (mem_refused(s, err, errlen)) {
     sim_del(s);
     return 0;

@@ -332,6 +332,7 @@ void sim_mem_structure(struct sim *s, struct sim_mem *m);
 void sim_mem_workload(struct sim *s, struct sim_mem *m, uint64_t added);
 uint64_t sim_mem_available(void); /* MemAvailable, 0 if unknown */
 uint64_t sim_heap_bytes(void);    /* in use now (mallinfo2) */
+uint64_t sim_heap_grown(uint64_t before); /* since before; 0 if less */
 /* Connections a collective workload holds for the whole run, and the
  * bytes of its ranks' schedules. */
 uint64_t sim_coll_conns(const struct sim *s);
