@@ -74,7 +74,7 @@ struct he_nic {
   struct uroce_mr *mr;
   struct uroce_cq *cq;
   struct he_slot *map;
-  uint32_t map_mask, map_n, nqp, max_qp;
+  uint32_t map_mask, nqp, max_qp; /* the map holds nqp QPs */
   struct he_flow *wait_head, *wait_tail; /* flows waiting for a QP here */
   struct sim_pkt *held, *held_tail;
   uint32_t nheld;
@@ -139,7 +139,7 @@ static void map_put(struct he_nic *m, uint32_t qpn, struct he_flow *hf,
  * few hundred bytes here) and doubles at half load. 0 or -ENOMEM. */
 static int map_reserve(struct he_nic *m) {
   uint32_t slots = m->map_mask + 1;
-  if (2 * (m->map_n + 1) <= slots)
+  if (2 * (m->nqp + 1) <= slots)
     return 0;
   struct he_slot *old = m->map, *map = calloc(2 * slots, sizeof(*map));
   if (!map)
@@ -153,19 +153,12 @@ static int map_reserve(struct he_nic *m) {
   return 0;
 }
 
-static void map_add(struct he_nic *m, uint32_t qpn, struct he_flow *hf,
-                    bool snd) {
-  map_put(m, qpn, hf, snd); /* map_reserve made room */
-  m->map_n++;
-}
-
 static void map_del(struct he_nic *m, uint32_t qpn) {
   struct he_slot *e = map_find(m, qpn);
   if (!e)
     return;
   uint32_t i = (uint32_t)(e - m->map);
   m->map[i].qpn = 0;
-  m->map_n--;
   /* Re-insert the rest of the probe cluster. */
   for (uint32_t j = (i + 1) & m->map_mask; m->map[j].qpn;
        j = (j + 1) & m->map_mask) {
@@ -366,8 +359,8 @@ static int connect_flow(struct he_flow *hf, sim_time_t now) {
     hf->sqp = hf->rqp = 0;
     return rc;
   }
-  map_add(a, uroce_qp_num(hf->sqp), hf, true);
-  map_add(b, uroce_qp_num(hf->rqp), hf, false);
+  map_put(a, uroce_qp_num(hf->sqp), hf, true);
+  map_put(b, uroce_qp_num(hf->rqp), hf, false);
   a->nqp++;
   b->nqp++;
   poll_cq(b, now);
@@ -541,8 +534,8 @@ struct he_flow *sim_eng_conn_new(struct sim *s, uint32_t na, uint32_t nb,
     free(c);
     return 0;
   }
-  map_add(a, uroce_qp_num(c->hf.sqp), &c->hf, true);
-  map_add(b, uroce_qp_num(c->hf.rqp), &c->hf, false);
+  map_put(a, uroce_qp_num(c->hf.sqp), &c->hf, true);
+  map_put(b, uroce_qp_num(c->hf.rqp), &c->hf, false);
   a->nqp++;
   b->nqp++;
   return &c->hf;

@@ -6,7 +6,8 @@
  * ports and NICs (their struct sizes times the counts the topology
  * implies), each NIC's transport state at rest, and for the flows their
  * records, the QP pairs of the flows that run at once, and the packets
- * those flows keep in flight (their window, at most the flow). The
+ * those flows keep in flight (their window, at most the flow and twice
+ * the host link's bandwidth-delay product). The
  * transport's share is not computed from its struct sizes: a probe
  * builds one NIC, and one connection for the workload's typical flow,
  * on scratch state and measures what the allocator handed out
@@ -58,8 +59,7 @@ static int by_time(const void *a, const void *b) {
 
 /* How many flows run at once, at least: each flow lasts at least its
  * ideal completion time (size at the host link's rate), counted over the
- * flows' start times. Collective workloads keep their connections for the
- * whole run: all of them. */
+ * flows' start times. (A collective's connections: sim_coll_conns.) */
 static uint64_t overlap(const struct sim *s) {
   uint32_t n = sim_nflows(s);
   if (!n)
