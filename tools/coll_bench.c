@@ -83,7 +83,7 @@ static void usage(FILE *out) {
       "                        or all (default float32)\n"
       "  -r, --redop LIST      sum,prod,min,max or all (default sum)\n"
       "  -R, --root N          root of broadcast and reduce (default 0)\n"
-      "  -a, --algo NAME       ring, tree, rhd, pairwise or auto (default)\n"
+      "  -a, --algo NAME       ring, tree, rhd, pairwise, hier or auto (default)\n"
       "  -n, --iters N         timed iterations per size (default 20)\n"
       "  -w, --warmup N        untimed iterations first (default 5)\n"
       "  --plan LIST           SIZE:WARMUP:ITERS,... instead of -b/-e/-f/-i/\n"
@@ -856,22 +856,28 @@ int cmd_coll_bench(int argc, char **argv) {
     return 1;
 
   if (b.rank == 0) {
+    int nh, per;
+    char hier[64] = "no host hierarchy";
+    uroce_coll_comm_hosts(b.comm, &nh, &per);
+    if (nh > 1)
+      snprintf(hier, sizeof hier, "hierarchy %d hosts x %d ranks", nh, per);
     if (o.json)
       printf("{\"ranks\": %d, \"check\": %s, \"iters\": %d, \"warmup\": %d, "
              "\"progress\": \"%s\", \"reduce_impl\": \"%s\", "
-             "\"host_ranks\": %d, \"shm\": \"%s\", \"results\": [",
+             "\"host_ranks\": %d, \"shm\": \"%s\", \"hosts\": %d, "
+             "\"ranks_per_host\": %d, \"results\": [",
              b.size, o.check ? "true" : "false", o.iters, o.warmup,
              o.progress == UROCE_PROGRESS_THREAD ? "thread" : "inline",
              uroce_coll_reduce_impl(), uroce_coll_native_nlocal(b.nat),
-             uroce_coll_native_shm_mode(b.nat));
+             uroce_coll_native_shm_mode(b.nat), nh, per);
     else
       printf("# uroce coll-bench: %d ranks, %d iterations (%d warm-up), "
              "check %s, progress %s, reductions %s, %d ranks on rank 0's "
-             "host (shared memory: %s)\n",
+             "host (shared memory: %s), %s\n",
              b.size, o.iters, o.warmup, o.check ? "on" : "off",
              o.progress == UROCE_PROGRESS_THREAD ? "thread" : "inline",
              uroce_coll_reduce_impl(), uroce_coll_native_nlocal(b.nat),
-             uroce_coll_native_shm_mode(b.nat));
+             uroce_coll_native_shm_mode(b.nat), hier);
   }
   for (int k = 0; k < o.ncolls; k++) {
     int kind = o.colls[k];

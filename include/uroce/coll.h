@@ -73,6 +73,10 @@ typedef enum uroce_coll_algo {
   UROCE_COLL_ALGO_RHD,  /* recursive halving/doubling: allreduce
                            (Rabenseifner), reduce-scatter, allgather */
   UROCE_COLL_ALGO_PAIRWISE, /* pairwise exchange: all-to-all */
+  UROCE_COLL_ALGO_HIER, /* hierarchical allreduce on a comm that knows its
+                           hosts (uroce_coll_comm_set_hosts): reduce-scatter
+                           inside each host, allreduce of each rank's block
+                           between hosts, allgather inside the host */
   UROCE_COLL_ALGO_COUNT
 } uroce_coll_algo;
 
@@ -183,7 +187,8 @@ typedef struct uroce_coll_config {
                            PEER_TIMEOUT; default 30 s; env
                            UROCE_COLL_TIMEOUT_MS overrides */
   uroce_coll_algo algo; /* AUTO by default; env UROCE_COLL_ALGO
-                           (ring|tree|rhd|pairwise|auto) overrides AUTO */
+                           (ring|tree|rhd|pairwise|hier|auto) overrides
+                           AUTO */
   int phantom;          /* 1: lengths only (the simulator). Every step,
                            chunk, credit and dependency runs, but no payload
                            byte is copied or reduced, the buffers may be
@@ -227,6 +232,21 @@ UROCE_EXPORT int uroce_coll_comm_size(const uroce_coll_comm *comm);
 /* The algorithm used when a collective is started with AUTO. */
 UROCE_EXPORT void uroce_coll_comm_set_algo(uroce_coll_comm *comm,
                                            uroce_coll_algo algo);
+/* Which host each rank is on: host[r] for r in 0..n-1 (n = the comm's
+ * size), equal values for ranks of one host (any numbers). Every rank must
+ * pass the same table. With the same number of ranks on every host, at
+ * least two hosts and two ranks on each, allreduce can run hierarchically
+ * (UROCE_COLL_ALGO_HIER) and AUTO picks it (docs/coll.md); otherwise the
+ * table is kept and HIER falls back to the flat choice. The native setup
+ * calls this with the hosts it found. NULL host: forget the hosts.
+ * Returns 0, UROCE_ERR_INVALID_ARGUMENT (n is not the size), UROCE_ERR_BUSY
+ * (a collective is running) or -ENOMEM. */
+UROCE_EXPORT int uroce_coll_comm_set_hosts(uroce_coll_comm *comm,
+                                           const int *host, int n);
+/* Hosts and ranks per host of the hierarchy (1 and the size when the comm
+ * has none: no table, or hosts of unequal sizes). */
+UROCE_EXPORT void uroce_coll_comm_hosts(const uroce_coll_comm *comm,
+                                        int *nhosts, int *per_host);
 /* What AUTO picks for this collective, size in bytes and this comm. */
 UROCE_EXPORT uroce_coll_algo uroce_coll_choose_algo(const uroce_coll_comm *comm,
                                                     uroce_coll_kind kind,

@@ -632,6 +632,14 @@ int uroce_coll_native_setup_fn(const uroce_coll_env *env_in,
             uroce_coll_strerror(rc));
     goto fail;
   }
+  /* The hierarchy: which ranks share a host (what shared memory joins). */
+  int *host_id = malloc((size_t)size * sizeof *host_id);
+  rc = host_id ? coll_shm_host_ids(hosts, size, host_id) : -ENOMEM;
+  if (rc == 0)
+    rc = uroce_coll_comm_set_hosts(comm, host_id, size);
+  free(host_id);
+  if (rc < 0)
+    goto fail;
   /* Second rendezvous: comm info, endpoint, shared memory segment. */
   size_t isz = uroce_coll_comm_info_size();
   size_t esz = uroce_coll_native_ep_size(size);

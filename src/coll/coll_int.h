@@ -159,6 +159,14 @@ struct uroce_coll_comm {
   uint64_t nawait; /* slot bits set in the peers' await_comp */
   step *steps;
   int steps_cap;
+  /* The hosts (uroce_coll_comm_set_hosts). hier_h > 1 when allreduce can
+   * run hierarchically: hier_h hosts of hier_l ranks each; hier_local
+   * lists this host's ranks in rank order (this rank at hier_lpos),
+   * hier_cross the rank at local position hier_lpos on every host, hosts
+   * in the order of their lowest rank (this rank at hier_hpos). */
+  int *host;
+  int hier_h, hier_l, hier_lpos, hier_hpos;
+  int *hier_local, *hier_cross;
   uroce_coll_req req;
   char errmsg[256];
 };
@@ -172,8 +180,9 @@ void coll_reduce3(void *dst, const void *a, const void *b, size_t n,
  * the caller's element count (per rank for reduce-scatter, allgather and
  * all-to-all). Returns 0 or -ENOMEM. */
 int coll_sched_build(uroce_coll_req *req, size_t count, int root);
-/* Can algo run kind? */
-int coll_algo_supports(uroce_coll_algo algo, uroce_coll_kind kind);
+/* Can algo run kind on c? */
+int coll_algo_supports(const uroce_coll_comm *c, uroce_coll_algo algo,
+                       uroce_coll_kind kind);
 
 /* The rendezvous (bootstrap.c): the header a peer sends rank 0 first, in
  * host order, then its blob. */
@@ -198,6 +207,10 @@ void coll_shm_host_blob(int rank, void *blob);
 /* local[r] = 1 for the ranks on this rank's host (itself included), from
  * size host blobs. Returns how many, or UROCE_COLL_ERR_MISMATCH. */
 int coll_shm_hosts(const void *blobs, int size, int rank, uint8_t *local);
+/* host[r] = the lowest rank on rank r's host (r itself when it has shared
+ * memory off): the same table on every rank. 0, UROCE_COLL_ERR_MISMATCH or
+ * -ENOMEM. */
+int coll_shm_host_ids(const void *blobs, int size, int *host);
 int coll_shm_new(int rank, int size, const uint8_t *local,
                  const void *host_blobs, coll_shm **out);
 void coll_shm_del(coll_shm *s);

@@ -212,6 +212,9 @@ void uroce_coll_comm_del(uroce_coll_comm *c) {
   free(c->scratch[0]);
   free(c->scratch[1]);
   free(c->steps);
+  free(c->host);
+  free(c->hier_local);
+  free(c->hier_cross);
   free(c);
 }
 
@@ -260,6 +263,99 @@ void uroce_coll_comm_set_algo(uroce_coll_comm *c, uroce_coll_algo algo) {
   if ((unsigned)algo < UROCE_COLL_ALGO_COUNT)
     c->algo = algo;
 }
+typedef struct host_rank {
+  int key, rank; /* a host and one of its ranks, or a group's lowest rank
+                    and the group */
+} host_rank;
+
+static int cmp_host_rank(const void *a, const void *b) {
+  const host_rank *x = a, *y = b;
+  if (x->key != y->key)
+    return x->key < y->key ? -1 : 1;
+  return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static void hosts_forget(uroce_coll_comm *c) {
+  free(c->host);
+  free(c->hier_local);
+  free(c->hier_cross);
+  c->host = c->hier_local = c->hier_cross = NULL;
+  c->hier_h = c->hier_l = 1;
+  c->hier_lpos = c->hier_hpos = 0;
+}
+
+/* Groups the ranks by host (sorted by host, then rank: each group's ranks
+ * in rank order), numbers the hosts by their lowest rank, and keeps this
+ * rank's two rings of the hierarchy when every host has as many ranks. */
+int uroce_coll_comm_set_hosts(uroce_coll_comm *c, const int *host, int n) {
+  if (!c || (host && n != c->size))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (c->req.state == UROCE_COLL_INPROGRESS)
+    return UROCE_ERR_BUSY;
+  hosts_forget(c);
+  if (!host)
+    return 0;
+  int size = c->size, me = c->rank, rc = -ENOMEM;
+  host_rank *v = malloc((size_t)size * sizeof *v);
+  host_rank *g = malloc((size_t)size * sizeof *g); /* {lowest rank, start} */
+  c->host = malloc((size_t)size * sizeof *c->host);
+  if (!v || !g || !c->host)
+    goto out;
+  memcpy(c->host, host, (size_t)size * sizeof *host);
+  for (int r = 0; r < size; r++)
+    v[r] = (host_rank){host[r], r};
+  qsort(v, (size_t)size, sizeof *v, cmp_host_rank);
+  int nh = 0, nl = 0, even = 1, mine = 0, lpos = 0;
+  for (int i = 0, j; i < size; i = j) {
+    for (j = i; j < size && v[j].key == v[i].key; j++)
+      if (v[j].rank == me) {
+        mine = i;
+        lpos = j - i;
+      }
+    if (!nh)
+      nl = j - i;
+    else if (j - i != nl)
+      even = 0;
+    g[nh++] = (host_rank){v[i].rank, i};
+  }
+  rc = 0;
+  if (!even || nh < 2 || nl < 2)
+    goto out;
+  qsort(g, (size_t)nh, sizeof *g, cmp_host_rank); /* hosts by lowest rank */
+  c->hier_local = malloc((size_t)nl * sizeof(int));
+  c->hier_cross = malloc((size_t)nh * sizeof(int));
+  if (!c->hier_local || !c->hier_cross) {
+    hosts_forget(c);
+    rc = -ENOMEM;
+    goto out;
+  }
+  for (int k = 0; k < nl; k++)
+    c->hier_local[k] = v[mine + k].rank;
+  for (int h = 0; h < nh; h++) {
+    c->hier_cross[h] = v[g[h].rank + lpos].rank;
+    if (g[h].rank == mine)
+      c->hier_hpos = h;
+  }
+  c->hier_h = nh;
+  c->hier_l = nl;
+  c->hier_lpos = lpos;
+out:
+  if (rc < 0)
+    hosts_forget(c);
+  free(v);
+  free(g);
+  return rc;
+}
+
+void uroce_coll_comm_hosts(const uroce_coll_comm *c, int *nhosts,
+                           int *per_host) {
+  int h = c && c->hier_h > 1 ? c->hier_h : 1;
+  if (nhosts)
+    *nhosts = h;
+  if (per_host)
+    *per_host = c ? (h > 1 ? c->hier_l : c->size) : 0;
+}
+
 const char *uroce_coll_errmsg(const uroce_coll_comm *c) {
   return c ? c->errmsg : "";
 }
@@ -894,7 +990,7 @@ int uroce_coll_start(uroce_coll_comm *c, uroce_coll_kind kind,
                   kind == UROCE_COLL_ALLGATHER || kind == UROCE_COLL_ALLTOALL)
                      ? bytes * (size_t)n
                      : bytes;
-  if (algo == UROCE_COLL_ALGO_AUTO || !coll_algo_supports(algo, kind))
+  if (algo == UROCE_COLL_ALGO_AUTO || !coll_algo_supports(c, algo, kind))
     algo = uroce_coll_choose_algo(c, kind, total);
   r->algo = algo;
   c->seq++;
@@ -997,7 +1093,7 @@ size_t uroce_coll_sched_bytes(const uroce_coll_comm *c, uroce_coll_kind kind,
                      : count * es;
   if (algo == UROCE_COLL_ALGO_AUTO)
     algo = c->algo;
-  if (algo == UROCE_COLL_ALGO_AUTO || !coll_algo_supports(algo, kind))
+  if (algo == UROCE_COLL_ALGO_AUTO || !coll_algo_supports(c, algo, kind))
     algo = uroce_coll_choose_algo(c, kind, total);
   /* The builder reads the rank and size and grows comm->steps: give it a
    * copy whose steps are its own. */
@@ -1080,8 +1176,8 @@ const char *uroce_coll_op_name(uroce_coll_op op) {
   return (unsigned)op < UROCE_COLL_OP_COUNT ? n[op] : "?";
 }
 
-static const char *const algo_names[] = {"auto", "ring", "tree", "rhd",
-                                         "pairwise"};
+static const char *const algo_names[] = {"auto", "ring",     "tree",
+                                         "rhd",  "pairwise", "hier"};
 
 const char *uroce_coll_algo_name(uroce_coll_algo a) {
   return (unsigned)a < UROCE_COLL_ALGO_COUNT ? algo_names[a] : "?";

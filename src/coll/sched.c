@@ -24,7 +24,13 @@ typedef struct builder {
   int n, me;
   size_t es;
   int lazy; /* the working buffer starts empty: its blocks come from src */
+  const int *map; /* position -> rank for the ring helpers (a hierarchy's
+                     groups); NULL: the identity */
 } builder;
+
+static int rank_at(const builder *b, int pos) {
+  return b->map ? b->map[pos] : pos;
+}
 
 static step *add_step(builder *b) {
   uroce_coll_comm *c = b->r->comm;
@@ -90,6 +96,7 @@ static void even_block(size_t count, int n, int i, size_t *off, size_t *len) {
 typedef struct blocks {
   size_t count; /* allreduce: vector; else per-rank block */
   int fixed;
+  size_t base; /* elements before the vector (a hierarchy's sub-vector) */
 } blocks;
 
 static void block(const blocks *bl, int n, int i, size_t *off, size_t *len) {
@@ -99,6 +106,7 @@ static void block(const blocks *bl, int n, int i, size_t *off, size_t *len) {
   } else {
     even_block(bl->count, n, i, off, len);
   }
+  *off += bl->base;
 }
 
 /* ---- ring ---------------------------------------------------------------- */
@@ -108,7 +116,8 @@ static void block(const blocks *bl, int n, int i, size_t *off, size_t *len) {
  * the reduced block me+1+shift. Each send pipelines on the previous step's
  * receive of the same block. */
 static int ring_rs(builder *b, const blocks *bl, int shift, int tag0) {
-  int n = b->n, me = b->me, right = mod(me + 1, n), left = mod(me - 1, n);
+  int n = b->n, me = b->me;
+  int right = rank_at(b, mod(me + 1, n)), left = rank_at(b, mod(me - 1, n));
   for (int s = 0; s < n - 1; s++) {
     int idx = b->r->nsteps;
     step *st = add_step(b);
@@ -133,7 +142,8 @@ static int ring_rs(builder *b, const blocks *bl, int shift, int tag0) {
  * here): step t forwards block first-t and receives first-t-1. */
 static int ring_ag(builder *b, const blocks *bl, int first, int tag0,
                    int dep0) {
-  int n = b->n, me = b->me, right = mod(me + 1, n), left = mod(me - 1, n);
+  int n = b->n, me = b->me;
+  int right = rank_at(b, mod(me + 1, n)), left = rank_at(b, mod(me - 1, n));
   for (int t = 0; t < n - 1; t++) {
     int idx = b->r->nsteps;
     step *st = add_step(b);
@@ -454,6 +464,44 @@ out:
   return rc;
 }
 
+/* ---- hierarchical allreduce
+ * -----------------------------------------------------
+ *
+ * H hosts of L ranks each. The vector is cut into L blocks. A ring
+ * reduce-scatter inside the host leaves local rank l with block l + 1
+ * reduced over its host; the ranks holding that block on every host (one
+ * per host: a "channel") allreduce it with a ring between the hosts, on H
+ * sub-blocks; a ring allgather inside the host spreads the L blocks. Each
+ * rank sends 2(L-1)/L of the vector to its host peers and 2(H-1)/(H L) to
+ * other hosts, so every rank of a host drives an L-th of the host's
+ * network traffic, in 2(L-1) + 2(H-1) steps instead of the flat ring's
+ * 2(HL-1). The first send of a phase waits for the whole last step of the
+ * previous one (their regions differ), not chunk by chunk. */
+static int hier_allreduce(builder *b, size_t count) {
+  const uroce_coll_comm *c = b->r->comm;
+  int nl = c->hier_l, nh = c->hier_h;
+  builder in = *b, x = *b;
+  in.n = nl;
+  in.me = c->hier_lpos;
+  in.map = c->hier_local;
+  x.n = nh;
+  x.me = c->hier_hpos;
+  x.map = c->hier_cross;
+  x.lazy = 0; /* the channel's block was reduced into the working buffer */
+  blocks host_bl = {count, 0, 0};
+  int own = mod(in.me + 1, nl), rc;
+  if ((rc = ring_rs(&in, &host_bl, 0, TAG_RING)) < 0)
+    return rc;
+  size_t o, l;
+  even_block(count, nl, own, &o, &l);
+  blocks chan_bl = {l, 0, o};
+  int tag = TAG_RING + 2 * nl;
+  if ((rc = ring_rs(&x, &chan_bl, 0, tag)) < 0 ||
+      (rc = ring_ag(&x, &chan_bl, x.me + 1, tag + nh, b->r->nsteps - 1)) < 0)
+    return rc;
+  return ring_ag(&in, &host_bl, own, TAG_RING + nl, b->r->nsteps - 1);
+}
+
 /* ---- all-to-all
  * ---------------------------------------------------------------- */
 
@@ -473,11 +521,13 @@ static int pairwise(builder *b, size_t count) {
 /* ---- choice
  * -------------------------------------------------------------------- */
 
-int coll_algo_supports(uroce_coll_algo a, uroce_coll_kind k) {
+int coll_algo_supports(const uroce_coll_comm *c, uroce_coll_algo a,
+                       uroce_coll_kind k) {
   switch (k) {
   case UROCE_COLL_ALLREDUCE:
     return a == UROCE_COLL_ALGO_RING || a == UROCE_COLL_ALGO_TREE ||
-           a == UROCE_COLL_ALGO_RHD;
+           a == UROCE_COLL_ALGO_RHD ||
+           (a == UROCE_COLL_ALGO_HIER && c && c->hier_h > 1);
   case UROCE_COLL_REDUCE_SCATTER:
   case UROCE_COLL_ALLGATHER:
     return a == UROCE_COLL_ALGO_RING || a == UROCE_COLL_ALGO_RHD;
@@ -503,6 +553,11 @@ uroce_coll_algo uroce_coll_choose_algo(const uroce_coll_comm *c,
       return UROCE_COLL_ALGO_RING;
     if (bytes <= 64 * 1024)
       return UROCE_COLL_ALGO_RHD;
+    /* ranks on several hosts: the rings inside and between hosts move the
+     * ring's data per rank in fewer steps, and every rank of a host
+     * carries part of its network traffic (docs/coll.md) */
+    if (c && c->hier_h > 1)
+      return UROCE_COLL_ALGO_HIER;
     /* from 512 KiB the halving/doubling's 2 log2(n) steps of the least
      * data overtake the tree, until the ring's pipeline does (docs/coll.md:
      * measured on 8 ranks; on 16 the two were even at 1 MiB) */
@@ -525,17 +580,19 @@ uroce_coll_algo uroce_coll_choose_algo(const uroce_coll_comm *c,
 }
 
 int coll_sched_build(uroce_coll_req *r, size_t count, int root) {
-  builder b = {r, r->comm->size, r->comm->rank, r->esize, 0};
+  builder b = {r, r->comm->size, r->comm->rank, r->esize, 0, NULL};
   /* uroce_coll_start leaves the working buffer empty only for a ring or
    * tree allreduce out of place */
   b.lazy = r->kind == UROCE_COLL_ALLREDUCE && r->src && r->src != r->work;
   r->nsteps = 0;
   r->steps = r->comm->steps;
-  blocks bl = {count, r->kind != UROCE_COLL_ALLREDUCE};
+  blocks bl = {count, r->kind != UROCE_COLL_ALLREDUCE, 0};
   int rc;
   switch (r->kind) {
   case UROCE_COLL_ALLREDUCE:
-    if (r->algo == UROCE_COLL_ALGO_TREE)
+    if (r->algo == UROCE_COLL_ALGO_HIER)
+      rc = hier_allreduce(&b, count);
+    else if (r->algo == UROCE_COLL_ALGO_TREE)
       rc = tree_allreduce(&b, count);
     else if (r->algo == UROCE_COLL_ALGO_RHD)
       rc = rhd(&b, count, RHD_ALLREDUCE);

@@ -193,6 +193,35 @@ int coll_shm_hosts(const void *blobs, int size, int rank, uint8_t *local) {
   return n;
 }
 
+int coll_shm_host_ids(const void *blobs, int size, int *host) {
+  int *rep = malloc((size_t)size * sizeof *rep), nrep = 0;
+  if (!rep)
+    return -ENOMEM;
+  for (int r = 0; r < size; r++) {
+    host_blob h;
+    memcpy(&h, (const char *)blobs + (size_t)r * COLL_SHM_HOST_BLOB, sizeof h);
+    if (h.magic != SHM_MAGIC || h.rank != r) {
+      free(rep);
+      return UROCE_COLL_ERR_MISMATCH;
+    }
+    host[r] = r;
+    for (int i = 0; h.on && h.boot_id[0] && i < nrep; i++) {
+      host_blob q;
+      memcpy(&q, (const char *)blobs + (size_t)rep[i] * COLL_SHM_HOST_BLOB,
+             sizeof q);
+      if (!memcmp(h.ns, q.ns, sizeof h.ns) &&
+          !memcmp(h.boot_id, q.boot_id, sizeof h.boot_id)) {
+        host[r] = rep[i];
+        break;
+      }
+    }
+    if (host[r] == r && h.on && h.boot_id[0])
+      rep[nrep++] = r;
+  }
+  free(rep);
+  return 0;
+}
+
 void coll_shm_del(coll_shm *s) {
   if (!s)
     return;

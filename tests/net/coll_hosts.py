@@ -114,10 +114,16 @@ def check_case(uroce, hosts, algo, small_chunks):
         doc = json.loads(outs[0][0])
         ok = ok and doc["wrong"] == 0 and doc["ranks"] == 2 * len(hosts)
         ok = ok and doc["host_ranks"] == 2 and doc["shm"] == "cma"
+        ok = ok and doc["hosts"] == len(hosts) and doc["ranks_per_host"] == 2
         ok = ok and len(set(r["collective"] for r in doc["results"])) == 6
         ok = ok and len(set(r["type"] for r in doc["results"])) == 6
         if algo != "auto":
             ok = ok and algo in set(r["algo"] for r in doc["results"])
+        else:
+            # above 64 KiB an allreduce over hosts goes hierarchical
+            big = [r for r in doc["results"] if r["collective"] == "allreduce"
+                   and r["size"] > 65536]
+            ok = ok and big and all(r["algo"] == "hier" for r in big)
         rows = len(doc["results"])
     except (ValueError, KeyError) as e:
         ok = False
@@ -153,12 +159,12 @@ def rank_pids(ns_launchers):
     return out
 
 
-def dead_rank_case(uroce, hosts, victim, limit):
+def dead_rank_case(uroce, hosts, victim, limit, algo):
     n = 2 * len(hosts)
-    name = "dead rank: %d hosts x 2 ranks, kill rank %d" % (len(hosts),
-                                                          victim)
+    name = "dead rank: %d hosts x 2 ranks, %s, kill rank %d" % (
+        len(hosts), algo, victim)
     args = ["-o", "allreduce", "-b", "1M", "-e", "1M", "-n", "1000000",
-            "-w", "0", "--algo", "ring", "--timeout", "3000"]
+            "-w", "0", "--algo", algo, "--timeout", "3000"]
     procs = start_job(uroce, hosts, 2, args, ["--grace", "60"])
     pids = {}
     end = time.time() + 20
@@ -206,12 +212,13 @@ def main():
     t0 = time.time()
     try:
         hosts = hosts_up(3)
-        for i, algo in enumerate(("auto", "ring", "tree", "rhd")):
+        for i, algo in enumerate(("auto", "ring", "tree", "rhd", "hier")):
             check_case(u, hosts[:2], algo, i % 2 == 1)
         check_case(u, hosts, "auto", False)
         check_case(u, hosts, "ring", True)
-        dead_rank_case(u, hosts[:2], 3, 8)
-        dead_rank_case(u, hosts, 1, 8)
+        check_case(u, hosts, "hier", True)
+        dead_rank_case(u, hosts[:2], 3, 8, "ring")
+        dead_rank_case(u, hosts, 1, 8, "hier")
     finally:
         hosts_down()
     failed = sum(1 for _, ok in results if not ok)

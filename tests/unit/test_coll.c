@@ -361,6 +361,134 @@ static void test_auto(void) {
   fab_del(&g);
 }
 
+/* Host tables: layout l of n ranks. 0: hosts of consecutive ranks; 1:
+ * rank r on host r % nh (a host's ranks interleaved with the others'); 2:
+ * hosts named by large, unordered numbers, ranks shuffled among them. */
+static void host_table(int n, int nh, int layout, int *host) {
+  int per = n / nh;
+  for (int r = 0; r < n; r++)
+    host[r] = layout == 0 ? r / per : layout == 1 ? r % nh : 0;
+  if (layout == 2) {
+    /* a fixed permutation of the ranks, then per ranks to each host */
+    int *perm = malloc((size_t)n * sizeof *perm);
+    for (int r = 0; r < n; r++)
+      perm[r] = r;
+    uint64_t st = 99;
+    for (int r = n - 1; r > 0; r--) {
+      int j = (int)(t_rand(&st) % (uint64_t)(r + 1)), t = perm[r];
+      perm[r] = perm[j];
+      perm[j] = t;
+    }
+    for (int i = 0; i < n; i++)
+      host[perm[i]] = 1000003 * (nh - i / per) - 7;
+    free(perm);
+  }
+}
+
+static void fab_set_hosts(fab *f, const int *host) {
+  for (int r = 0; r < f->n; r++)
+    CHECK_EQ(uroce_coll_comm_set_hosts(f->comms[r], host, f->n), 0);
+}
+
+/* The hierarchical allreduce: hosts x ranks per host in three layouts,
+ * every type and op, uneven counts (fewer elements than ranks per host,
+ * than ranks, several chunks per block), in and out of place, with and
+ * without reordered arrivals; AUTO picks it above 64 KiB on a comm with a
+ * hierarchy and not without one; hosts of unequal sizes fall back. */
+static void test_hier(void) {
+  static const int shape[][2] = {{2, 2}, {2, 3}, {3, 2}, {2, 4},
+                                 {4, 2}, {3, 3}, {4, 4}, {2, 8}};
+  uint64_t seed = 5000;
+  for (int si = 0; si < 8; si++) {
+    int nh = shape[si][0], n = nh * shape[si][1], host[16];
+    for (int layout = 0; layout < 3; layout++) {
+      fab f = fab_new(n, 300 + (uint64_t)(si * 3 + layout),
+                      layout == 1 ? 4000 : 0, layout == 2 ? 256 : 1024,
+                      layout ? 2 : 4);
+      host_table(n, nh, layout, host);
+      fab_set_hosts(&f, host);
+      int gh, gl;
+      uroce_coll_comm_hosts(f.comms[n - 1], &gh, &gl);
+      CHECK_EQ(gh, nh);
+      CHECK_EQ(gl, n / nh);
+      size_t counts[] = {1, (size_t)n / nh - 1, (size_t)n + 1, 1003, 30011};
+      for (int ci = 0; ci < 5; ci++)
+        for (int d = 0; d < NDT; d++)
+          for (int op = 0; op < 4; op += (ci == 4 ? 3 : 1)) {
+            run_case(&f, UROCE_COLL_ALLREDUCE, all_dt[d], op,
+                     UROCE_COLL_ALGO_HIER, counts[ci], (int)(seed & 1), 0,
+                     seed);
+            seed++;
+          }
+      CHECK_EQ(uroce_coll_choose_algo(f.comms[0], UROCE_COLL_ALLREDUCE,
+                                      1 << 20),
+               UROCE_COLL_ALGO_HIER);
+      CHECK_EQ(uroce_coll_choose_algo(f.comms[0], UROCE_COLL_ALLREDUCE, 4096),
+               UROCE_COLL_ALGO_RHD);
+      /* AUTO runs it, and the other collectives are unchanged */
+      run_case(&f, UROCE_COLL_ALLREDUCE, UROCE_COLL_FLOAT32, UROCE_COLL_SUM,
+               UROCE_COLL_ALGO_AUTO, 70000, 0, 0, seed++);
+      run_case(&f, UROCE_COLL_REDUCE_SCATTER, UROCE_COLL_INT32,
+               UROCE_COLL_MAX, UROCE_COLL_ALGO_AUTO, 5000, 1, 0, seed++);
+      fab_del(&f);
+    }
+  }
+  /* hosts of 3 and 2 ranks, one host, one rank per host: no hierarchy;
+   * HIER falls back to the flat choice and the result is still right */
+  static const int odd[][6] = {{0, 0, 0, 1, 1, -1},
+                               {4, 4, 4, 4, 4, -1},
+                               {0, 1, 2, 3, 4, -1}};
+  for (int k = 0; k < 3; k++) {
+    fab f = fab_new(5, 77 + (uint64_t)k, 0, 512, 4);
+    fab_set_hosts(&f, odd[k]);
+    int gh, gl;
+    uroce_coll_comm_hosts(f.comms[0], &gh, &gl);
+    CHECK_EQ(gh, 1);
+    CHECK_EQ(gl, 5);
+    CHECK_EQ(uroce_coll_choose_algo(f.comms[0], UROCE_COLL_ALLREDUCE, 1 << 24),
+             UROCE_COLL_ALGO_RING);
+    run_case(&f, UROCE_COLL_ALLREDUCE, UROCE_COLL_FLOAT64, UROCE_COLL_SUM,
+             UROCE_COLL_ALGO_AUTO, 4099, 0, 0, seed++);
+    uroce_coll_req *reqs[5];
+    int rcs[5];
+    double vin[5][40];
+    for (int r = 0; r < 5; r++) {
+      for (int i = 0; i < 40; i++)
+        vin[r][i] = r * 100 + i;
+      CHECK_EQ(uroce_coll_start(f.comms[r], UROCE_COLL_ALLREDUCE, vin[r],
+                                vin[r], 40, UROCE_COLL_FLOAT64, UROCE_COLL_SUM,
+                                0, UROCE_COLL_ALGO_HIER, &reqs[r]),
+               0);
+      CHECK_EQ(uroce_coll_req_algo(reqs[r]),
+               uroce_coll_choose_algo(f.comms[r], UROCE_COLL_ALLREDUCE,
+                                      40 * sizeof(double)));
+    }
+    CHECK_EQ(coll_mem_run(f.m, reqs, rcs, 1000000000ull), 0);
+    for (int r = 0; r < 5; r++) {
+      CHECK_EQ(rcs[r], 0);
+      CHECK(vin[r][39] == 1000 + 5 * 39);
+    }
+    fab_del(&f);
+  }
+  /* a table of the wrong size; changing hosts mid-collective; forgetting */
+  fab f = fab_new(4, 3, 0, 512, 4);
+  int host4[4] = {0, 0, 1, 1};
+  CHECK_EQ(uroce_coll_comm_set_hosts(f.comms[0], host4, 3),
+           UROCE_ERR_INVALID_ARGUMENT);
+  fab_set_hosts(&f, host4);
+  uroce_coll_req *req;
+  float v[64] = {0};
+  CHECK_EQ(uroce_coll_allreduce_start(f.comms[0], v, v, 64, UROCE_COLL_FLOAT32,
+                                      UROCE_COLL_SUM, &req),
+           0);
+  CHECK_EQ(uroce_coll_comm_set_hosts(f.comms[0], host4, 4), UROCE_ERR_BUSY);
+  CHECK_EQ(uroce_coll_comm_set_hosts(f.comms[1], NULL, 0), 0);
+  int gh;
+  uroce_coll_comm_hosts(f.comms[1], &gh, NULL);
+  CHECK_EQ(gh, 1);
+  fab_del(&f);
+}
+
 /* UROCE_COLL_ALGO picks the algorithm of AUTO collectives. */
 static void test_env_override(void) {
   setenv("UROCE_COLL_ALGO", "tree", 1);
@@ -474,6 +602,13 @@ static void dead_rank(uroce_coll_kind kind, uroce_coll_algo algo, int n,
   cfg.slots = 2;
   cfg.timeout_ns = 50000000; /* 50 ms of virtual time */
   CHECK_EQ(make_comms(m, &cfg, comms), 0);
+  if (algo == UROCE_COLL_ALGO_HIER) { /* hosts of 2 ranks */
+    int host[16];
+    for (int r = 0; r < n; r++)
+      host[r] = r / 2;
+    for (int r = 0; r < n; r++)
+      CHECK_EQ(uroce_coll_comm_set_hosts(comms[r], host, n), 0);
+  }
   size_t count = 200000;
   float *buf = calloc((size_t)n * count * (size_t)n, sizeof(float));
   uroce_coll_req *reqs[16];
@@ -485,6 +620,8 @@ static void dead_rank(uroce_coll_kind kind, uroce_coll_algo algo, int n,
                               UROCE_COLL_FLOAT32, UROCE_COLL_SUM, 0, algo,
                               &reqs[r]),
              0);
+  for (int r = 0; r < n; r++)
+    CHECK_EQ(uroce_coll_req_algo(reqs[r]), algo);
   /* some progress first, then the victim dies */
   CHECK(coll_mem_run(m, reqs, rc, 20000) > 0);
   coll_mem_kill(m, victim, error_completions);
@@ -536,6 +673,8 @@ static void test_dead_rank(void) {
   dead_rank(UROCE_COLL_ALLREDUCE, UROCE_COLL_ALGO_RING, 5, 2, 1);
   dead_rank(UROCE_COLL_ALLREDUCE, UROCE_COLL_ALGO_TREE, 8, 3, 0);
   dead_rank(UROCE_COLL_ALLREDUCE, UROCE_COLL_ALGO_RHD, 6, 5, 0);
+  dead_rank(UROCE_COLL_ALLREDUCE, UROCE_COLL_ALGO_HIER, 6, 2, 0);
+  dead_rank(UROCE_COLL_ALLREDUCE, UROCE_COLL_ALGO_HIER, 8, 7, 1);
   dead_rank(UROCE_COLL_BROADCAST, UROCE_COLL_ALGO_TREE, 7, 1, 0);
   dead_rank(UROCE_COLL_ALLTOALL, UROCE_COLL_ALGO_PAIRWISE, 4, 0, 1);
 }
@@ -814,6 +953,7 @@ static void run_matrix(void) {
   T_RUN(test_sweep_large);
   gather_min = save;
   T_RUN(test_auto);
+  T_RUN(test_hier);
   T_RUN(test_real_tolerance);
   T_RUN(test_mismatch);
   T_RUN(test_dead_rank);
