@@ -1,7 +1,13 @@
 /* The collective workload: the collectives of src/coll, unchanged, run by
  * simulated ranks over the simulated NICs' engines.
  *
- * Rank i is NIC i. Each rank has one uroce_coll_comm in phantom mode
+ * Rank i is NIC i, unless the scenario groups ranks into servers
+ * (ranks_per_host G, nics_per_host K): then rank i is local rank i % G of
+ * server i / G, on that server's NIC (i % G) / (G / K), and the
+ * communicator knows the servers (uroce_coll_comm_set_hosts), so AUTO
+ * runs the hierarchical allreduce as the real stack does. Writes between
+ * ranks of one server never reach a NIC: they cross an intra-host link
+ * (below). Each rank has one uroce_coll_comm in phantom mode
  * (uroce_coll_config.phantom: every step, chunk, credit and dependency,
  * no payload bytes) on a uroce_coll_transport whose calls are:
  *
@@ -22,6 +28,14 @@
  * per pair of ranks the algorithm uses (ring: neighbours, trees and
  * halving/doubling: their partners, all-to-all: everyone).
  *
+ * The intra-host link (NVLink through an NVSwitch, as a model): every rank
+ * has a port of intra_gbps each way. A write of len bytes leaves the
+ * sender's port after the writes queued before it (FIFO, len / rate),
+ * enters the receiver's port no earlier than that port's previous write
+ * plus len / rate, and lands intra_latency_us later; then the receiver
+ * gets RECV_IMM and the sender WRITE_DONE at once (the bytes are in
+ * place). No packets, no loss, no congestion beyond the two ports.
+ *
  * Progress is dependency-driven: a completion for a rank schedules that
  * rank's event at the same instant, which runs uroce_coll_test(), and
  * whatever that posts leaves the NIC as soon as the wire is free. A size
@@ -38,7 +52,9 @@
 struct sc_rank {
   struct sim_ev ev; /* first: container_of */
   struct sim_coll *sc;
-  uint32_t rank, nic;
+  uint32_t rank, nic, server;
+  sim_time_t intra_tx_free, intra_rx_free; /* the intra-host port's */
+  uint64_t intra_bytes;                    /* sent over it, this size */
   uroce_coll_transport tp;
   uroce_coll_comm *comm;
   uroce_coll_req *req;
@@ -65,6 +81,27 @@ struct sim_coll {
   uint64_t rx_at_start; /* payload arrived at the ranks when size began */
   uint64_t chunk_bytes, hdr_bytes; /* the communicator's chunk and header */
   double *hop_prop_ps, *hop_ps_per_byte; /* ring hop i: rank i -> i + 1 */
+  /* servers (ranks_per_host > 1) */
+  uint32_t per_host, nics_per_host, per_nic;
+  double intra_ps_per_byte;
+  sim_time_t intra_lat;
+  uint64_t *nic_bytes; /* per NIC: bytes written to the fabric, this size */
+  uint64_t intra_rx;   /* bytes landed over intra-host links, in all */
+  struct sc_intra *free_x;
+  struct sc_block *blocks;
+};
+
+/* A write between ranks of one server, until it lands. */
+struct sc_intra {
+  struct sim_ev ev; /* first: container_of */
+  struct sc_intra *next_free;
+  uint32_t from, to, imm, len;
+  uint64_t wr_id;
+};
+#define SC_BLOCK 256
+struct sc_block {
+  struct sc_block *next;
+  struct sc_intra x[SC_BLOCK];
 };
 
 /* ---- the transport ---- */
@@ -84,6 +121,85 @@ static void tp_dereg_mr(void *ctx, uroce_coll_mr *mr) {
   (void)mr;
 }
 
+static void push_cqe(struct sim_coll *sc, struct sc_rank *r,
+                     const uroce_coll_cqe *q) {
+  if (r->qn == r->qcap) {
+    uint32_t cap = r->qcap ? 2 * r->qcap : 64;
+    uroce_coll_cqe *nq = realloc(r->q, cap * sizeof(*nq));
+    if (!nq) {
+      sc->failed = sc->finished = true;
+      return;
+    }
+    r->q = nq;
+    r->qcap = cap;
+  }
+  r->q[r->qn++] = *q;
+  if (r->busy)
+    sim_schedule_min(sc->s, &r->ev, sc->s->now);
+}
+
+static struct sc_intra *intra_alloc(struct sim_coll *sc) {
+  if (!sc->free_x) {
+    struct sc_block *b = calloc(1, sizeof(*b));
+    if (!b)
+      return 0;
+    b->next = sc->blocks;
+    sc->blocks = b;
+    for (int i = 0; i < SC_BLOCK; i++) {
+      sim_ev_init(&b->x[i].ev);
+      b->x[i].ev.arg = SIM_EV_COLL_INTRA;
+      b->x[i].next_free = sc->free_x;
+      sc->free_x = &b->x[i];
+    }
+  }
+  struct sc_intra *x = sc->free_x;
+  sc->free_x = x->next_free;
+  return x;
+}
+
+/* A write to a rank of the same server, over the intra-host link. */
+static int intra_post(struct sc_rank *r, struct sc_rank *p,
+                      const uroce_coll_mr *mr, size_t offset, size_t len,
+                      uint64_t remote_addr, uint32_t imm, uint64_t wr_id) {
+  struct sim_coll *sc = r->sc;
+  struct sim *s = sc->s;
+  struct sc_intra *x = intra_alloc(sc);
+  if (!x)
+    return -12; /* -ENOMEM */
+  if (mr && len >= 16)
+    memcpy((void *)(uintptr_t)remote_addr, (const char *)mr->addr + offset, 16);
+  sim_time_t ser = (sim_time_t)((double)len * sc->intra_ps_per_byte + 0.5);
+  sim_time_t out =
+      (r->intra_tx_free > s->now ? r->intra_tx_free : s->now) + ser;
+  r->intra_tx_free = out;
+  sim_time_t in = p->intra_rx_free + ser > out ? p->intra_rx_free + ser : out;
+  p->intra_rx_free = in;
+  *x = (struct sc_intra){.ev = x->ev,
+                         .from = r->rank,
+                         .to = p->rank,
+                         .imm = imm,
+                         .len = (uint32_t)len,
+                         .wr_id = wr_id};
+  r->intra_bytes += len;
+  sim_schedule(s, &x->ev, in + sc->intra_lat);
+  return 0;
+}
+
+static void intra_land(struct sim_coll *sc, struct sc_intra *x) {
+  uroce_coll_cqe rq = {.kind = UROCE_COLL_CQE_RECV_IMM,
+                       .peer = (int32_t)x->from,
+                       .imm = x->imm,
+                       .byte_len = x->len};
+  uroce_coll_cqe wq = {.kind = UROCE_COLL_CQE_WRITE_DONE,
+                       .peer = (int32_t)x->to,
+                       .wr_id = x->wr_id};
+  sc->intra_rx += x->len;
+  push_cqe(sc, &sc->r[x->to], &rq);
+  push_cqe(sc, &sc->r[x->from], &wq);
+  x->next_free = sc->free_x;
+  sc->free_x = x;
+}
+
 static int tp_post(void *ctx, int peer, const uroce_coll_mr *mr, size_t offset,
                    size_t len, uint64_t remote_addr, uint32_t rkey,
                    uint32_t imm, uint64_t wr_id) {
@@ -94,11 +210,17 @@ static int tp_post(void *ctx, int peer, const uroce_coll_mr *mr, size_t offset,
   if (peer < 0 || (uint32_t)peer >= sc->n || (uint32_t)peer == r->rank ||
       len > UINT32_MAX)
     return UROCE_ERR_INVALID_ARGUMENT;
+  if (sc->per_host > 1 && sc->r[peer].server == r->server)
+    return intra_post(r, &sc->r[peer], mr, offset, len, remote_addr, imm,
+                      wr_id);
   struct he_flow *c = r->conn[peer];
   if (!c) {
     uint32_t slots = s->cfg.wl.coll.slots ? s->cfg.wl.coll.slots : 8;
+    uint64_t salt = sc->per_nic > 1
+                        ? ((uint64_t)(r->rank + 1) << 32) | (uint32_t)(peer + 1)
+                        : 0;
     c = sim_eng_conn_new(s, r->nic, sc->r[peer].nic, 2 * slots + 8,
-                         2 * slots + 4);
+                         2 * slots + 4, r->rank, (uint32_t)peer, salt);
     if (!c)
       return -12; /* -ENOMEM: out of QPs or memory */
     r->conn[peer] = c;
@@ -110,7 +232,10 @@ static int tp_post(void *ctx, int peer, const uroce_coll_mr *mr, size_t offset,
     memcpy((void *)(uintptr_t)remote_addr, (const char *)mr->addr + offset, 16);
   /* The comm's wr_id: kind in the top byte, a slot or rank below. */
   uint64_t w = (wr_id >> 56) << 48 | (wr_id & 0xFFFFFFFFFFFFull);
-  return sim_eng_write_imm(s, c, r->nic, (uint32_t)len, imm, w);
+  int rc = sim_eng_write_imm(s, c, r->nic, (uint32_t)len, imm, w);
+  if (!rc)
+    sc->nic_bytes[r->nic] += len;
+  return rc;
 }
 
 static int tp_poll(void *ctx, uroce_coll_cqe *cqes, int max) {
@@ -128,14 +253,13 @@ static uint64_t tp_now(void *ctx) {
   return r->sc->s->now / SIM_NS;
 }
 
-void sim_coll_wc(struct sim *s, uint32_t nic, uint32_t peer,
+void sim_coll_wc(struct sim *s, uint32_t rank, uint32_t peer,
                  const struct uroce_wc *wc) {
   struct sim_coll *sc = s->coll;
-  if (!sc || nic >= s->nnics || peer >= s->nnics ||
-      sc->rank_of[nic] == UINT32_MAX || sc->rank_of[peer] == UINT32_MAX)
+  if (!sc || rank >= sc->n || peer >= sc->n)
     return;
-  struct sc_rank *r = &sc->r[sc->rank_of[nic]];
-  uroce_coll_cqe q = {.peer = (int32_t)sc->rank_of[peer]};
+  struct sc_rank *r = &sc->r[rank];
+  uroce_coll_cqe q = {.peer = (int32_t)peer};
   if (wc->wr_id & SIM_COLL_RECV) {
     q.kind = UROCE_COLL_CQE_RECV_IMM;
     q.imm = __builtin_bswap32(wc->imm_data);
@@ -146,19 +270,7 @@ void sim_coll_wc(struct sim *s, uint32_t nic, uint32_t peer,
     q.wr_id = (w >> 48 & 0xFF) << 56 | (w & 0xFFFFFFFFFFFFull);
   }
   q.status = wc->status == UROCE_WC_SUCCESS ? 0 : (int16_t) - (int)wc->status;
-  if (r->qn == r->qcap) {
-    uint32_t cap = r->qcap ? 2 * r->qcap : 64;
-    uroce_coll_cqe *nq = realloc(r->q, cap * sizeof(*nq));
-    if (!nq) {
-      sc->failed = sc->finished = true;
-      return;
-    }
-    r->q = nq;
-    r->qcap = cap;
-  }
-  r->q[r->qn++] = q;
-  if (r->busy)
-    sim_schedule_min(s, &r->ev, s->now);
+  push_cqe(sc, r, &q);
 }
 
 /* ---- bounds ---- */
@@ -217,9 +329,46 @@ static bool chain_uses_hop(int kind, uint32_t n, uint32_t i) {
  * the two terms, as a schedule without chunk pipelining would need, is no
  * bound once a step's block spans several chunks: the NIC sends chunk 1
  * while chunk 0 travels. */
+/* Servers of several ranks: the bandwidth term from the bytes the
+ * schedule actually put on each NIC's host link and each rank's
+ * intra-host port (slot headers included); the busiest of them. No chain
+ * term: ring hops mix two kinds of link. */
+static void servers_bound(struct sim_coll *sc, struct sim_coll_result *res) {
+  const struct sim *s = sc->s;
+  uint64_t nic_most = 0, intra_most = 0;
+  for (uint32_t i = 0; i < s->nnics; i++)
+    if (sc->nic_bytes[i] > nic_most)
+      nic_most = sc->nic_bytes[i];
+  for (uint32_t i = 0; i < sc->n; i++)
+    if (sc->r[i].intra_bytes > intra_most)
+      intra_most = sc->r[i].intra_bytes;
+  double net_ps = (double)nic_most * 8e12 / (sc->link_gbps * 1e9);
+  double intra_ps = (double)intra_most * sc->intra_ps_per_byte;
+  double bw_ps = net_ps > intra_ps ? net_ps : intra_ps;
+  uint32_t g = sc->per_host, h = sc->n / g;
+  res->steps =
+      res->algo == UROCE_COLL_ALGO_HIER ? 2 * (g - 1) + 2 * (h - 1)
+      : res->algo == UROCE_COLL_ALGO_RING
+          ? (sc->s->cfg.wl.coll.kind == UROCE_COLL_ALLREDUCE ? 2 * (sc->n - 1)
+                                                             : sc->n - 1)
+          : 0;
+  res->step_latency_us = sc->step_latency_us;
+  res->bw_bound_us = bw_ps / 1e6;
+  res->chain_bound_us = 0;
+  res->bound_us = bw_ps / 1e6;
+  double bound_s = bw_ps * 1e-12, t = (double)res->time * 1e-12;
+  res->bound_busbw_gbs =
+      bound_s > 0 ? sc->factor * (double)res->bytes / bound_s / 1e9 : 0;
+  res->ratio = bound_s > 0 ? t / bound_s : 0;
+}
+
 static void coll_bound(struct sim_coll *sc, struct sim_coll_result *res) {
   const struct sim_coll_cfg *cc = &sc->s->cfg.wl.coll;
   uint32_t n = sc->n;
+  if (sc->per_host > 1) {
+    servers_bound(sc, res);
+    return;
+  }
   uint64_t es = uroce_coll_dtype_size((uroce_coll_dtype)cc->dtype);
   uint64_t chunk = (sc->chunk_bytes / es) * es;
   bool ring = res->algo == UROCE_COLL_ALGO_RING;
@@ -303,6 +452,17 @@ static uint64_t count_of(const struct sim_coll *sc, uint64_t bytes) {
   return c ? c : 1;
 }
 
+/* Payload landed at the ranks so far: at their NICs, and over the
+ * intra-host links. */
+static uint64_t rx_now(const struct sim_coll *sc) {
+  const struct sim *s = sc->s;
+  uint64_t rx = sc->intra_rx;
+  for (uint32_t i = 0; i < s->nnics; i++)
+    if (sc->rank_of[i] != UINT32_MAX)
+      rx += s->nics[i].rx_payload;
+  return rx;
+}
+
 static void start_size(struct sim_coll *sc) {
   struct sim *s = sc->s;
   const struct sim_coll_cfg *cc = &s->cfg.wl.coll;
@@ -320,9 +480,10 @@ static void start_size(struct sim_coll *sc) {
   res->bytes = res->count * es * (per_rank ? sc->n : 1);
   res->start = s->now;
   res->algo = -1;
-  sc->rx_at_start = 0;
+  sc->rx_at_start = rx_now(sc);
+  memset(sc->nic_bytes, 0, s->nnics * sizeof(*sc->nic_bytes));
   for (uint32_t i = 0; i < sc->n; i++)
-    sc->rx_at_start += s->nics[sc->r[i].nic].rx_payload;
+    sc->r[i].intra_bytes = 0;
   sc->ndone = 0;
   for (uint32_t i = 0; i < sc->n; i++) {
     struct sc_rank *r = &sc->r[i];
@@ -363,6 +524,10 @@ void sim_coll_event(struct sim *s, struct sim_ev *ev) {
     start_size(sc);
     return;
   }
+  if (ev->arg == SIM_EV_COLL_INTRA) {
+    intra_land(sc, container_of(ev, struct sc_intra, ev));
+    return;
+  }
   struct sc_rank *r = container_of(ev, struct sc_rank, ev);
   if (!r->busy)
     return;
@@ -398,10 +563,7 @@ double sim_coll_progress(const struct sim *s) {
     done += (double)cc->sizes[i];
   if (!sc->finished && sc->cur < cc->nsizes) {
     double want = sc->factor * (double)cc->sizes[sc->cur] * sc->n;
-    uint64_t rx = 0;
-    for (uint32_t i = 0; i < sc->n; i++)
-      rx += s->nics[sc->r[i].nic].rx_payload;
-    double f = want > 0 ? (double)(rx - sc->rx_at_start) / want : 0;
+    double f = want > 0 ? (double)(rx_now(sc) - sc->rx_at_start) / want : 0;
     done += (f < 1 ? f : 1) * (double)cc->sizes[sc->cur];
   }
   return all > 0 ? done / all : 0;
@@ -421,10 +583,34 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
              "engine)");
     return -1;
   }
-  uint32_t n = cc->ranks ? cc->ranks : s->nnics;
-  if (n < 2 || n > s->nnics) {
+  uint32_t g = cc->ranks_per_host ? cc->ranks_per_host : 1;
+  uint32_t k = cc->nics_per_host ? cc->nics_per_host : g;
+  if (k > g || g % k) {
+    snprintf(err, errlen,
+             "workload: nics_per_host (%u) must divide ranks_per_host (%u): "
+             "each NIC serves the same number of ranks",
+             k, g);
+    return -1;
+  }
+  uint32_t servers = s->nnics / k;
+  uint32_t n = cc->ranks ? cc->ranks : servers * g;
+  if (g == 1 && (n < 2 || n > s->nnics)) {
     snprintf(err, errlen, "workload: ranks must be 2..%u (the NICs), got %u",
              s->nnics, n);
+    return -1;
+  }
+  if (g > 1 && (n < 2 || n % g || n / g > servers)) {
+    snprintf(err, errlen,
+             "workload: ranks must be a whole number of servers of "
+             "ranks_per_host %u, at most %u (the topology's %u NICs, %u per "
+             "server), got %u",
+             g, servers * g, s->nnics, k, n);
+    return -1;
+  }
+  if (g > 1 && !(cc->intra_gbps > 0 && cc->intra_latency_us >= 0)) {
+    snprintf(err, errlen,
+             "workload: intra_host_gbps must be positive and "
+             "intra_host_latency_us not negative");
     return -1;
   }
   if (cc->kind == UROCE_COLL_ALLTOALL && n > SIM_COLL_A2A_MAX) {
@@ -446,34 +632,47 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
   s->coll = sc;
   sc->s = s;
   sc->n = n;
+  sc->per_host = g;
+  sc->nics_per_host = k;
+  sc->per_nic = g / k;
+  sc->intra_ps_per_byte = 8e12 / (cc->intra_gbps * 1e9);
+  sc->intra_lat = (sim_time_t)(cc->intra_latency_us * 1e6 + 0.5);
   sim_ev_init(&sc->start_ev);
   sc->start_ev.arg = SIM_EV_COLL_START;
   sc->r = calloc(n, sizeof(*sc->r));
   sc->rank_of = malloc(s->nnics * sizeof(*sc->rank_of));
+  sc->nic_bytes = calloc(s->nnics, sizeof(*sc->nic_bytes));
   size_t isz = uroce_coll_comm_info_size();
   char *blobs = malloc(isz * n);
-  if (!sc->r || !sc->rank_of || !blobs) {
+  int *host = malloc(n * sizeof(*host));
+  if (!sc->r || !sc->rank_of || !sc->nic_bytes || !blobs || !host) {
+    free(host);
     free(blobs);
     snprintf(err, errlen, "out of memory");
     return -1;
   }
-  /* Placement: rank i on NIC i, or on the NICs in a random order (as a
-   * scheduler scatters a job). */
-  for (uint32_t i = 0; i < s->nnics; i++)
+  /* Placement: server i on the i-th group of k NICs, or on the groups in
+   * a random order (as a scheduler scatters a job); one rank per NIC
+   * unless the scenario says. rank_of[] is a server order here, then each
+   * NIC's lowest rank. */
+  for (uint32_t i = 0; i < servers; i++)
     sc->rank_of[i] = i;
   if (cc->placement) {
     uint64_t rng = sim_seed(s->cfg.seed, 8, 0);
-    for (uint32_t i = s->nnics - 1; i > 0; i--) {
+    for (uint32_t i = servers - 1; i > 0; i--) {
       uint32_t j = (uint32_t)(sim_rand(&rng) % (i + 1)), t = sc->rank_of[i];
       sc->rank_of[i] = sc->rank_of[j];
       sc->rank_of[j] = t;
     }
   }
-  for (uint32_t i = 0; i < n; i++)
-    sc->r[i].nic = sc->rank_of[i]; /* rank i's NIC */
+  for (uint32_t i = 0; i < n; i++) {
+    sc->r[i].server = sc->rank_of[i / g];
+    sc->r[i].nic = sc->r[i].server * k + i % g / sc->per_nic;
+    host[i] = (int)sc->r[i].server;
+  }
   for (uint32_t i = 0; i < s->nnics; i++)
     sc->rank_of[i] = UINT32_MAX;
-  for (uint32_t i = 0; i < n; i++)
+  for (uint32_t i = n; i-- > 0;)
     sc->rank_of[sc->r[i].nic] = i;
   uroce_coll_config cfg;
   uroce_coll_config_init(&cfg);
@@ -500,7 +699,10 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
                                    .poll = tp_poll,
                                    .now_ns = tp_now};
     int rc = r->conn ? uroce_coll_comm_new(&r->tp, &cfg, &r->comm) : -12;
+    if (!rc && g > 1)
+      rc = uroce_coll_comm_set_hosts(r->comm, host, (int)n);
     if (rc) {
+      free(host);
       free(blobs);
       snprintf(err, errlen, "workload collective: rank %u: %s", i,
                uroce_coll_strerror(rc));
@@ -508,6 +710,7 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
     }
     uroce_coll_comm_info(r->comm, blobs + isz * i, isz);
   }
+  free(host);
   for (uint32_t i = 0; i < n; i++)
     if (uroce_coll_comm_connect(sc->r[i].comm, blobs, isz * n)) {
       free(blobs);
@@ -534,8 +737,15 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
   }
   double lat = 0;
   for (uint32_t i = 0; i < n; i++) {
-    sim_path_cost(s, sc->r[i].nic, sc->r[(i + 1) % n].nic, &sc->hop_prop_ps[i],
-                  &sc->hop_ps_per_byte[i]);
+    const struct sc_rank *a = &sc->r[i], *b = &sc->r[(i + 1) % n];
+    if (g > 1 && a->server == b->server) {
+      /* an intra-host hop: one full packet's worth at the port */
+      sc->hop_prop_ps[i] = (double)sc->intra_lat;
+      sc->hop_ps_per_byte[i] = sc->intra_ps_per_byte;
+    } else {
+      sim_path_cost(s, a->nic, b->nic, &sc->hop_prop_ps[i],
+                    &sc->hop_ps_per_byte[i]);
+    }
     lat += sc->hop_prop_ps[i] + wire * sc->hop_ps_per_byte[i];
   }
   sc->step_latency_us = lat / n / 1e6;
@@ -559,6 +769,12 @@ void sim_coll_del(struct sim *s) {
   }
   free(sc->r);
   free(sc->rank_of);
+  free(sc->nic_bytes);
+  while (sc->blocks) {
+    struct sc_block *b = sc->blocks;
+    sc->blocks = b->next;
+    free(b);
+  }
   free(sc->hop_prop_ps);
   free(sc->hop_ps_per_byte);
   free(sc);

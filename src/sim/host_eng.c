@@ -90,6 +90,7 @@ struct he_nic {
 struct he_conn {
   struct he_flow hf;
   struct sim_flow f;
+  uint32_t tag[2]; /* the collective's ranks at the src and dst ends */
 };
 
 static void gid_of(const struct sim *s, uint32_t nic, uint8_t g[16]) {
@@ -179,8 +180,16 @@ static void *nic_new(struct sim *s, struct sim_nic *nic) {
     return 0;
   m->s = s;
   m->nic = nic;
-  /* Every flow needs a QP at each end: all-to-all needs 2 (n - 1). */
-  uint32_t q = 2 * s->nnics;
+  /* Every flow needs a QP at each end: all-to-all needs 2 (n - 1), and a
+   * collective's ranks that share a NIC need theirs each. */
+  const struct sim_coll_cfg *cc = &s->cfg.wl.coll;
+  uint64_t per_nic =
+      s->cfg.wl.kind == SIM_WL_COLLECTIVE && cc->ranks_per_host
+          ? cc->ranks_per_host /
+                (cc->nics_per_host ? cc->nics_per_host : cc->ranks_per_host)
+          : 1;
+  uint64_t q64 = 2 * (uint64_t)s->nnics * (per_nic ? per_nic : 1);
+  uint32_t q = q64 > 4096 ? 4096 : (uint32_t)q64;
   m->max_qp = q < 16 ? 16 : q > 4096 ? 4096 : q;
   m->map = calloc(MAP_MIN, sizeof(*m->map));
   m->map_mask = MAP_MIN - 1;
@@ -477,7 +486,8 @@ static int post_coll_recv(struct he_nic *m, struct uroce_qp *qp) {
 }
 
 struct he_flow *sim_eng_conn_new(struct sim *s, uint32_t na, uint32_t nb,
-                                 uint32_t nsend, uint32_t nrecv) {
+                                 uint32_t nsend, uint32_t nrecv, uint32_t ta,
+                                 uint32_t tb, uint64_t salt) {
   if (s->host != &sim_host_eng || na >= s->nnics || nb >= s->nnics || na == nb)
     return 0;
   struct he_nic *a = s->nics[na].model, *b = s->nics[nb].model;
@@ -487,9 +497,15 @@ struct he_flow *sim_eng_conn_new(struct sim *s, uint32_t na, uint32_t nb,
   struct he_conn *c = calloc(1, sizeof(*c));
   if (!c)
     return 0;
-  /* Connections are numbered in creation order, which is deterministic. */
+  /* Connections are numbered in creation order, which is deterministic.
+   * A salt tells connections of one NIC pair apart (several ranks on a
+   * NIC). */
   static const uint32_t id_mask = SIM_COLL_FLOW - 1;
   uint64_t h = sim_seed(s->cfg.seed, 7, ((uint64_t)na << 32) | nb);
+  if (salt)
+    h = sim_seed(h, 9, salt);
+  c->tag[0] = ta;
+  c->tag[1] = tb;
   c->f = (struct sim_flow){.id = SIM_COLL_FLOW | (uint32_t)(h & id_mask),
                            .src = na,
                            .dst = nb,
@@ -575,7 +591,8 @@ static void coll_wc(struct he_nic *m, const struct uroce_wc *wc) {
   if ((wc->wr_id & SIM_COLL_RECV) && wc->status == UROCE_WC_SUCCESS &&
       post_coll_recv(m, e->snd ? hf->sqp : hf->rqp))
     m->failed++;
-  sim_coll_wc(m->s, m->nic->n.id, e->snd ? hf->f->dst : hf->f->src, wc);
+  const struct he_conn *c = container_of(hf, struct he_conn, hf);
+  sim_coll_wc(m->s, c->tag[e->snd ? 0 : 1], c->tag[e->snd ? 1 : 0], wc);
 }
 
 static void poll_cq(struct he_nic *m, sim_time_t now) {

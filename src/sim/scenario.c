@@ -531,8 +531,8 @@ static int workload_fn(struct ctx *x, const char *key, yaml_node_t *v,
     return 0;
   }
   if (KEY("algo")) {
-    static const char *const al[] = {"auto", "ring",     "tree",
-                                     "rhd",  "pairwise", 0};
+    static const char *const al[] = {"auto",     "ring", "tree", "rhd",
+                                     "pairwise", "hier", 0};
     if (get_enum(x, v, key, al, &e))
       return -1;
     cc->algo = e;
@@ -564,6 +564,14 @@ static int workload_fn(struct ctx *x, const char *key, yaml_node_t *v,
   }
   if (KEY("slots"))
     return get_u32(x, v, key, 1, 64, &cc->slots);
+  if (KEY("ranks_per_host"))
+    return get_u32(x, v, key, 1, 1024, &cc->ranks_per_host);
+  if (KEY("nics_per_host"))
+    return get_u32(x, v, key, 1, 1024, &cc->nics_per_host);
+  if (KEY("intra_host_gbps"))
+    return get_double(x, v, key, 0.001, 1e6, &cc->intra_gbps);
+  if (KEY("intra_host_latency_us"))
+    return get_double(x, v, key, 0, 1e6, &cc->intra_latency_us);
   if (KEY("sizes")) {
     if (v->type != YAML_SEQUENCE_NODE)
       return fail(x, v, "'sizes': expected a list like [1MiB, 16MiB]");

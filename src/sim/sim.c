@@ -58,6 +58,11 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->tp.ctrl_prio = 6;
   c->tp.cc = SIM_CC_NONE;
   c->wl.kind = SIM_WL_NONE;
+  /* a server's intra-host link: NVLink 4 on an H100 SXM, 18 links of
+   * 25 GB/s each way (450 GB/s = 3600 Gb/s); 1 us per transfer
+   * (docs/sim.md, "Servers of several ranks") */
+  c->wl.coll.intra_gbps = 3600;
+  c->wl.coll.intra_latency_us = 1.0;
   c->wl.bytes = 1 << 20;
   c->wl.incast_senders = 8;
   c->stop_time = SIM_NEVER;
@@ -870,6 +875,7 @@ static void dispatch(struct sim *s, struct sim_ev *ev) {
     break;
   case SIM_EV_COLL:
   case SIM_EV_COLL_START:
+  case SIM_EV_COLL_INTRA:
     sim_coll_event(s, ev);
     break;
   }

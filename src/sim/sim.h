@@ -191,7 +191,16 @@ struct sim_coll_cfg {
   uint64_t sizes[SIM_COLL_MAX_SIZES];
   uint64_t chunk_bytes; /* communicator's chunk; 0 = its default */
   uint32_t slots;       /* communicator's slots; 0 = its default */
-  int placement;        /* 0: rank i on NIC i; 1: NICs in a random order */
+  int placement;        /* 0: rank i on NIC i; 1: NICs in a random order
+                           (servers in a random order with ranks_per_host) */
+  /* Servers of several ranks (GPUs): ranks_per_host ranks and
+   * nics_per_host NICs per server (NIC:GPU 1:1 when equal, 1:4 with a
+   * quarter as many NICs); a server's NICs are consecutive fabric hosts.
+   * Ranks of one server talk over an intra-host link (NVLink-like) of
+   * intra_gbps each way per rank after intra_latency_us, never the NIC.
+   * 0: one rank per NIC (the default). */
+  uint32_t ranks_per_host, nics_per_host;
+  double intra_gbps, intra_latency_us;
 };
 
 enum sim_op { SIM_OP_WRITE, SIM_OP_SEND, SIM_OP_READ /* uroce model */ };

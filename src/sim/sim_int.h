@@ -77,6 +77,7 @@ enum sim_ev_kind {
   SIM_EV_SAMPLE,
   SIM_EV_COLL,       /* a rank's communicator has completions to handle */
   SIM_EV_COLL_START, /* the next collective size starts */
+  SIM_EV_COLL_INTRA, /* a write between ranks of one server lands */
   SIM_EV_PORT_FC,    /* InfiniBand: send the credits freed at a port */
   SIM_EV_FAIL,       /* a link or switch changes state, or routes install */
   SIM_EV_NIC_CC,     /* IB CC: a NIC's CCT indices step down */
@@ -218,9 +219,13 @@ extern const struct sim_host_ops sim_host_eng;   /* host_eng.c: uroce */
 struct he_flow;
 struct uroce_wc;
 /* Connects NICs a and b (uroce model only): room for nsend send WRs at
- * each end, nrecv receive WQEs posted at each end. NULL on failure. */
+ * each end, nrecv receive WQEs posted at each end; ta and tb name the
+ * ends to sim_coll_wc() (the ranks). salt, when not 0, sets the
+ * connection apart from others between the same NICs (its flow id and
+ * UDP source port). NULL on failure. */
 struct he_flow *sim_eng_conn_new(struct sim *s, uint32_t a, uint32_t b,
-                                 uint32_t nsend, uint32_t nrecv);
+                                 uint32_t nsend, uint32_t nrecv, uint32_t ta,
+                                 uint32_t tb, uint64_t salt);
 /* Posts a signaled RDMA WRITE WITH IMMEDIATE of len phantom bytes from
  * NIC from (an end of c) to the other end, and kicks the NIC. wr_id must
  * fit in 61 bits. 0, UROCE_ERR_QUEUE_FULL or another error. */
@@ -231,9 +236,9 @@ int sim_eng_write_imm(struct sim *s, struct he_flow *c, uint32_t from,
 struct sim_coll;
 int sim_coll_new(struct sim *s, char *err, size_t errlen);
 void sim_coll_del(struct sim *s);
-/* A completion of a collective work request at NIC nic, whose peer is
- * NIC peer. */
-void sim_coll_wc(struct sim *s, uint32_t nic, uint32_t peer,
+/* A completion of a collective work request at the end tagged rank of a
+ * connection whose other end is tagged peer. */
+void sim_coll_wc(struct sim *s, uint32_t rank, uint32_t peer,
                  const struct uroce_wc *wc);
 void sim_coll_event(struct sim *s, struct sim_ev *ev);
 bool sim_coll_done(const struct sim *s);

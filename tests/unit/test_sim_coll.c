@@ -148,6 +148,23 @@ static void test_determinism(void) {
   CHECK(c != a || e3 != e1);
 }
 
+/* Scenario y (two sizes) runs to completion on `ranks` ranks, and no size
+ * beats its bound. */
+static void runs_within_bound(const char *y, uint32_t ranks) {
+  struct sim *s = make(y);
+  CHECK(s != NULL);
+  if (!s)
+    return;
+  CHECK_EQ(sim_run(s, SIM_NEVER), 1);
+  uint32_t n;
+  const struct sim_coll_result *r = sim_coll_results(s, &n);
+  CHECK_EQ(n, 2);
+  CHECK_EQ(sim_coll_ranks(s), ranks);
+  for (uint32_t i = 0; i < n; i++)
+    CHECK(r[i].time > 0 && r[i].ratio >= 1.0);
+  sim_del(s);
+}
+
 /* Every collective and algorithm runs to completion on 12 ranks (not a
  * power of two) in phantom mode. */
 static void test_all_collectives(void) {
@@ -165,18 +182,107 @@ static void test_all_collectives(void) {
                "workload: {type: collective, collective: %s, algo: %s, "
                "sizes: [1000, 300KiB]}\n",
                kinds[k], algos[a]);
-      struct sim *s = make(y);
-      CHECK(s != NULL);
-      if (!s)
-        continue;
-      CHECK_EQ(sim_run(s, SIM_NEVER), 1);
-      uint32_t n;
-      const struct sim_coll_result *r = sim_coll_results(s, &n);
-      CHECK_EQ(n, 2);
-      for (uint32_t i = 0; i < n; i++)
-        CHECK(r[i].time > 0 && r[i].ratio >= 1.0);
-      sim_del(s);
+      runs_within_bound(y, 12);
     }
+}
+
+/* Servers of 4 ranks on the k = 4 fat-tree's 16 NICs, 16 MiB allreduce.
+ *
+ * 1:1 (4 NICs per server, 4 servers, 16 ranks): the hierarchical
+ * allreduce sends 2(G-1)/G S over each rank's intra-host port (reduce-
+ * scatter and allgather inside the server) and 2(H-1)/H S/G over each
+ * rank's own NIC, one phase after the other, the network phase a ring of
+ * 2(H-1) pipelined steps:
+ *
+ *   T = 2 (G-1)/G S / B_i  +  2 (H-1)/H S/G / B  +  2 (H-1) (c / B + a)
+ *
+ * (c the chunk, a a step's latency; the last term is the pipeline's fill,
+ * bounded here by a <= 10 us). The flat ring moves 2(n-1)/n S through one
+ * NIC per neighbour pair: about G times longer.
+ *
+ * 1:4 (1 NIC per server, 16 servers, 64 ranks): each server's NIC carries
+ * 2(H-1)/H S under either algorithm; both within 10% of that. */
+#define SERVERS(algo, g, k, extra)                                             \
+  FAT_TREE("spray")                                                            \
+  "workload: {type: collective, collective: allreduce, algo: " algo            \
+  ", ranks_per_host: " g ", nics_per_host: " k                                 \
+  ", intra_host_latency_us: 0.1, sizes: [16MiB]" extra "}\n"
+
+static const struct sim_coll_result *one_result(struct sim *s) {
+  CHECK_EQ(sim_run(s, SIM_NEVER), 1);
+  uint32_t n;
+  const struct sim_coll_result *r = sim_coll_results(s, &n);
+  CHECK_EQ(n, 1);
+  return n == 1 ? r : 0;
+}
+
+static void test_servers(void) {
+  double S = 16 << 20, B = 100e9 / 8 * 4096 / 4178, Bi = 3600e9 / 8;
+  double c = 64 << 10;
+  struct sim *h = make(SERVERS("hier", "4", "4", ""));
+  struct sim *f = make(SERVERS("ring", "4", "4", ""));
+  struct sim *a = make(SERVERS("auto", "4", "4", ""));
+  CHECK(h && f && a);
+  if (!h || !f || !a)
+    return;
+  const struct sim_coll_result *rh = one_result(h), *rf = one_result(f);
+  const struct sim_coll_result *ra = one_result(a);
+  if (!rh || !rf || !ra)
+    return;
+  CHECK_EQ(sim_coll_ranks(h), 16);
+  CHECK_EQ(rh->algo, 5 /* hier */);
+  CHECK_EQ(ra->algo, 5); /* AUTO knows the servers */
+  CHECK_EQ(rf->algo, 1);
+  CHECK_EQ(rh->steps, 12);
+  double G = 4, H = 4;
+  double bw = (2 * (G - 1) / G * S / Bi + 2 * (H - 1) / H * S / G / B) * 1e6;
+  double fill = 2 * (H - 1) * (c / B * 1e6 + 10);
+  double th = (double)rh->time / 1e6, tf = (double)rf->time / 1e6;
+  printf("1:1, 4 servers x 4: hier %.2f us (closed form %.2f .. %.2f, bound "
+         "%.2f), flat ring %.2f us (x%.2f)\n",
+         th, bw, bw + fill, rh->bound_us, tf, tf / th);
+  CHECK(th >= bw && th <= bw + fill);
+  CHECK(rh->ratio >= 1.0 && rf->ratio >= 1.0);
+  CHECK(tf > 3 * th);
+  sim_del(h);
+  sim_del(f);
+  sim_del(a);
+
+  h = make(SERVERS("hier", "4", "1", ""));
+  f = make(SERVERS("ring", "4", "1", ""));
+  CHECK(h && f);
+  if (!h || !f)
+    return;
+  rh = one_result(h);
+  rf = one_result(f);
+  if (!rh || !rf)
+    return;
+  CHECK_EQ(sim_coll_ranks(h), 64);
+  H = 16;
+  double nic = 2 * (H - 1) / H * S / B * 1e6;
+  th = (double)rh->time / 1e6;
+  tf = (double)rf->time / 1e6;
+  printf("1:4, 16 servers x 4: hier %.2f us, flat ring %.2f us, NIC bound "
+         "%.2f us\n",
+         th, tf, nic);
+  CHECK(th >= nic && th < 1.1 * nic);
+  CHECK(tf >= nic && tf < 1.1 * nic);
+  CHECK(fabs(rh->bound_us - nic) < 0.01 * nic); /* bytes counted at NICs */
+  sim_del(h);
+  sim_del(f);
+
+  /* random placement of servers; every collective still completes */
+  static const char *const kinds[] = {"reduce_scatter", "allgather",
+                                      "broadcast", "reduce", "all_to_all"};
+  for (int k = 0; k < 5; k++) {
+    char y[1024];
+    snprintf(y, sizeof y,
+             FAT_TREE("ecmp") "workload: {type: collective, collective: %s, "
+                              "ranks_per_host: 4, nics_per_host: 2, "
+                              "placement: random, sizes: [1000, 300KiB]}\n",
+             kinds[k]);
+    runs_within_bound(y, 32);
+  }
 }
 
 static void test_parse_errors(void) {
@@ -216,6 +322,34 @@ static void test_parse_errors(void) {
   struct sim *s = sim_new(&c, err, sizeof err);
   CHECK(s == NULL && strstr(err, "ranks must be 2..32"));
   sim_cfg_free(&c);
+  /* servers: NICs that do not divide the ranks, more ranks than servers
+   * hold, a part of a server, a zero rate */
+  const char *sbad[][2] = {
+      {"ranks_per_host: 4, nics_per_host: 3", "nics_per_host (3) must divide"},
+      {"ranks_per_host: 2, nics_per_host: 4", "nics_per_host (4) must divide"},
+      {"ranks_per_host: 4, ranks: 36", "at most 32"},
+      {"ranks_per_host: 4, ranks: 6", "whole number of servers"},
+      {"ranks_per_host: 4, intra_host_gbps: 0", "'intra_host_gbps'"},
+      {"ranks_per_host: 0", "'ranks_per_host'"},
+  };
+  for (size_t i = 0; i < sizeof sbad / sizeof sbad[0]; i++) {
+    char y2[512];
+    snprintf(y2, sizeof y2, "workload: {type: collective, sizes: [1MiB], %s}\n",
+             sbad[i][0]);
+    err[0] = 0;
+    int rc = sim_scenario_parse(y2, strlen(y2), "c.yaml", "", &c, name,
+                                sizeof name, err, sizeof err);
+    if (rc == 0) {
+      s = sim_new(&c, err, sizeof err);
+      CHECK(s == NULL);
+      sim_del(s);
+      sim_cfg_free(&c);
+    }
+    if (!strstr(err, sbad[i][1])) {
+      fprintf(stderr, "error '%s' lacks '%s'\n", err, sbad[i][1]);
+      CHECK(0);
+    }
+  }
 }
 
 int main(void) {
@@ -225,5 +359,6 @@ int main(void) {
   T_RUN(test_ecmp_oversub_slower);
   T_RUN(test_determinism);
   T_RUN(test_all_collectives);
+  T_RUN(test_servers);
   return T_DONE();
 }
