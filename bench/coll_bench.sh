@@ -11,7 +11,9 @@
 #   (one table per count in PER_HOST, default "1 2"): uroce (shared memory
 #   inside a host, RoCEv2 between; one uroce launch --nnodes 2 per host) vs
 #   Open MPI over TCP (--mca btl tcp,self; mpirun starts each host's ranks
-#   through ip netns exec) vs Gloo (TCP).
+#   through ip netns exec) vs Gloo (TCP). With PER_HOST > 1 a flat ring
+#   (uroce --algo ring) takes its turn too, for a second table: the
+#   automatic choice (the hierarchical allreduce above 64 KiB) against it.
 # float32 sum, sizes MIN..MAX bytes by factor 4; busbw = size/time *
 # 2(n-1)/n (nccl-tests). Like with like: out of place (separate send and
 # receive buffers) uroce against MPI_Allreduce; in place uroce against
@@ -247,27 +249,28 @@ done
 # size used to time uroce in processes seconds old, against MPI and Gloo
 # processes that had run the smaller sizes (the first few tens of
 # collectives of fresh ranks run 2-3x slower).
-run_uroce() { # round ranks-per-host
-  : >"$TMP/uroce.$1.txt"
+run_uroce() { # round ranks-per-host [name algo]
+  local name=${3:-uroce} algo=${4:-auto}
+  : >"$TMP/$name.$1.txt"
   local ok=1
   if [ "$LAYOUT" = host ]; then
     "$UROCE" launch -n "$2" -- "$UROCE" coll-bench -o allreduce -d float32 \
-      -r sum --plan "$UPLAN" -J >"$TMP/u.json" || ok=0
+      -r sum --algo "$algo" --plan "$UPLAN" -J >"$TMP/u.json" || ok=0
   else
     local port=$((21000 + RANDOM % 20000))
     ip netns exec "$NSB" "$UROCE" launch -n "$2" --nnodes 2 --node-rank 1 \
       --master-addr 10.77.1.1 --master-port $port --base-addr 10.77.2.1 -- \
-      "$UROCE" coll-bench -o allreduce -d float32 -r sum --plan "$UPLAN" \
-      -J >/dev/null &
+      "$UROCE" coll-bench -o allreduce -d float32 -r sum --algo "$algo" \
+      --plan "$UPLAN" -J >/dev/null &
     local pb=$!
     ip netns exec "$NSA" "$UROCE" launch -n "$2" --nnodes 2 --node-rank 0 \
       --master-addr 10.77.1.1 --master-port $port --base-addr 10.77.1.1 -- \
-      "$UROCE" coll-bench -o allreduce -d float32 -r sum --plan "$UPLAN" \
-      -J >"$TMP/u.json" || ok=0
+      "$UROCE" coll-bench -o allreduce -d float32 -r sum --algo "$algo" \
+      --plan "$UPLAN" -J >"$TMP/u.json" || ok=0
     wait $pb || ok=0
   fi
   if [ $ok = 1 ]; then
-    $PY - "$TMP/u.json" >>"$TMP/uroce.$1.txt" <<'EOF'
+    $PY - "$TMP/u.json" >>"$TMP/$name.$1.txt" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 for r in d["results"]:
@@ -334,18 +337,24 @@ for per in $COUNTS; do
   # The contenders take turns, round after round: a busy spell of a shared
   # host then lands on one round of each rather than on one contender's
   # only run, and the table gives each one's median.
+  # Across hosts with several ranks each, uroce's automatic choice runs the
+  # hierarchical allreduce; a flat ring takes its turn too, for the ratio.
+  flat=0
+  [ "$LAYOUT" = hosts ] && [ "$per" -gt 1 ] && flat=1
   for ((r = 1; r <= ROUNDS; r++)); do
     run_uroce $r "$per"
+    [ $flat = 0 ] || run_uroce $r "$per" flat ring
     run_mpi $r "$per"
     run_gloo $r "$per"
     echo "#   round $r of $ROUNDS done" >&2
   done
   load1=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "# $n ranks $where; load average $load0 before, $load1 after"
-  $PY - "$n" "$ROUNDS" "$TMP" <<'EOF'
+  $PY - "$n" "$ROUNDS" "$TMP" "$flat" <<'EOF'
 import statistics
 import sys
 n, rounds, tmp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+flat = sys.argv[4] == "1"
 factor = 2.0 * (n - 1) / n
 
 
@@ -364,7 +373,7 @@ def load(path):
 
 # runs[name][round] = {size: [oop, ip]}
 runs = {k: [load("%s/%s.%d.txt" % (tmp, k, r)) for r in range(1, rounds + 1)]
-        for k in ("uroce", "mpi", "gloo")}
+        for k in ("uroce", "mpi", "gloo") + (("flat",) if flat else ())}
 
 
 def series(name, b, mode):
@@ -414,5 +423,16 @@ for b in sizes:
 print("# ratio: uroce's median / the best other's median in the same mode;")
 print("# per round: the lowest and highest of uroce / best other, round by "
       "round")
+if flat:
+    print("# uroce's automatic choice (hier above 64 KiB) against a flat ring "
+          "(--algo ring), same rounds, busbw medians")
+    print("# %10s | %9s %9s %9s | %9s %9s %9s" %
+          ("size (B)", "auto", "ring", "ratio", "auto", "ring", "ratio"))
+    for b in sizes:
+        ao, fo = med("uroce", b, 0), med("flat", b, 0)
+        ai, fi = med("uroce", b, 1), med("flat", b, 1)
+        print("  %10d   %s %s %s   %s %s %s" %
+              (b, fmt(ao), fmt(fo), ratio(ao, [fo]), fmt(ai), fmt(fi),
+               ratio(ai, [fi])))
 EOF
 done

@@ -5,9 +5,11 @@
  * GROUP_RANK, MASTER_ADDR, MASTER_PORT (torch.distributed's store), the
  * collectives' own rendezvous UROCE_MASTER_ADDR/UROCE_MASTER_PORT (another
  * port, so the two never collide) and its endpoint address UROCE_ADDR
- * (base + local rank). Signals are forwarded; when a rank fails the others get
- * a grace period to notice and exit by themselves, then SIGTERM, then SIGKILL.
- * The exit status is 0 only if every rank exited 0. */
+ * (base + local rank) and UDP port UROCE_PORT, or one address for every
+ * rank of the node with a port each (--addr). Signals are forwarded; when a
+ * rank fails the others get a grace period to notice and exit by themselves,
+ * then SIGTERM, then SIGKILL. The exit status is 0 only if every rank exited 0.
+ */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -37,7 +39,8 @@ static void usage(FILE *out) {
           "LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
           "MASTER_PORT (the variables torchrun sets), UROCE_MASTER_ADDR and\n"
           "UROCE_MASTER_PORT (the collectives' rendezvous, on a port of its\n"
-          "own) and its endpoint address UROCE_ADDR set.\n\n"
+          "own), its endpoint address UROCE_ADDR and UDP port UROCE_PORT\n"
+          "set.\n\n"
           "  -n, --nproc, --nproc-per-node N\n"
           "                       ranks to start on this node (1..4096)\n"
           "  --nnodes M           nodes in the job (default 1); every node\n"
@@ -48,6 +51,11 @@ static void usage(FILE *out) {
           "                       127.0.1.1); ranks of one node talk through\n"
           "                       shared memory, so only ranks with peers on\n"
           "                       other nodes use it\n"
+          "  --addr ADDR          every local rank uses ADDR (IPv4 or IPv6,\n"
+          "                       e.g. the node's own), local rank r on UDP\n"
+          "                       port --rdma-port + r\n"
+          "  --rdma-port P        the ranks' UDP port (default 4791; with\n"
+          "                       --addr the first of N)\n"
           "  --master-addr ADDR   node 0's address (required with --nnodes\n"
           "                       > 1; default: local rank 0's)\n"
           "  --master-port P      torch.distributed's store port (default:\n"
@@ -120,6 +128,8 @@ int cmd_launch(int argc, char **argv) {
       {"node-rank", required_argument, 0, 'K'},
       {"uroce-port", required_argument, 0, 'U'},
       {"base-addr", required_argument, 0, 'B'},
+      {"addr", required_argument, 0, 'A'},
+      {"rdma-port", required_argument, 0, 'R'},
       {"master-addr", required_argument, 0, 'M'},
       {"master-port", required_argument, 0, 'P'},
       {"grace", required_argument, 0, 'g'},
@@ -127,8 +137,9 @@ int cmd_launch(int argc, char **argv) {
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   int n = 0, quiet = 0, port = 0, uport = 0, nnodes = 1, node = 0;
+  int rport = 4791, base_given = 0;
   double grace = 10;
-  const char *base = "127.0.1.1", *master = NULL;
+  const char *base = "127.0.1.1", *master = NULL, *shared = NULL;
   int c;
   while ((c = getopt_long(argc, argv, "+n:qh", longs, NULL)) != -1) {
     switch (c) {
@@ -138,7 +149,18 @@ int cmd_launch(int argc, char **argv) {
       break;
     case 'B':
       base = optarg;
+      base_given = 1;
       break;
+    case 'A':
+      shared = optarg;
+      break;
+    case 'R': {
+      uint16_t p;
+      if (arg_port("launch", "--rdma-port", optarg, &p) < 0)
+        return 2;
+      rport = p;
+      break;
+    }
     case 'M':
       master = optarg;
       break;
@@ -205,6 +227,26 @@ int cmd_launch(int argc, char **argv) {
             nnodes);
     return 2;
   }
+  if (shared && base_given) {
+    fprintf(stderr, "uroce launch: --addr and --base-addr exclude each "
+                    "other (one address for all ranks, or one each)\n");
+    return 2;
+  }
+  if (shared) {
+    unsigned char a6[16];
+    if (inet_pton(AF_INET, shared, a6) != 1 &&
+        inet_pton(AF_INET6, shared, a6) != 1) {
+      fprintf(stderr, "uroce launch: --addr %s is not an IP address\n", shared);
+      return 2;
+    }
+    if (rport + n - 1 > 65535) {
+      fprintf(stderr,
+              "uroce launch: --rdma-port %d: %d ranks would need ports "
+              "past 65535\n",
+              rport, n);
+      return 2;
+    }
+  }
   char **prog = argv + optind;
   struct in_addr b;
   if (inet_pton(AF_INET, base, &b) != 1) {
@@ -221,7 +263,9 @@ int cmd_launch(int argc, char **argv) {
     return 2;
   }
   char master_buf[INET_ADDRSTRLEN];
-  if (!master) {
+  if (!master && shared) {
+    master = shared;
+  } else if (!master) {
     inet_ntop(AF_INET, &b, master_buf, sizeof master_buf);
     master = master_buf;
   }
@@ -291,7 +335,9 @@ int cmd_launch(int argc, char **argv) {
       setenv("MASTER_ADDR", master, 1);
       snprintf(v, sizeof v, "%d", port);
       setenv("MASTER_PORT", v, 1);
-      setenv("UROCE_ADDR", addr, 1);
+      setenv("UROCE_ADDR", shared ? shared : addr, 1);
+      snprintf(v, sizeof v, "%d", rport + (shared ? r : 0));
+      setenv("UROCE_PORT", v, 1);
       /* a launcher's own variables must not outrank ours */
       unsetenv("UROCE_RANK");
       unsetenv("UROCE_SIZE");

@@ -414,7 +414,11 @@ typedef struct uroce_coll_native uroce_coll_native;
 typedef struct uroce_coll_native_attr {
   const char *addr;     /* this rank's local address (required; setup()
                            falls back to $UROCE_ADDR) */
-  uint16_t udp_port;    /* 0: 4791 (every rank must use the same) */
+  uint16_t udp_port;    /* this rank's device port; 0: setup() takes
+                           $UROCE_PORT, else 4791. Each rank's port travels
+                           in its endpoint blob, so ranks that share an
+                           address use ports of their own (uroce launch
+                           --addr) */
   int progress;         /* enum uroce_progress; default THREAD, so that a
                            rank busy elsewhere still acknowledges packets */
   int32_t busy_poll_us; /* the device's; 0 = its default */

@@ -63,6 +63,9 @@ struct uroce_ah_attr {
   uint8_t is_global; /* must be 1 on RoCE */
   uint8_t traffic_class;
   uint8_t hop_limit;
+  uint16_t dport; /* UDP destination port; 0: the device's (4791). Another
+                     port reaches a uroce device that shares its address
+                     with others (not a standard RoCEv2 peer) */
   uint32_t flow_label;
 };
 

@@ -107,9 +107,9 @@ static uint32_t iface_mtu(const uint8_t addr[16], int ipver) {
 /* Writes a packet to the capture with IP/UDP headers as they were (or
  * would have been) on the wire. */
 static void capture(struct uroce_device *dev, const uint8_t src[16],
-                    const uint8_t dst[16], uint16_t sport, uint8_t tclass,
-                    uint16_t ip_id, const struct iovec *seg, int nseg,
-                    const uint8_t *icrc) {
+                    const uint8_t dst[16], uint16_t sport, uint16_t dport,
+                    uint8_t tclass, uint16_t ip_id, const struct iovec *seg,
+                    int nseg, const uint8_t *icrc) {
   uint8_t *bth = dev->frame + UROCE_FRAME_HEADROOM;
   size_t len = 0;
   for (int i = 0; i < nseg; i++) {
@@ -122,7 +122,7 @@ static void capture(struct uroce_device *dev, const uint8_t src[16],
   len += 4;
   struct uroce_frame_params fp = {.ipver = dev->sock.ipver,
                                   .sport = sport,
-                                  .dport = dev->sock.port,
+                                  .dport = dport,
                                   .tclass = tclass,
                                   .ip_id = ip_id,
                                   .eth = true};
@@ -167,7 +167,8 @@ static int do_rx(struct uroce_device *dev, uint64_t now) {
       uint8_t icrc[4] = {0};
       if (r->len >= 4)
         memcpy(icrc, r->data + r->len - 4, 4);
-      capture(dev, r->src, dev->gid, r->sport, r->tclass, ip_id, &iov, 1, icrc);
+      capture(dev, r->src, dev->gid, r->sport, dev->sock.port, r->tclass, ip_id,
+              &iov, 1, icrc);
     }
     if (!icrc_ok) {
       dev->rx_bad_icrc++;
@@ -198,7 +199,7 @@ static int do_tx(struct uroce_device *dev, uint64_t now) {
       struct uroce_tx_pkt *tp = &dev->tp[k];
       struct uroce_udp_tx *t = &dev->tx[k];
       memcpy(t->dst, tp->dgid, 16);
-      t->dport = dev->sock.port;
+      t->dport = tp->dport ? tp->dport : dev->sock.port;
       t->entropy = (uint8_t)(tp->sport % (unsigned)(dev->sock.n_entropy + 1));
       unsigned s = 0;
       t->seg[s++] = (struct iovec){tp->hdr, tp->hdr_len};
@@ -229,9 +230,9 @@ static int do_tx(struct uroce_device *dev, uint64_t now) {
     if (dev->pcap)
       for (unsigned i = 0; i < k; i++)
         capture(dev, dev->gid, dev->tx[i].dst,
-                uroce_udp_sport(&dev->sock, dev->tx[i].entropy), dev->sock.ecn,
-                dev->tx[i].ip_id, dev->tx[i].seg, dev->tx[i].nseg,
-                dev->tx[i].icrc);
+                uroce_udp_sport(&dev->sock, dev->tx[i].entropy),
+                dev->tx[i].dport, dev->sock.ecn, dev->tx[i].ip_id,
+                dev->tx[i].seg, dev->tx[i].nseg, dev->tx[i].icrc);
     total += (int)k;
   }
 }

@@ -43,12 +43,13 @@ struct uroce_coll_native {
   char errmsg[192];
 };
 
-/* Endpoint blob: header, GID, then one (qpn, psn) per rank. */
+/* Endpoint blob: header, GID and UDP port, then one (qpn, psn) per rank. */
 typedef struct ep_hdr {
   uint32_t magic;
   int32_t rank;
   int32_t size;
-  uint32_t pad;
+  uint16_t port; /* the device's UDP port (ranks may share an address) */
+  uint16_t pad;
   uint8_t gid[16];
 } ep_hdr;
 
@@ -433,7 +434,9 @@ size_t uroce_coll_native_ep_size(int size) {
 int uroce_coll_native_ep(const uroce_coll_native *n, void *blob, size_t len) {
   if (!n || !blob || len < uroce_coll_native_ep_size(n->size))
     return UROCE_ERR_NOBUF;
-  ep_hdr h = {EP_MAGIC, n->rank, n->size, 0, {0}};
+  ep_hdr h = {EP_MAGIC, n->rank,
+              n->size,  n->attr.udp_port ? n->attr.udp_port : 4791,
+              0,        {0}};
   if (n->dev)
     uroce_device_gid(n->dev, h.gid);
   memcpy(blob, &h, sizeof h);
@@ -446,7 +449,7 @@ int uroce_coll_native_ep(const uroce_coll_native *n, void *blob, size_t len) {
 }
 
 static int connect_qp(uroce_coll_native *n, int peer, const uint8_t gid[16],
-                      uint32_t dest_qpn, uint32_t rq_psn) {
+                      uint16_t port, uint32_t dest_qpn, uint32_t rq_psn) {
   struct uroce_qp *qp = n->qp[peer];
   struct uroce_qp_attr a = {0};
   a.qp_state = UROCE_QPS_INIT;
@@ -469,6 +472,7 @@ static int connect_qp(uroce_coll_native *n, int peer, const uint8_t gid[16],
   a.min_rnr_timer = 12;
   a.ah_attr.is_global = 1;
   a.ah_attr.hop_limit = 64;
+  a.ah_attr.dport = port;
   memcpy(a.ah_attr.dgid, gid, 16);
   rc =
       uroce_modify_qp(qp, &a,
@@ -499,7 +503,8 @@ int uroce_coll_native_connect(uroce_coll_native *n, const void *eps,
     const char *b = (const char *)eps + (size_t)p * esz;
     ep_hdr h;
     memcpy(&h, b, sizeof h);
-    if (h.magic != EP_MAGIC || h.rank != p || h.size != n->size) {
+    if (h.magic != EP_MAGIC || h.rank != p || h.size != n->size ||
+        (n->qp[p] && !h.port)) {
       set_err(n, "rank %d: endpoint of rank %d is malformed", n->rank, p);
       return UROCE_COLL_ERR_MISMATCH;
     }
@@ -507,7 +512,7 @@ int uroce_coll_native_connect(uroce_coll_native *n, const void *eps,
       continue;    /* this rank, or a host peer (shared memory) */
     uint32_t v[2]; /* the peer's QPN for us, the PSN it starts at */
     memcpy(v, b + sizeof h + (size_t)n->rank * 8, 8);
-    int rc = connect_qp(n, p, h.gid, v[0] & 0xffffff, v[1]);
+    int rc = connect_qp(n, p, h.gid, h.port, v[0] & 0xffffff, v[1]);
     if (rc < 0) {
       set_err(n, "rank %d: connecting the QP to rank %d: %s", n->rank, p,
               uroce_strerror(rc));
@@ -571,6 +576,17 @@ int uroce_coll_native_setup_fn(const uroce_coll_env *env_in,
     attr.addr = getenv("UROCE_ADDR");
   if (attr.addr && !*attr.addr)
     attr.addr = NULL;
+  const char *pe = getenv("UROCE_PORT");
+  if (!attr.udp_port && pe && *pe) {
+    char *end;
+    unsigned long v = strtoul(pe, &end, 10);
+    if (*end || !v || v > 65535) {
+      fprintf(stderr, "uroce coll: rank %d: UROCE_PORT=%s is not a UDP port\n",
+              env.rank, pe);
+      return UROCE_ERR_INVALID_ARGUMENT;
+    }
+    attr.udp_port = (uint16_t)v;
+  }
   uroce_coll_config c;
   if (cfg)
     c = *cfg;

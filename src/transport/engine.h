@@ -173,6 +173,7 @@ struct uroce_tx_pkt {
   /* then the caller appends 4 bytes of ICRC */
   uint8_t dgid[16]; /* where to send it */
   uint16_t sport;   /* UDP source port (flow entropy) */
+  uint16_t dport;   /* UDP destination port; 0: the device's */
   uint32_t qpn;     /* sending QP */
   uint8_t ecn;      /* ECN bits to send with (ECT(0) = 2) */
 };

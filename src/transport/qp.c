@@ -605,6 +605,7 @@ void qp_put_bth(struct uroce_qp *qp, uint8_t *b, uint8_t opcode, bool se,
 void qp_tx_addr(struct uroce_qp *qp, struct uroce_tx_pkt *tx) {
   memcpy(tx->dgid, qp->av.dgid, 16);
   tx->sport = qp->sport;
+  tx->dport = qp->av.dport;
   tx->qpn = qp->qpn;
   tx->ecn = 2; /* ECT(0) */
 }
@@ -726,6 +727,7 @@ int uroce_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
       w->flags &= ~(uint32_t)UROCE_SEND_INLINE;
     } else if (qp->type == UROCE_QPT_UD) {
       memcpy(w->dgid, wr->wr.ud.ah->attr.dgid, 16);
+      w->dport = wr->wr.ud.ah->attr.dport;
       w->sport = wr->wr.ud.ah->attr.sport
                      ? wr->wr.ud.ah->attr.sport
                      : flow_sport(qp->qpn, wr->wr.ud.remote_qpn);

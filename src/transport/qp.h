@@ -125,7 +125,7 @@ struct swqe {
     } bind; /* BIND_MW; its rights in imm */
   };
   uint8_t dgid[16]; /* UD */
-  uint16_t sport;
+  uint16_t sport, dport;
   uint32_t dqpn, qkey;
   uint32_t length;
   uint32_t nsge;

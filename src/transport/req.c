@@ -393,6 +393,7 @@ static void build(struct uroce_qp *qp, const struct swqe *w,
   if (qp->type == UROCE_QPT_UD) {
     memcpy(tx->dgid, w->dgid, 16);
     tx->sport = w->sport;
+    tx->dport = w->dport;
   } else if (qp_mp(qp)) {
     tx->sport = mp_sport(qp);
   }

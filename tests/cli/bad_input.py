@@ -88,6 +88,16 @@ def bad_values(uroce):
     r(uroce, ["launch", "-n", "2", "--master-port", "65536", "--", "true"],
       "--master-port '65536'")
     r(uroce, ["launch", "-n", "2"], "no program")
+    r(uroce, ["launch", "-n", "2", "--addr", "10.0.0.1", "--base-addr",
+              "10.0.0.1", "--", "true"], "--addr and --base-addr")
+    r(uroce, ["launch", "-n", "2", "--addr", "10.0.0.300", "--", "true"],
+      "--addr 10.0.0.300 is not an IP address")
+    r(uroce, ["launch", "-n", "4", "--addr", "::1", "--rdma-port", "65534",
+              "--", "true"], "--rdma-port 65534", "past 65535")
+    r(uroce, ["launch", "-n", "2", "--rdma-port", "0", "--", "true"],
+      "--rdma-port '0'")
+    r(uroce, ["coll-bench"], "UROCE_PORT=4791x",
+      env=dict(world, UROCE_PORT="4791x"))
     # perf
     r(uroce, ["perf", "write", "bw", "-D", "nan"], "--duration 'nan'",
       code=2)

@@ -36,8 +36,11 @@ def report(name, ok, detail=""):
     print("%-58s %s %s" % (name, "ok" if ok else "FAIL", detail), flush=True)
 
 
-def launch_cmd(uroce, n, base, extra_launch=()):
-    return [uroce, "launch", "-n", str(n), "--base-addr", base] + \
+def launch_cmd(uroce, n, base, extra_launch=(), shared=False):
+    """base: the first rank's address (one each), or with shared the one
+    address of every rank (a UDP port each)"""
+    return [uroce, "launch", "-n", str(n),
+            "--addr" if shared else "--base-addr", base] + \
         list(extra_launch) + ["--", uroce, "coll-bench"]
 
 
@@ -49,11 +52,12 @@ def shm_env(mode):
 
 
 def check_case(uroce, n, algo, maxbytes, small_chunks, root,
-               progress="inline", shm_mode=None):
-    name = "%2d ranks, algo %-5s%s%s%s" % (
+               progress="inline", shm_mode=None, shared=False):
+    name = "%2d ranks, algo %-5s%s%s%s%s" % (
         n, algo, ", 4K chunks 2 slots" if small_chunks else "",
         ", progress thread" if progress == "thread" else "",
-        ", shm " + shm_mode if shm_mode else "")
+        ", shm " + shm_mode if shm_mode else "",
+        ", one address" if shared else "")
     args = ["-c", "-J", "-o", "all", "-d", "all", "-r", "all", "-b", "4",
             "-e", str(maxbytes), "-f", "13", "-n", "1", "-w", "0",
             "--algo", algo, "--root", str(root), "--timeout", "20000",
@@ -62,7 +66,8 @@ def check_case(uroce, n, algo, maxbytes, small_chunks, root,
         args += ["--chunk", "4096", "--slots", "2"]
     t0 = time.time()
     try:
-        p = subprocess.run(launch_cmd(uroce, n, "127.0.2.1") + args,
+        p = subprocess.run(launch_cmd(uroce, n, "127.0.2.200" if shared
+                                      else "127.0.2.1", shared=shared) + args,
                            capture_output=True, text=True, timeout=120,
                            env=shm_env(shm_mode))
     except subprocess.TimeoutExpired as e:
@@ -271,8 +276,12 @@ def main():
     # the thread while the rank polls
     plan.append((4, "auto", 120000, False, 1, "thread"))
     plan.append((8, "ring", 120000, True, 3, "thread"))
+    # every rank on one address, a UDP port each (uroce launch --addr)
+    plan.append((4, "auto", 120000, False, 2, "inline", None, True))
+    plan.append((3, "ring", 120000, True, 0, "thread", None, True))
     if args.quick:
-        plan = [c for c in plan if c[0] in (3, 8) or c[1] == "auto"]
+        plan = [c for c in plan if c[0] in (3, 8) or c[1] == "auto" or
+                c[-1] is True]
     for c in plan:
         check_case(u, *c)
     plan_case(u)

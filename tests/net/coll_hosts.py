@@ -73,31 +73,34 @@ def hosts_down():
     NS.clear()
 
 
-def start_job(uroce, hosts, per_host, args, extra=()):
-    """One uroce launch per host; returns the Popen objects."""
+def start_job(uroce, hosts, per_host, args, extra=(), shared=False):
+    """One uroce launch per host; returns the Popen objects. shared: the
+    ranks of a host share its first address (a UDP port each)."""
     port = 20000 + PID % 20000
     procs = []
     for k, ns in enumerate(hosts):
         cmd = ["ip", "netns", "exec", ns, uroce, "launch", "-n",
                str(per_host), "--nnodes", str(len(hosts)), "--node-rank",
                str(k), "--master-addr", "10.77.1.1", "--master-port",
-               str(port), "--base-addr", "10.77.%d.1" % (k + 1)] + \
+               str(port), "--addr" if shared else "--base-addr",
+               "10.77.%d.1" % (k + 1)] + \
             list(extra) + ["--", uroce, "coll-bench"] + args
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     return procs
 
 
-def check_case(uroce, hosts, algo, small_chunks):
-    name = "%d hosts x 2 ranks, algo %-5s%s" % (
-        len(hosts), algo, ", 4K chunks 2 slots" if small_chunks else "")
+def check_case(uroce, hosts, algo, small_chunks, shared=False):
+    name = "%d hosts x 2 ranks, algo %-5s%s%s" % (
+        len(hosts), algo, ", 4K chunks 2 slots" if small_chunks else "",
+        ", one address a host" if shared else "")
     args = ["-c", "-J", "-o", "all", "-d", "all", "-r", "all", "-b", "4",
             "-e", "120000", "-f", "13", "-n", "1", "-w", "0", "--algo", algo,
             "--root", "3", "--timeout", "20000"]
     if small_chunks:
         args += ["--chunk", "4096", "--slots", "2"]
     t0 = time.time()
-    procs = start_job(uroce, hosts, 2, args)
+    procs = start_job(uroce, hosts, 2, args, shared=shared)
     outs = []
     for p in procs:
         try:
@@ -217,6 +220,8 @@ def main():
         check_case(u, hosts, "auto", False)
         check_case(u, hosts, "ring", True)
         check_case(u, hosts, "hier", True)
+        check_case(u, hosts[:2], "auto", False, shared=True)
+        check_case(u, hosts, "hier", True, shared=True)
         dead_rank_case(u, hosts[:2], 3, 8, "ring")
         dead_rank_case(u, hosts, 1, 8, "hier")
     finally:
