@@ -130,6 +130,13 @@ UROCE_EXPORT int uroce_device_active_mtu(const struct uroce_device *dev);
 /* Runs one round of progress (receive, timers, send). For inline mode;
  * harmless with a thread. Returns how much work was done (0 = none). */
 UROCE_EXPORT int uroce_device_progress(struct uroce_device *dev);
+/* Whether an empty uroce_poll_cq may wait in the kernel (for a packet, a
+ * post or a timer; at most 200 us) once its spin budget is spent: 1, the
+ * default, or 0 for a program that also watches what the device cannot
+ * see (shared memory, another device), which such a wait would leave
+ * unwatched. Arming a CQ for events has the same effect. */
+UROCE_EXPORT void uroce_device_poll_sleep(struct uroce_device *dev,
+                                          int may_sleep);
 
 /* ---- verbs: thread-safe, named as libibverbs names them ----
  * Each returns 0 or a negative error: the engine's (see transport/engine.h

@@ -408,11 +408,17 @@ static int app_turn_locked(struct uroce_device *dev, bool found) {
   }
   atomic_store_explicit(&dev->app_last_turn, now, memory_order_relaxed);
   if (now - since < atomic_load(&dev->app_spin.ns) ||
-      atomic_load_explicit(&dev->app_events, memory_order_relaxed)) {
+      atomic_load_explicit(&dev->app_events, memory_order_relaxed) ||
+      atomic_load_explicit(&dev->app_no_sleep, memory_order_relaxed)) {
     pthread_mutex_unlock(&dev->lock);
     return 0;
   }
   return app_block(dev, now);
+}
+
+void uroce_device_poll_sleep(struct uroce_device *dev, int may_sleep) {
+  if (dev)
+    atomic_store(&dev->app_no_sleep, !may_sleep);
 }
 
 int uroce_device_app_turn(struct uroce_device *dev, bool found) {

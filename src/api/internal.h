@@ -88,6 +88,9 @@ struct uroce_device {
   /* The application has armed a CQ for events (it has its own way to
    * sleep): its polls never wait in the kernel. Set once, never cleared. */
   atomic_bool app_events;
+  /* uroce_device_poll_sleep(dev, 0): the application watches something
+   * else too; its polls never wait in the kernel. */
+  atomic_bool app_no_sleep;
   int mtu; /* enum uroce_mtu */
   uint8_t gid[16];
   struct uroce_pcap *pcap;

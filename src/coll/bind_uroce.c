@@ -356,6 +356,10 @@ static int native_create(const uroce_coll_native_attr *attr, int rank, int size,
             uroce_strerror(rc));
     goto fail;
   }
+  /* A poll that slept on the device would leave the host peers' shared
+   * memory unwatched, up to 200 us at a time. */
+  if (shm)
+    uroce_device_poll_sleep(n->dev, 0);
   if ((rc = uroce_alloc_pd(n->dev, &n->pd)) < 0)
     goto fail;
   uint64_t cqe = (uint64_t)(size - 1) * (n->sq_depth + n->rq_depth) + 64;

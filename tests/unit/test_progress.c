@@ -253,8 +253,36 @@ out:
   free(b);
 }
 
+/* uroce_device_poll_sleep(dev, 0) (a program that also watches shared
+ * memory): empty polls never wait, and still make progress; 1 restores
+ * the waits. */
+static void test_poll_sleep_off(void) {
+  struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+  open_side(a, "127.0.0.95");
+  open_side(b, "127.0.0.96");
+  if (!a->dev || !b->dev)
+    goto out;
+  connect_qp(a, b);
+  connect_qp(b, a);
+  CHECK(poll_empty(a->dev, a->cq) > 0);
+  uroce_device_poll_sleep(a->dev, 0);
+  CHECK_EQ(poll_empty(a->dev, a->cq), 0);
+  memset(b->buf, 0x3c, 4096);
+  CHECK(read_once(a, b, true) != UINT64_MAX);
+  CHECK_EQ(a->buf[4095], 0x3c);
+  CHECK_EQ(poll_empty(a->dev, a->cq), 0);
+  uroce_device_poll_sleep(a->dev, 1);
+  CHECK(poll_empty(a->dev, a->cq) > 0);
+out:
+  close_side(a);
+  close_side(b);
+  free(a);
+  free(b);
+}
+
 int main(void) {
   T_RUN(test_idle_sleeps_packet_wakes);
   T_RUN(test_armed_poll_never_sleeps);
+  T_RUN(test_poll_sleep_off);
   return T_DONE();
 }
