@@ -237,7 +237,7 @@ UROCE_EXPORT void uroce_coll_comm_set_algo(uroce_coll_comm *comm,
  * pass the same table. With the same number of ranks on every host, at
  * least two hosts and two ranks on each, allreduce can run hierarchically
  * (UROCE_COLL_ALGO_HIER) and AUTO picks it (docs/coll.md); otherwise the
- * table is kept and HIER falls back to the flat choice. The native setup
+ * comm stays flat and HIER falls back to the flat choice. The native setup
  * calls this with the hosts it found. NULL host: forget the hosts.
  * Returns 0, UROCE_ERR_INVALID_ARGUMENT (n is not the size), UROCE_ERR_BUSY
  * (a collective is running) or -ENOMEM. */

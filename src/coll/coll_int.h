@@ -164,7 +164,6 @@ struct uroce_coll_comm {
    * lists this host's ranks in rank order (this rank at hier_lpos),
    * hier_cross the rank at local position hier_lpos on every host, hosts
    * in the order of their lowest rank (this rank at hier_hpos). */
-  int *host;
   int hier_h, hier_l, hier_lpos, hier_hpos;
   int *hier_local, *hier_cross;
   uroce_coll_req req;

@@ -212,7 +212,6 @@ void uroce_coll_comm_del(uroce_coll_comm *c) {
   free(c->scratch[0]);
   free(c->scratch[1]);
   free(c->steps);
-  free(c->host);
   free(c->hier_local);
   free(c->hier_cross);
   free(c);
@@ -263,6 +262,7 @@ void uroce_coll_comm_set_algo(uroce_coll_comm *c, uroce_coll_algo algo) {
   if ((unsigned)algo < UROCE_COLL_ALGO_COUNT)
     c->algo = algo;
 }
+
 typedef struct host_rank {
   int key, rank; /* a host and one of its ranks, or a group's lowest rank
                     and the group */
@@ -276,10 +276,9 @@ static int cmp_host_rank(const void *a, const void *b) {
 }
 
 static void hosts_forget(uroce_coll_comm *c) {
-  free(c->host);
   free(c->hier_local);
   free(c->hier_cross);
-  c->host = c->hier_local = c->hier_cross = NULL;
+  c->hier_local = c->hier_cross = NULL;
   c->hier_h = c->hier_l = 1;
   c->hier_lpos = c->hier_hpos = 0;
 }
@@ -298,10 +297,8 @@ int uroce_coll_comm_set_hosts(uroce_coll_comm *c, const int *host, int n) {
   int size = c->size, me = c->rank, rc = -ENOMEM;
   host_rank *v = malloc((size_t)size * sizeof *v);
   host_rank *g = malloc((size_t)size * sizeof *g); /* {lowest rank, start} */
-  c->host = malloc((size_t)size * sizeof *c->host);
-  if (!v || !g || !c->host)
+  if (!v || !g)
     goto out;
-  memcpy(c->host, host, (size_t)size * sizeof *host);
   for (int r = 0; r < size; r++)
     v[r] = (host_rank){host[r], r};
   qsort(v, (size_t)size, sizeof *v, cmp_host_rank);
