@@ -157,8 +157,18 @@ def cases():
     # Loss: uroce drops 2% of what it receives; RC must still deliver the
     # right data (pingpong -c checks every byte; perftest checks counts).
     c += [
+        # One way only. With uroce as the server, the client's ACK of the
+        # server's last reply is the last packet of the run; when the
+        # receive drop takes it (2% of runs), the client has exited and
+        # destroyed its QP, and the server retransmits forever:
+        # ibv_rc_pingpong sets retry_cnt 7, "retry forever", in rxe and
+        # uroce alike (a fresh-clone CI run hung there for 120 s, the
+        # capture showing the same SEND_FIRST every 67 ms). The uroce
+        # server under loss is covered by the perftest cases below, which
+        # end with a TCP handshake.
         case("loss rc_pingpong -s 4096", "ibv_rc_pingpong",
-             pp + ["-s", "4096"], "pp", 4096, 100, loss=LOSS),
+             pp + ["-s", "4096"], "pp", 4096, 100, loss=LOSS,
+             ways=("vm-server",)),
         case("loss ib_send_bw", "ib_send_bw", pt + ["-s", "16384"], "bw",
              16384, 100, loss=LOSS),
         case("loss ib_write_bw", "ib_write_bw", pt + ["-s", "16384"], "bw",
