@@ -174,6 +174,14 @@ void coll_shm_host_blob(int rank, void *blob) {
   memcpy(blob, &h, sizeof h);
 }
 
+/* Both ranks have shared memory on and the same kernel boot and
+ * namespaces. */
+static int same_host(const host_blob *a, const host_blob *b) {
+  return a->on && b->on && a->boot_id[0] &&
+         !memcmp(a->ns, b->ns, sizeof a->ns) &&
+         !memcmp(a->boot_id, b->boot_id, sizeof a->boot_id);
+}
+
 int coll_shm_hosts(const void *blobs, int size, int rank, uint8_t *local) {
   host_blob me;
   memcpy(&me, (const char *)blobs + (size_t)rank * COLL_SHM_HOST_BLOB,
@@ -184,10 +192,7 @@ int coll_shm_hosts(const void *blobs, int size, int rank, uint8_t *local) {
     memcpy(&h, (const char *)blobs + (size_t)r * COLL_SHM_HOST_BLOB, sizeof h);
     if (h.magic != SHM_MAGIC || h.rank != r)
       return UROCE_COLL_ERR_MISMATCH;
-    local[r] =
-        r == rank ||
-        (me.on && h.on && !memcmp(h.ns, me.ns, sizeof me.ns) &&
-         !memcmp(h.boot_id, me.boot_id, sizeof me.boot_id) && me.boot_id[0]);
+    local[r] = r == rank || same_host(&me, &h);
     n += local[r];
   }
   return n;
@@ -205,17 +210,14 @@ int coll_shm_host_ids(const void *blobs, int size, int *host) {
       return UROCE_COLL_ERR_MISMATCH;
     }
     host[r] = r;
-    for (int i = 0; h.on && h.boot_id[0] && i < nrep; i++) {
+    for (int i = 0; i < nrep && host[r] == r; i++) {
       host_blob q;
       memcpy(&q, (const char *)blobs + (size_t)rep[i] * COLL_SHM_HOST_BLOB,
              sizeof q);
-      if (!memcmp(h.ns, q.ns, sizeof h.ns) &&
-          !memcmp(h.boot_id, q.boot_id, sizeof h.boot_id)) {
+      if (same_host(&h, &q))
         host[r] = rep[i];
-        break;
-      }
     }
-    if (host[r] == r && h.on && h.boot_id[0])
+    if (host[r] == r)
       rep[nrep++] = r;
   }
   free(rep);

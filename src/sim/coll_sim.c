@@ -82,7 +82,7 @@ struct sim_coll {
   uint64_t chunk_bytes, hdr_bytes; /* the communicator's chunk and header */
   double *hop_prop_ps, *hop_ps_per_byte; /* ring hop i: rank i -> i + 1 */
   /* servers (ranks_per_host > 1) */
-  uint32_t per_host, nics_per_host, per_nic;
+  uint32_t per_host, per_nic;
   double intra_ps_per_byte;
   sim_time_t intra_lat;
   uint64_t *nic_bytes; /* per NIC: bytes written to the fabric, this size */
@@ -329,6 +329,18 @@ static bool chain_uses_hop(int kind, uint32_t n, uint32_t i) {
  * the two terms, as a schedule without chunk pipelining would need, is no
  * bound once a step's block spans several chunks: the NIC sends chunk 1
  * while chunk 0 travels. */
+/* Steps each chunk index goes through in turn: the rings' (and the
+ * hierarchy's rings'); 0 for the algorithms the bound does not chain. */
+static uint32_t latency_steps(const struct sim_coll *sc, int algo) {
+  uint32_t n = sc->n, g = sc->per_host, h = n / g;
+  bool ar = sc->s->cfg.wl.coll.kind == UROCE_COLL_ALLREDUCE;
+  if (algo == UROCE_COLL_ALGO_HIER)
+    return 2 * (g - 1) + 2 * (h - 1);
+  if (algo == UROCE_COLL_ALGO_RING)
+    return ar ? 2 * (n - 1) : n - 1;
+  return 0;
+}
+
 /* Servers of several ranks: the bandwidth term from the bytes the
  * schedule actually put on each NIC's host link and each rank's
  * intra-host port (slot headers included); the busiest of them. No chain
@@ -345,13 +357,7 @@ static void servers_bound(struct sim_coll *sc, struct sim_coll_result *res) {
   double net_ps = (double)nic_most * 8e12 / (sc->link_gbps * 1e9);
   double intra_ps = (double)intra_most * sc->intra_ps_per_byte;
   double bw_ps = net_ps > intra_ps ? net_ps : intra_ps;
-  uint32_t g = sc->per_host, h = sc->n / g;
-  res->steps =
-      res->algo == UROCE_COLL_ALGO_HIER ? 2 * (g - 1) + 2 * (h - 1)
-      : res->algo == UROCE_COLL_ALGO_RING
-          ? (sc->s->cfg.wl.coll.kind == UROCE_COLL_ALLREDUCE ? 2 * (sc->n - 1)
-                                                             : sc->n - 1)
-          : 0;
+  res->steps = latency_steps(sc, res->algo);
   res->step_latency_us = sc->step_latency_us;
   res->bw_bound_us = bw_ps / 1e6;
   res->chain_bound_us = 0;
@@ -372,9 +378,7 @@ static void coll_bound(struct sim_coll *sc, struct sim_coll_result *res) {
   uint64_t es = uroce_coll_dtype_size((uroce_coll_dtype)cc->dtype);
   uint64_t chunk = (sc->chunk_bytes / es) * es;
   bool ring = res->algo == UROCE_COLL_ALGO_RING;
-  res->steps = !ring                              ? 0
-               : cc->kind == UROCE_COLL_ALLREDUCE ? 2 * (n - 1)
-                                                  : n - 1;
+  res->steps = latency_steps(sc, res->algo);
   res->step_latency_us = sc->step_latency_us;
   double bw_ps = sc->factor * (double)res->bytes * 8e12 / (sc->link_gbps * 1e9);
   double chain_ps = 0;
@@ -583,8 +587,7 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
              "engine)");
     return -1;
   }
-  uint32_t g = cc->ranks_per_host ? cc->ranks_per_host : 1;
-  uint32_t k = cc->nics_per_host ? cc->nics_per_host : g;
+  uint32_t g = sim_coll_per_host(cc), k = sim_coll_nics_per_host(cc);
   if (k > g || g % k) {
     snprintf(err, errlen,
              "workload: nics_per_host (%u) must divide ranks_per_host (%u): "
@@ -633,7 +636,6 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
   sc->s = s;
   sc->n = n;
   sc->per_host = g;
-  sc->nics_per_host = k;
   sc->per_nic = g / k;
   sc->intra_ps_per_byte = 8e12 / (cc->intra_gbps * 1e9);
   sc->intra_lat = (sim_time_t)(cc->intra_latency_us * 1e6 + 0.5);

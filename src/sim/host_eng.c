@@ -183,11 +183,9 @@ static void *nic_new(struct sim *s, struct sim_nic *nic) {
   /* Every flow needs a QP at each end: all-to-all needs 2 (n - 1), and a
    * collective's ranks that share a NIC need theirs each. */
   const struct sim_coll_cfg *cc = &s->cfg.wl.coll;
-  uint64_t per_nic =
-      s->cfg.wl.kind == SIM_WL_COLLECTIVE && cc->ranks_per_host
-          ? cc->ranks_per_host /
-                (cc->nics_per_host ? cc->nics_per_host : cc->ranks_per_host)
-          : 1;
+  uint64_t per_nic = s->cfg.wl.kind == SIM_WL_COLLECTIVE
+                         ? sim_coll_per_host(cc) / sim_coll_nics_per_host(cc)
+                         : 1;
   uint64_t q64 = 2 * (uint64_t)s->nnics * (per_nic ? per_nic : 1);
   uint32_t q = q64 > 4096 ? 4096 : (uint32_t)q64;
   m->max_qp = q < 16 ? 16 : q > 4096 ? 4096 : q;

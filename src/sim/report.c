@@ -185,9 +185,8 @@ static void coll_json(FILE *f, const struct sim *s) {
     fprintf(f,
             "\"ranks_per_host\": %u, \"nics_per_host\": %u, "
             "\"intra_host_gbps\": %.3f, \"intra_host_latency_us\": %.3f, ",
-            cc->ranks_per_host,
-            cc->nics_per_host ? cc->nics_per_host : cc->ranks_per_host,
-            cc->intra_gbps, cc->intra_latency_us);
+            cc->ranks_per_host, sim_coll_nics_per_host(cc), cc->intra_gbps,
+            cc->intra_latency_us);
   fprintf(f, "\"sizes\": [");
   for (uint32_t i = 0; i < n; i++)
     fprintf(f,
@@ -216,8 +215,8 @@ void sim_report_coll_table(FILE *o, const struct sim *s) {
             "%.0f Gb/s each way (busbw = algbw x %.4f; bound: the bytes of "
             "the busiest NIC at %.2f Gb/s or intra-host port)\n",
             coll_kind_name(cc->kind), sim_coll_ranks(s), cc->ranks_per_host,
-            cc->nics_per_host ? cc->nics_per_host : cc->ranks_per_host,
-            cc->intra_gbps, sim_coll_factor(s), sim_coll_link_gbps(s));
+            sim_coll_nics_per_host(cc), cc->intra_gbps, sim_coll_factor(s),
+            sim_coll_link_gbps(s));
   else
     fprintf(o,
             "%s on %u ranks (busbw = algbw x %.4f; bound: busbw <= %.2f Gb/s "
@@ -1058,8 +1057,7 @@ static int write_coll(const struct sim *s, const char *dir, FILE *gp, char *err,
   char servers[96] = "";
   if (cc->ranks_per_host > 1)
     snprintf(servers, sizeof servers, " (servers of %u, %u NICs each)",
-             cc->ranks_per_host,
-             cc->nics_per_host ? cc->nics_per_host : cc->ranks_per_host);
+             cc->ranks_per_host, sim_coll_nics_per_host(cc));
   fprintf(gp,
           "set output 'coll_busbw.png'\nset title '%s, %u ranks%s: bus "
           "bandwidth and its bound%s'\n"

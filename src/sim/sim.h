@@ -203,6 +203,15 @@ struct sim_coll_cfg {
   double intra_gbps, intra_latency_us;
 };
 
+/* A collective's ranks per server and NICs per server, defaults resolved
+ * (one rank per NIC; as many NICs as ranks). */
+static inline uint32_t sim_coll_per_host(const struct sim_coll_cfg *c) {
+  return c->ranks_per_host ? c->ranks_per_host : 1;
+}
+static inline uint32_t sim_coll_nics_per_host(const struct sim_coll_cfg *c) {
+  return c->nics_per_host ? c->nics_per_host : sim_coll_per_host(c);
+}
+
 enum sim_op { SIM_OP_WRITE, SIM_OP_SEND, SIM_OP_READ /* uroce model */ };
 
 /* A message-size distribution: sizes with cumulative probabilities. */
