@@ -83,7 +83,8 @@ static void usage(FILE *out) {
       "                        or all (default float32)\n"
       "  -r, --redop LIST      sum,prod,min,max or all (default sum)\n"
       "  -R, --root N          root of broadcast and reduce (default 0)\n"
-      "  -a, --algo NAME       ring, tree, rhd, pairwise, hier or auto (default)\n"
+      "  -a, --algo NAME       ring, tree, rhd, pairwise, hier or auto "
+      "(default)\n"
       "  -n, --iters N         timed iterations per size (default 20)\n"
       "  -w, --warmup N        untimed iterations first (default 5)\n"
       "  --plan LIST           SIZE:WARMUP:ITERS,... instead of -b/-e/-f/-i/\n"
@@ -101,7 +102,10 @@ static void usage(FILE *out) {
       "                        thread (a NIC thread per rank)\n"
       "  --busy-poll US        the NIC thread spins this long before it\n"
       "                        sleeps (-1 never; default the device's)\n"
-      "  --no-yield            poll without yielding the CPU when idle\n"
+      "  --yield MODE          when a poll finds nothing: auto (default:\n"
+      "                        yield the CPU only if this machine runs\n"
+      "                        more ranks than it has CPUs), on or off\n"
+      "  --no-yield            the same as --yield off\n"
       "  --stats               each rank prints its device's counters\n"
       "Size is the whole vector: allreduce, broadcast and reduce move size\n"
       "bytes; allgather gathers size bytes (size/N per rank); reduce-scatter\n"
@@ -630,11 +634,13 @@ int cmd_coll_bench(int argc, char **argv) {
       {"progress", required_argument, 0, 'P'},
       {"busy-poll", required_argument, 0, 'U'},
       {"no-yield", no_argument, 0, 'Y'},
+      {"yield", required_argument, 0, 'y'},
       {"stats", no_argument, 0, 's'},
       {"quiet", no_argument, 0, 'q'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   opts o = {0};
+  o.yield = -1;
   o.minb = 8;
   o.maxb = 32u << 20;
   o.factor = 2;
@@ -760,7 +766,17 @@ int cmd_coll_bench(int argc, char **argv) {
         return 2;
       break;
     case 'Y':
-      o.yield = -1;
+      o.yield = 0;
+      break;
+    case 'y':
+      if (!strcmp(optarg, "auto"))
+        o.yield = -1;
+      else if (!strcmp(optarg, "on"))
+        o.yield = 1;
+      else if (!strcmp(optarg, "off"))
+        o.yield = 0;
+      else
+        return bad_name("--yield", optarg, "auto, on or off");
       break;
     case 's':
       o.stats = 1;
@@ -818,8 +834,7 @@ int cmd_coll_bench(int argc, char **argv) {
   uroce_coll_native_attr_init(&na);
   na.progress = o.progress;
   na.busy_poll_us = o.busy_poll_us;
-  if (o.yield < 0)
-    na.yield = 0;
+  na.yield = o.yield;
 
   bench b = {0};
   b.o = &o;
@@ -865,17 +880,19 @@ int cmd_coll_bench(int argc, char **argv) {
       printf("{\"ranks\": %d, \"check\": %s, \"iters\": %d, \"warmup\": %d, "
              "\"progress\": \"%s\", \"reduce_impl\": \"%s\", "
              "\"host_ranks\": %d, \"shm\": \"%s\", \"hosts\": %d, "
-             "\"ranks_per_host\": %d, \"results\": [",
+             "\"ranks_per_host\": %d, \"yield\": %s, \"results\": [",
              b.size, o.check ? "true" : "false", o.iters, o.warmup,
              o.progress == UROCE_PROGRESS_THREAD ? "thread" : "inline",
              uroce_coll_reduce_impl(), uroce_coll_native_nlocal(b.nat),
-             uroce_coll_native_shm_mode(b.nat), nh, per);
+             uroce_coll_native_shm_mode(b.nat), nh, per,
+             uroce_coll_native_yields(b.nat) ? "true" : "false");
     else
       printf("# uroce coll-bench: %d ranks, %d iterations (%d warm-up), "
-             "check %s, progress %s, reductions %s, %d ranks on rank 0's "
+             "check %s, progress %s%s, reductions %s, %d ranks on rank 0's "
              "host (shared memory: %s), %s\n",
              b.size, o.iters, o.warmup, o.check ? "on" : "off",
              o.progress == UROCE_PROGRESS_THREAD ? "thread" : "inline",
+             uroce_coll_native_yields(b.nat) ? " (yields when idle)" : "",
              uroce_coll_reduce_impl(), uroce_coll_native_nlocal(b.nat),
              uroce_coll_native_shm_mode(b.nat), hier);
   }

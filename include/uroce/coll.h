@@ -170,6 +170,15 @@ typedef struct uroce_coll_transport {
                          size_t offset, size_t len, const uroce_coll_mr *mr2,
                          size_t offset2, size_t len2, uint64_t remote_addr,
                          uint32_t rkey, uint32_t imm, uint64_t wr_id);
+  /* Optional, both or neither: the receive ring (the only memory peers
+   * write) from the binding, which may have a faster way for some peers
+   * to reach it than its writes (the native binding: shared memory that
+   * the ranks of the same host map). len bytes, zeroed, 64-byte aligned,
+   * registered with reg_mr afterwards like any ring; NULL lets the
+   * communicator allocate it itself. free_recv_ring gets back what
+   * alloc_recv_ring gave, after dereg_mr. */
+  void *(*alloc_recv_ring)(void *ctx, size_t len);
+  void (*free_recv_ring)(void *ctx, void *addr, size_t len);
 } uroce_coll_transport;
 
 /* ---- communicator ------------------------------------------------------- */
@@ -427,8 +436,10 @@ typedef struct uroce_coll_native_attr {
   uint8_t retry_cnt;    /* default 6; 7 would retry forever */
   int slots;            /* the communicator's slots (sizes the queues);
                            default 8; setup() takes it from the config */
-  int yield;            /* 1 (default): poll() yields the CPU when it finds
-                           nothing, for hosts with more ranks than cores */
+  int yield;            /* what poll() does when it finds nothing: 1 yields
+                           the CPU (sched_yield), 0 spins, -1 (default)
+                           yields only when this machine runs more of the
+                           job's ranks than this process has CPUs */
   int tx_gather;        /* the device's (uroce.h); 0 = its default */
 } uroce_coll_native_attr;
 
@@ -477,9 +488,13 @@ UROCE_EXPORT int uroce_coll_native_setup_fn(const uroce_coll_env *env,
 /* Ranks on this rank's host that the communicator reaches through shared
  * memory, itself included (1: none, or shared memory is off). */
 UROCE_EXPORT int uroce_coll_native_nlocal(const uroce_coll_native *n);
-/* How bytes move to host peers: "cma" (process_vm_writev), "copy"
- * (through the shared segment), "cma+copy", or "off". */
+/* How bytes move to host peers: "map" (straight into the peer's receive
+ * ring, mapped from shared memory), "cma" (process_vm_writev), "copy"
+ * (through the shared segment), "+"-joined where peers differ, or "off". */
 UROCE_EXPORT const char *uroce_coll_native_shm_mode(const uroce_coll_native *n);
+/* 1 when poll() yields the CPU as it finds nothing (attr.yield, with -1
+ * resolved from the machine's ranks and CPUs), 0 when it spins. */
+UROCE_EXPORT int uroce_coll_native_yields(const uroce_coll_native *n);
 /* The whole start-up of a rank: env (NULL: parse the process environment),
  * attr (NULL: defaults; addr NULL: $UROCE_ADDR), cfg (NULL: defaults).
  * A first uroce_coll_rendezvous() finds the ranks on this host, which talk

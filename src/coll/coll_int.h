@@ -140,6 +140,7 @@ struct uroce_coll_comm {
   uint64_t timeout_ns;
   uroce_coll_algo algo;
   char *recv_ring, *send_ring; /* ring_bytes each */
+  int recv_ring_tp;            /* recv_ring is the transport's */
   size_t ring_bytes;
   uroce_coll_mr recv_mr, send_mr;
   coll_peer *peers;
@@ -210,6 +211,11 @@ int coll_shm_hosts(const void *blobs, int size, int rank, uint8_t *local);
  * memory off): the same table on every rank. 0, UROCE_COLL_ERR_MISMATCH or
  * -ENOMEM. */
 int coll_shm_host_ids(const void *blobs, int size, int *host);
+/* How many ranks run on rank's machine (the same kernel boot: network
+ * namespaces do not make more CPUs); size where the boot id is unknown. */
+int coll_shm_machine_ranks(const void *blobs, int size, int rank);
+/* 1 when ranks_here ranks outnumber the CPUs this process may use. */
+int coll_yield_auto(int ranks_here);
 int coll_shm_new(int rank, int size, const uint8_t *local,
                  const void *host_blobs, coll_shm **out);
 void coll_shm_del(coll_shm *s);
@@ -220,6 +226,12 @@ const char *coll_shm_mode(const coll_shm *s); /* "cma", "copy", ... */
 const char *coll_shm_errmsg(const coll_shm *s);
 void coll_shm_seg_blob(const coll_shm *s, void *blob);
 int coll_shm_connect(coll_shm *s, const void *seg_blobs);
+/* The receive ring in shared memory (host peers map it at connect and
+ * write into it directly): len zeroed bytes, or NULL where there are no
+ * host peers, UROCE_COLL_SHM_RING=0, one exists already, or /dev/shm
+ * cannot hold it. */
+void *coll_shm_ring_alloc(coll_shm *s, size_t len);
+void coll_shm_ring_free(coll_shm *s, void *addr, size_t len);
 void coll_shm_unlink(coll_shm *s); /* once every peer has mapped it */
 int coll_shm_add_region(coll_shm *s, void *addr, size_t len);
 void coll_shm_del_region(coll_shm *s, void *addr);

@@ -107,11 +107,19 @@ static void ring_free(char *p, size_t len) {
     munmap(p, len);
 }
 
+static void recv_ring_free(uroce_coll_comm *c) {
+  if (c->recv_ring_tp)
+    c->tp.free_recv_ring(c->tp.ctx, c->recv_ring, c->ring_bytes);
+  else
+    ring_free(c->recv_ring, c->ring_bytes);
+  c->recv_ring = NULL;
+}
+
 int uroce_coll_comm_new(const uroce_coll_transport *tp,
                         const uroce_coll_config *cfg, uroce_coll_comm **out) {
   if (!tp || !out || tp->size < 1 || tp->rank < 0 || tp->rank >= tp->size ||
       tp->size > 0xffff || !tp->reg_mr || !tp->post_write_imm || !tp->poll ||
-      !tp->now_ns)
+      !tp->now_ns || !tp->alloc_recv_ring != !tp->free_recv_ring)
     return UROCE_ERR_INVALID_ARGUMENT;
   uroce_coll_config def;
   uroce_coll_config_init(&def);
@@ -156,7 +164,11 @@ int uroce_coll_comm_new(const uroce_coll_transport *tp,
   c->owed = calloc((size_t)c->size, sizeof *c->owed);
   size_t ring = (size_t)c->size * (size_t)c->slots * c->slot_stride;
   c->ring_bytes = ring;
-  c->recv_ring = ring_alloc(ring);
+  if (tp->alloc_recv_ring && !c->phantom &&
+      (c->recv_ring = tp->alloc_recv_ring(tp->ctx, ring)))
+    c->recv_ring_tp = 1;
+  else
+    c->recv_ring = ring_alloc(ring);
   c->send_ring = ring_alloc(ring);
   int rc = -ENOMEM;
   if (!c->peers || !c->owed || !c->recv_ring || !c->send_ring)
@@ -177,7 +189,7 @@ int uroce_coll_comm_new(const uroce_coll_transport *tp,
 fail:
   free(c->peers);
   free(c->owed);
-  ring_free(c->recv_ring, c->ring_bytes);
+  recv_ring_free(c);
   ring_free(c->send_ring, c->ring_bytes);
   free(c);
   return rc;
@@ -207,7 +219,7 @@ void uroce_coll_comm_del(uroce_coll_comm *c) {
   free(c->flight);
   free(c->peers);
   free(c->owed);
-  ring_free(c->recv_ring, c->ring_bytes);
+  recv_ring_free(c);
   ring_free(c->send_ring, c->ring_bytes);
   free(c->scratch[0]);
   free(c->scratch[1]);

@@ -6,8 +6,12 @@
  * single-producer single-consumer queue of write descriptors {remote
  * address, length, immediate} plus, for the copy path, a byte ring.
  *
- * A write moves its bytes one of two ways:
- *  - CMA (process_vm_writev): straight from the sender's pieces (the slot
+ * A write moves its bytes one of three ways:
+ *  - map: the receiver's receive ring is a shared segment too
+ *    (coll_shm_ring_alloc), which the sender maps at connect and copies
+ *    into with streaming stores, then a descriptor;
+ *  - CMA (process_vm_writev), where that ring is private: straight from
+ *    the sender's pieces (the slot
  *    header and the caller's buffer, the gather path) into the receiver's
  *    staging slot, one copy by the kernel, then a descriptor;
  *  - copy, where the kernel refuses CMA (ptrace permission, seccomp): the
@@ -36,6 +40,9 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "coll/coll_int.h"
 #include "util/clock.h"
@@ -78,6 +85,9 @@ typedef struct seg_hdr {
   int32_t rank;
   int32_t nlocal;
   int32_t pid;
+  uint64_t ring_addr; /* the receive ring in shared memory, if any: */
+  uint64_t ring_len;  /* its address in the owner, its length, */
+  char ring_name[48]; /* and its POSIX shm name */
 } seg_hdr;
 
 /* Host blob (the first rendezvous) and segment blob (the second). */
@@ -122,6 +132,14 @@ struct coll_shm {
   size_t seg_len;
   char **peer_seg; /* by local index: the peer's segment (NULL for own) */
   int unlinked;
+  char *ring; /* own receive ring, when it is in shared memory */
+  size_t ring_len;
+  char ring_name[48];
+  int ring_unlinked;
+  char **peer_ring;    /* by local index: the peer's ring, mapped here */
+  uint64_t *ring_addr; /* by local index: its address in the peer */
+  size_t *peer_ring_len;
+  char mode[24];
   region *reg;
   int nreg, reg_cap;
   done_ent *done;
@@ -224,6 +242,21 @@ int coll_shm_host_ids(const void *blobs, int size, int *host) {
   return 0;
 }
 
+int coll_shm_machine_ranks(const void *blobs, int size, int rank) {
+  host_blob me;
+  memcpy(&me, (const char *)blobs + (size_t)rank * COLL_SHM_HOST_BLOB,
+         sizeof me);
+  if (!me.boot_id[0])
+    return size;
+  int n = 0;
+  for (int r = 0; r < size; r++) {
+    host_blob h;
+    memcpy(&h, (const char *)blobs + (size_t)r * COLL_SHM_HOST_BLOB, sizeof h);
+    n += !memcmp(h.boot_id, me.boot_id, sizeof me.boot_id);
+  }
+  return n;
+}
+
 void coll_shm_del(coll_shm *s) {
   if (!s)
     return;
@@ -235,6 +268,11 @@ void coll_shm_del(coll_shm *s) {
     for (int i = 0; i < s->nlocal; i++)
       if (s->pidfd[i] >= 0)
         close(s->pidfd[i]);
+  if (s->peer_ring)
+    for (int i = 0; i < s->nlocal; i++)
+      if (s->peer_ring[i])
+        munmap(s->peer_ring[i], s->peer_ring_len[i]);
+  coll_shm_ring_free(s, s->ring, s->ring_len);
   if (s->seg)
     munmap(s->seg, s->seg_len);
   if (s->name[0] && !s->unlinked)
@@ -247,9 +285,66 @@ void coll_shm_del(coll_shm *s) {
   free(s->dead);
   free(s->dead_at);
   free(s->peer_seg);
+  free(s->peer_ring);
+  free(s->ring_addr);
+  free(s->peer_ring_len);
   free(s->reg);
   free(s->done);
   free(s);
+}
+
+static void shm_name(char *name, size_t n) {
+  static _Atomic unsigned seq;
+  snprintf(name, n, "/uroce-coll.%d.%u.%llx", (int)getpid(),
+           atomic_fetch_add(&seq, 1), (unsigned long long)mono_ns());
+}
+
+static int ring_enabled(void) {
+  const char *e = getenv("UROCE_COLL_SHM_RING");
+  return !(e && (!strcmp(e, "0") || !strcasecmp(e, "off")));
+}
+
+void *coll_shm_ring_alloc(coll_shm *s, size_t len) {
+  if (!s || !s->on || s->ring || !len || !ring_enabled())
+    return NULL;
+  char name[48];
+  shm_name(name, sizeof name);
+  int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return NULL;
+  void *p = MAP_FAILED;
+  /* Every page reserved now: a full /dev/shm (a container's is often 64
+   * MB) is a ring of the communicator's own instead of a SIGBUS later, on
+   * the first write that needs a page. */
+  if (ftruncate(fd, (off_t)len) == 0 && posix_fallocate(fd, 0, (off_t)len) == 0)
+    p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name);
+    return NULL;
+  }
+  s->ring = p;
+  s->ring_len = len;
+  memcpy(s->ring_name, name, sizeof name);
+  s->ring_unlinked = 0;
+  seg_hdr *h = (seg_hdr *)s->seg;
+  h->ring_addr = (uint64_t)(uintptr_t)p;
+  h->ring_len = len;
+  memcpy(h->ring_name, name, sizeof name);
+  return p;
+}
+
+void coll_shm_ring_free(coll_shm *s, void *addr, size_t len) {
+  if (!s || !addr || addr != s->ring)
+    return;
+  munmap(addr, len);
+  if (!s->ring_unlinked)
+    shm_unlink(s->ring_name);
+  s->ring = NULL;
+  s->ring_len = 0;
+  seg_hdr *h = (seg_hdr *)s->seg;
+  h->ring_addr = h->ring_len = 0;
+  h->ring_name[0] = 0;
 }
 
 int coll_shm_new(int rank, int size, const uint8_t *local,
@@ -267,8 +362,12 @@ int coll_shm_new(int rank, int size, const uint8_t *local,
   s->dead = calloc((size_t)size, 1);
   s->dead_at = calloc((size_t)size, sizeof *s->dead_at);
   s->peer_seg = calloc((size_t)size, sizeof *s->peer_seg);
+  s->peer_ring = calloc((size_t)size, sizeof *s->peer_ring);
+  s->ring_addr = calloc((size_t)size, sizeof *s->ring_addr);
+  s->peer_ring_len = calloc((size_t)size, sizeof *s->peer_ring_len);
   if (!s->lidx || !s->lrank || !s->pid || !s->pidfd || !s->cma || !s->dead ||
-      !s->dead_at || !s->peer_seg) {
+      !s->dead_at || !s->peer_seg || !s->peer_ring || !s->ring_addr ||
+      !s->peer_ring_len) {
     coll_shm_del(s);
     return -ENOMEM;
   }
@@ -290,9 +389,7 @@ int coll_shm_new(int rank, int size, const uint8_t *local,
     return 0;
   }
   s->seg_len = SEG_HDR + (size_t)s->nlocal * (CHAN_BYTES + DATA_BYTES);
-  static _Atomic unsigned seq;
-  snprintf(s->name, sizeof s->name, "/uroce-coll.%d.%u.%llx", (int)getpid(),
-           atomic_fetch_add(&seq, 1), (unsigned long long)mono_ns());
+  shm_name(s->name, sizeof s->name);
   int fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   int rc = 0;
   if (fd < 0) {
@@ -340,11 +437,15 @@ int coll_shm_nlocal(const coll_shm *s) {
 const char *coll_shm_mode(const coll_shm *s) {
   if (!s || !s->on)
     return "off";
-  int cma = 0, copy = 0;
+  int map = 0, cma = 0, copy = 0;
   for (int i = 0; i < s->nlocal; i++)
     if (s->lrank[i] != s->rank)
-      s->cma[i] ? cma++ : copy++;
-  return cma && copy ? "cma+copy" : cma ? "cma" : "copy";
+      s->peer_ring[i] ? map++ : s->cma[i] ? cma++ : copy++;
+  char *m = ((coll_shm *)s)->mode;
+  snprintf(m, sizeof s->mode, "%s%s%s%s%s", map ? "map" : "",
+           map && (cma || copy) ? "+" : "", cma ? "cma" : "",
+           cma && copy ? "+" : "", copy ? "copy" : "");
+  return m;
 }
 
 const char *coll_shm_errmsg(const coll_shm *s) {
@@ -374,6 +475,29 @@ static int cma_probe(coll_shm *s, int i, uint64_t hdr_addr) {
   if (process_vm_readv(s->pid[i], &l, 1, &r, 1, 0) != (ssize_t)sizeof got)
     return 0;
   return !memcmp(&got, s->peer_seg[i], sizeof got);
+}
+
+/* Map peer i's receive ring where it put it in shared memory; where that
+ * fails, writes to it take CMA or the copy path. */
+static void map_ring(coll_shm *s, int i, const seg_hdr *h) {
+  char name[sizeof h->ring_name];
+  memcpy(name, h->ring_name, sizeof name);
+  name[sizeof name - 1] = 0;
+  if (!h->ring_len || name[0] != '/' || !ring_enabled())
+    return;
+  int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0)
+    return;
+  struct stat st;
+  void *p = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && (uint64_t)st.st_size == h->ring_len)
+    p = mmap(NULL, h->ring_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED)
+    return;
+  s->peer_ring[i] = p;
+  s->ring_addr[i] = h->ring_addr;
+  s->peer_ring_len[i] = h->ring_len;
 }
 
 int coll_shm_connect(coll_shm *s, const void *seg_blobs) {
@@ -418,6 +542,7 @@ int coll_shm_connect(coll_shm *s, const void *seg_blobs) {
       return UROCE_COLL_ERR_MISMATCH;
     }
     s->cma[i] = (uint8_t)cma_probe(s, i, b.hdr_addr);
+    map_ring(s, i, &h);
 #ifdef SYS_pidfd_open
     s->pidfd[i] = (int)syscall(SYS_pidfd_open, s->pid[i], 0);
 #endif
@@ -430,6 +555,10 @@ void coll_shm_unlink(coll_shm *s) {
   if (s && s->name[0] && !s->unlinked) {
     shm_unlink(s->name);
     s->unlinked = 1;
+  }
+  if (s && s->ring && !s->ring_unlinked) {
+    shm_unlink(s->ring_name);
+    s->ring_unlinked = 1;
   }
 }
 
@@ -488,6 +617,44 @@ static char *data_of(const coll_shm *s, char *seg, int from) {
          (size_t)s->lidx[from] * DATA_BYTES;
 }
 
+/* Copy into a peer's receive ring with streaming (non-temporal) stores.
+ * The peer's core holds the slot's lines from reading the last chunk
+ * there; ordinary stores would first take each line from that core's
+ * cache, and then the peer would take it back: measured on this 2-vCPU
+ * EPYC, a 2-rank 1 MiB allreduce ran 5.6 GB/s with memcpy and 13.4 with
+ * streaming stores. Elsewhere than x86-64, memcpy. The caller fences
+ * (stream_fence) before it publishes the descriptor: streaming stores are
+ * not ordered by a release store. */
+#define STREAM_MIN 1024
+static void stream_copy(char *d, const char *src, size_t n) {
+#if defined(__x86_64__)
+  if (n >= STREAM_MIN) {
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    memcpy(d, src, head);
+    d += head;
+    src += head;
+    n -= head;
+    for (; n >= 64; d += 64, src += 64, n -= 64) {
+      __m128i a = _mm_loadu_si128((const __m128i *)src);
+      __m128i b = _mm_loadu_si128((const __m128i *)(src + 16));
+      __m128i c = _mm_loadu_si128((const __m128i *)(src + 32));
+      __m128i e = _mm_loadu_si128((const __m128i *)(src + 48));
+      _mm_stream_si128((__m128i *)d, a);
+      _mm_stream_si128((__m128i *)(d + 16), b);
+      _mm_stream_si128((__m128i *)(d + 32), c);
+      _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+  }
+#endif
+  memcpy(d, src, n);
+}
+
+static void stream_fence(void) {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
+
 int coll_shm_write(coll_shm *s, int peer, const void *p1, size_t l1,
                    const void *p2, size_t l2, uint64_t raddr, uint32_t imm,
                    uint64_t wr_id) {
@@ -509,7 +676,16 @@ int coll_shm_write(coll_shm *s, int peer, const void *p1, size_t l1,
   e->imm = imm;
   e->len = (uint32_t)len;
   e->flags = 0;
-  if (len && s->cma[i]) {
+  uint64_t roff = raddr - s->ring_addr[i];
+  if (len && s->peer_ring[i] && raddr >= s->ring_addr[i] &&
+      roff <= s->peer_ring_len[i] && len <= s->peer_ring_len[i] - roff) {
+    /* straight into the peer's receive ring, mapped here */
+    char *d = s->peer_ring[i] + roff;
+    stream_copy(d, p1, l1); /* l1: the slot header, with gather */
+    if (l2)
+      stream_copy(d + l1, p2, l2);
+    stream_fence();
+  } else if (len && s->cma[i]) {
     struct iovec l[2] = {{(void *)p1, l1}, {(void *)p2, l2}};
     struct iovec r = {(void *)(uintptr_t)raddr, len};
     ssize_t n = process_vm_writev(s->pid[i], l, l2 ? 2 : 1, &r, 1, 0);

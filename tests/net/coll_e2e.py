@@ -15,8 +15,10 @@ its own uroce device (127.0.2.x) and one RC QP per peer.
 --transport roce (the default) keeps every rank on RoCEv2 over loopback
 (UROCE_COLL_SHM=0); --transport shm lets the ranks, all on one host, find
 each other and use shared memory (docs/coll.md, "Shared memory"): the same
-cases, each checked to have really run over it, through CMA and, with
-UROCE_COLL_CMA=0, through the copy path.
+cases, each checked to have really run over it: straight into the peer's
+receive ring mapped in shared memory (the default), and with
+UROCE_COLL_SHM_RING=0 through CMA and, with UROCE_COLL_CMA=0 too, the copy
+path.
 
 Prints one line per case and `N passed, M failed` at the end."""
 import argparse
@@ -47,6 +49,9 @@ def launch_cmd(uroce, n, base, extra_launch=(), shared=False):
 def shm_env(mode):
     env = dict(os.environ)
     if mode:
+        # map: into the peer's receive ring, mapped (the default); cma
+        # and copy where that ring is not shared
+        env["UROCE_COLL_SHM_RING"] = "1" if mode == "map" else "0"
         env["UROCE_COLL_CMA"] = "0" if mode == "copy" else "1"
     return env
 
@@ -93,6 +98,12 @@ def check_case(uroce, n, algo, maxbytes, small_chunks, root,
             ok = False
             detail += "\n  ran with (host ranks, shm) %r, wanted %r" % (got,
                                                                       want)
+        # polls yield only when this machine has fewer CPUs than ranks
+        want_yield = n > len(os.sched_getaffinity(0))
+        if doc.get("yield") != want_yield:
+            ok = False
+            detail += "\n  yield %r with %d ranks on %d CPUs" % (
+                doc.get("yield"), n, len(os.sched_getaffinity(0)))
         # the progress mode asked for is the one that ran
         if doc.get("progress") != progress:
             ok = False
@@ -230,19 +241,50 @@ def dead_rank_case(uroce, n, victim, algo, base, limit):
         print("    e.g. " + named[0][:150], flush=True)
 
 
+def shm_full_case(uroce):
+    """/dev/shm too small for the receive rings (a container's is often 64
+    MB): every rank keeps a ring of its own and its host peers write
+    through CMA; results stay exact."""
+    name = "2 ranks, /dev/shm of 1 MB: rings fall back to CMA"
+    cmd = launch_cmd(uroce, 2, "127.0.2.1") + [
+        "-c", "-J", "-o", "allreduce,allgather", "-b", "4", "-e", "4M",
+        "-f", "32", "-n", "2", "-w", "0"]
+    sh = "mount -t tmpfs -o size=1M tmpfs /dev/shm && exec " + \
+        " ".join(cmd)
+    try:
+        p = subprocess.run(["unshare", "-m", "sh", "-c", sh],
+                           capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        report(name, False, "timed out")
+        return
+    ok, detail = p.returncode == 0, ""
+    try:
+        doc = json.loads(p.stdout)
+        ok = ok and doc["wrong"] == 0 and doc["shm"] == "cma" and \
+            len(doc["results"]) >= 6
+        detail = "(shm %s, %d points)" % (doc["shm"], len(doc["results"]))
+    except (ValueError, KeyError) as e:
+        ok = False
+        detail = "bad JSON (%s)" % e
+    if not ok:
+        detail += "\n  rc=%d stderr: %s" % (p.returncode, p.stderr[-800:])
+    report(name, ok, detail)
+
+
 def shm_main(u, t0):
-    """Every collective x algorithm x type x op over shared memory, both
-    ways of moving bytes, and a dead rank named within seconds."""
+    """Every collective x algorithm x type x op over shared memory, the
+    three ways of moving bytes, and a dead rank named within seconds."""
     plan = []
     for n in (2, 3, 4, 8):
         for i, algo in enumerate(("auto", "ring", "tree", "rhd")):
-            mode = "copy" if (n + i) % 3 == 0 else "cma"
+            mode = ("copy", "cma", "map")[(n + i) % 3]
             plan.append((n, algo, 120000, (n + i) % 2 == 1,
                          (n - 1) * (i % 2), "inline", mode))
-    plan.append((16, "auto", 10000, False, 5, "inline", "cma"))
+    plan.append((16, "auto", 10000, False, 5, "inline", "map"))
     plan.append((5, "ring", 120000, True, 4, "inline", "copy"))
     for c in plan:
         check_case(u, *c)
+    shm_full_case(u)
     dead_rank_case(u, 4, 2, "ring", "127.0.2.101", 5)
     dead_rank_case(u, 8, 5, "tree", "127.0.2.111", 5)
     failed = sum(1 for _, ok in results if not ok)

@@ -959,6 +959,77 @@ static void run_matrix(void) {
   T_RUN(test_dead_rank);
 }
 
+/* A transport may hand the communicator its receive ring (the native
+ * binding's is shared memory): the peers' writes land in that memory, and
+ * the comm gives it back when it goes. One hook without the other is
+ * refused; a hook that gives nothing leaves the comm its own ring. */
+static int ring_allocs, ring_frees, ring_bad_free;
+static void *ring_given[2];
+static size_t ring_len;
+
+static void *ring_hook_alloc(void *ctx, size_t len) {
+  (void)ctx;
+  void *p = aligned_alloc(64, (len + 63) & ~(size_t)63);
+  if (p && ring_allocs < 2) {
+    memset(p, 0, len);
+    ring_given[ring_allocs++] = p;
+    ring_len = len;
+  }
+  return p;
+}
+
+static void ring_hook_free(void *ctx, void *addr, size_t len) {
+  (void)ctx;
+  if ((addr != ring_given[0] && addr != ring_given[1]) || len != ring_len)
+    ring_bad_free++;
+  ring_frees++;
+  free(addr);
+}
+
+static void *ring_hook_none(void *ctx, size_t len) {
+  (void)ctx;
+  (void)len;
+  return NULL;
+}
+
+static void test_recv_ring_hook(void) {
+  coll_mem *m = coll_mem_new(2, 1, 0);
+  uroce_coll_transport t = *coll_mem_tp(m, 0);
+  t.alloc_recv_ring = ring_hook_alloc;
+  uroce_coll_comm *c = NULL;
+  CHECK_EQ(uroce_coll_comm_new(&t, NULL, &c), UROCE_ERR_INVALID_ARGUMENT);
+  coll_mem_del(m);
+  for (int none = 0; none < 2; none++) {
+    ring_allocs = ring_frees = ring_bad_free = 0;
+    fab f = {2, coll_mem_new(2, 7, 0), calloc(2, sizeof(void *))};
+    for (int r = 0; r < 2; r++) {
+      coll_mem_tp(f.m, r)->alloc_recv_ring =
+          none ? ring_hook_none : ring_hook_alloc;
+      coll_mem_tp(f.m, r)->free_recv_ring = ring_hook_free;
+    }
+    uroce_coll_config cfg;
+    uroce_coll_config_init(&cfg);
+    cfg.chunk_bytes = 4096;
+    cfg.slots = 2;
+    cfg.timeout_ns = 1000000000ull;
+    CHECK_EQ(make_comms(f.m, &cfg, f.comms), 0);
+    CHECK_EQ(ring_allocs, none ? 0 : 2);
+    int before = case_failures;
+    run_case(&f, UROCE_COLL_ALLREDUCE, UROCE_COLL_FLOAT32, UROCE_COLL_SUM,
+             UROCE_COLL_ALGO_RING, 5000, 0, 0, 11);
+    CHECK_EQ(case_failures, before);
+    for (int r = 0; r < ring_allocs; r++) { /* chunks landed there */
+      size_t nz = 0;
+      for (size_t i = 0; i < ring_len; i++)
+        nz += ((const char *)ring_given[r])[i] != 0;
+      CHECK(nz > 256);
+    }
+    fab_del(&f);
+    CHECK_EQ(ring_frees, none ? 0 : 2);
+    CHECK_EQ(ring_bad_free, 0);
+  }
+}
+
 int main(void) {
   T_RUN(test_connect_checks);
   T_RUN(test_wait_timeout);
@@ -980,6 +1051,7 @@ int main(void) {
   gather_on = 1;
   T_RUN(test_gather_rights);
   T_RUN(test_gather_completion);
+  T_RUN(test_recv_ring_hook);
   printf("%d collective cases, %d failed\n", cases, case_failures);
   return T_DONE();
 }
