@@ -175,6 +175,12 @@ public:
     env.launcher = "torch";
     uroce_coll_native_attr attr;
     uroce_coll_native_attr_init(&attr);
+    // Yield while waiting: a torch process runs more threads than its
+    // rank (the interpreter, the intra-op pool spinning after each
+    // parallel region), so the rank count does not say whether the cores
+    // are oversubscribed. 2 ranks on 2 cores, 1 MiB all_reduce: 2.2-2.9
+    // GB/s yielding, 0.4-0.5 spinning. UROCE_COLL_YIELD still overrides.
+    attr.yield = 1;
     uroce_coll_config cfg;
     uroce_coll_config_init(&cfg);
     cfg.timeout_ns = (uint64_t)timeout.count() * 1000000ull;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -664,6 +665,16 @@ int uroce_coll_native_setup_fn(const uroce_coll_env *env_in,
   }
   if ((rc = coll_shm_new(me, size, local, hosts, &shm)) < 0)
     goto fail;
+  const char *ye = getenv("UROCE_COLL_YIELD");
+  if (ye && (!strcmp(ye, "1") || !strcasecmp(ye, "on")))
+    attr.yield = 1;
+  else if (ye && (!strcmp(ye, "0") || !strcasecmp(ye, "off")))
+    attr.yield = 0;
+  else if (ye && *ye && strcasecmp(ye, "auto"))
+    fprintf(stderr,
+            "uroce coll: rank %d: UROCE_COLL_YIELD=%s is not auto, "
+            "on or off; ignored\n",
+            me, ye);
   if (attr.yield < 0)
     attr.yield = coll_yield_auto(coll_shm_machine_ranks(hosts, size, me));
   if (nlocal < size && !attr.addr) {

@@ -57,24 +57,29 @@ def shm_env(mode):
 
 
 def check_case(uroce, n, algo, maxbytes, small_chunks, root,
-               progress="inline", shm_mode=None, shared=False):
+               progress="inline", shm_mode=None, shared=False,
+               yield_env=None):
     name = "%2d ranks, algo %-5s%s%s%s%s" % (
         n, algo, ", 4K chunks 2 slots" if small_chunks else "",
         ", progress thread" if progress == "thread" else "",
         ", shm " + shm_mode if shm_mode else "",
-        ", one address" if shared else "")
+        ", one address" if shared else "") + \
+        (", UROCE_COLL_YIELD=" + yield_env if yield_env else "")
     args = ["-c", "-J", "-o", "all", "-d", "all", "-r", "all", "-b", "4",
             "-e", str(maxbytes), "-f", "13", "-n", "1", "-w", "0",
             "--algo", algo, "--root", str(root), "--timeout", "20000",
             "--progress", progress]
     if small_chunks:
         args += ["--chunk", "4096", "--slots", "2"]
+    env = shm_env(shm_mode)
+    if yield_env:
+        env["UROCE_COLL_YIELD"] = yield_env
     t0 = time.time()
     try:
         p = subprocess.run(launch_cmd(uroce, n, "127.0.2.200" if shared
                                       else "127.0.2.1", shared=shared) + args,
                            capture_output=True, text=True, timeout=120,
-                           env=shm_env(shm_mode))
+                           env=env)
     except subprocess.TimeoutExpired as e:
         report(name, False, "\n  timed out after 120 s: %s" %
                ((e.stderr or b"")[-800:]))
@@ -99,7 +104,8 @@ def check_case(uroce, n, algo, maxbytes, small_chunks, root,
             detail += "\n  ran with (host ranks, shm) %r, wanted %r" % (got,
                                                                       want)
         # polls yield only when this machine has fewer CPUs than ranks
-        want_yield = n > len(os.sched_getaffinity(0))
+        want_yield = {"on": True, "off": False}.get(
+            yield_env, n > len(os.sched_getaffinity(0)))
         if doc.get("yield") != want_yield:
             ok = False
             detail += "\n  yield %r with %d ranks on %d CPUs" % (
@@ -284,6 +290,11 @@ def shm_main(u, t0):
     plan.append((5, "ring", 120000, True, 4, "inline", "copy"))
     for c in plan:
         check_case(u, *c)
+    # the environment overrides the automatic choice, both ways
+    check_case(u, 2, "ring", 120000, False, 0, "inline", "map",
+               yield_env="on")
+    check_case(u, 3, "rhd", 5000, False, 1, "inline", "map",
+               yield_env="off")
     shm_full_case(u)
     dead_rank_case(u, 4, 2, "ring", "127.0.2.101", 5)
     dead_rank_case(u, 8, 5, "tree", "127.0.2.111", 5)
