@@ -3,9 +3,9 @@
  * queued for it; packets routed to it are lost until new routes take
  * effect everywhere: on RoCE after a detection and a routing convergence
  * delay (ECMP groups over the shortest paths that remain), on InfiniBand
- * after a trap to the SM and its sweep, route computation (minhop over
- * the links up) and LFT programming, as sm.c models them. The transport
- * recovers the lost packets. */
+ * after a trap to the SM and its sweep, route computation (up/down or
+ * minhop over the links up) and LFT programming, as sm.c models them. The
+ * transport recovers the lost packets. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

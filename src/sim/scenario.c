@@ -658,7 +658,7 @@ static int sm_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
   struct sim_sm_cfg *sm = a;
   uint32_t u;
   if (KEY("routing_engine")) {
-    static const char *const e[] = {"ftree", "minhop", 0};
+    static const char *const e[] = {"ftree", "minhop", "updn", 0};
     int i;
     if (get_enum(x, v, key, e, &i))
       return -1;

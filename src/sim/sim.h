@@ -62,7 +62,10 @@ struct sim_vlarb_ent {
 enum sim_sm_engine {
   SIM_SM_FTREE,  /* fat-tree aware: D-mod-k over the up ports */
   SIM_SM_MINHOP, /* shortest paths, ports balanced by routes assigned */
+  SIM_SM_UPDN,   /* up/down: shortest legal paths, deadlock-free anywhere */
 };
+/* "ftree", "minhop", "updn" */
+const char *sim_sm_engine_name(enum sim_sm_engine e);
 
 struct sim_sm_cfg {
   enum sim_sm_engine engine;

@@ -415,7 +415,8 @@ void sim_sm_del(struct sim *s);
 void sim_sm_check(struct sim *s, struct sim_sm_info *out);
 #define SIM_LFT_NONE 0xFFFFu
 
-/* Recomputes the LFTs with minhop over the links up now into staged
+/* Recomputes the LFTs (up/down if that is the engine, else minhop) over
+ * the links up now into staged
  * (nswitches x LIDs), and the modelled sweep, computation and programming
  * (changed blocks only) times. */
 int sim_sm_recompute(struct sim *s, uint16_t *staged, sim_time_t *discover,

@@ -168,6 +168,170 @@ static int route_minhop(struct sim *s) {
   return 0;
 }
 
+/* Up/down (OpenSM's updn): switches are ranked by their hop distance from
+ * the switches that NICs hang off (those 0, the tier above 1, ...), ties
+ * by index, and a link leads up towards the higher (rank, index). A route
+ * is up hops, then down hops only, so no channel dependency turns from
+ * down to up and the channel dependency graph has no cycle, on any
+ * topology and after any failure. A switch that reaches the destination
+ * going down only goes down (the fewest such hops); otherwise up, to the
+ * neighbour with the fewest hops left; ties go to the port with the
+ * fewest routes so far, as minhop. */
+struct updn {
+  uint32_t *level, *dd, *r, *q, *q2, *use;
+};
+
+static bool updn_up(const struct updn *u, uint32_t from, uint32_t to) {
+  return u->level[to] != u->level[from] ? u->level[to] > u->level[from]
+                                        : to > from;
+}
+
+/* The switch a port leads to, or UINT32_MAX (a NIC, nothing, down). */
+static uint32_t sw_peer(const struct sim_port *p) {
+  if (!p->peer || p->down || p->peer->node->kind != SIM_NODE_SWITCH)
+    return UINT32_MAX;
+  return p->peer->node->id;
+}
+
+static void updn_levels(struct sim *s, struct updn *u) {
+  uint32_t nsw = s->nswitches, head = 0, tail = 0;
+  for (uint32_t i = 0; i < nsw; i++)
+    u->level[i] = UINT32_MAX;
+  for (uint32_t d = 0; d < s->nnics; d++) {
+    struct sim_port *np = &s->nics[d].port;
+    if (!np->peer || np->down || np->peer->node->kind != SIM_NODE_SWITCH)
+      continue;
+    uint32_t l = np->peer->node->id;
+    if (u->level[l] == UINT32_MAX) {
+      u->level[l] = 0;
+      u->q[tail++] = l;
+    }
+  }
+  while (head < tail) {
+    struct sim_switch *sw = &s->sws[u->q[head++]];
+    for (uint16_t j = 0; j < sw->n.nports; j++) {
+      uint32_t o = sw_peer(&sw->n.ports[j]);
+      if (o != UINT32_MAX && u->level[o] == UINT32_MAX) {
+        u->level[o] = u->level[sw->n.id] + 1;
+        u->q[tail++] = o;
+      }
+    }
+  }
+}
+
+/* Hops to the NIC d's switch leaf: dd going down only, r the route's
+ * (dd where there is one, else up first). Two breadth-first queues merged
+ * by distance: q the down-only search, q2 the switches that go up. */
+static void updn_dist(struct sim *s, struct updn *u, uint32_t leaf) {
+  uint32_t nsw = s->nswitches;
+  for (uint32_t i = 0; i < nsw; i++)
+    u->dd[i] = u->r[i] = UINT32_MAX;
+  uint32_t h = 0, t = 0, h2 = 0, t2 = 0;
+  u->dd[leaf] = u->r[leaf] = 0;
+  u->q[t++] = leaf;
+  while (h < t) { /* down-only: x reaches y going down when y is below x */
+    struct sim_switch *sw = &s->sws[u->q[h++]];
+    for (uint16_t j = 0; j < sw->n.nports; j++) {
+      uint32_t x = sw_peer(&sw->n.ports[j]);
+      if (x != UINT32_MAX && u->dd[x] == UINT32_MAX &&
+          updn_up(u, sw->n.id, x)) {
+        u->dd[x] = u->r[x] = u->dd[sw->n.id] + 1;
+        u->q[t++] = x;
+      }
+    }
+  }
+  h = 0;
+  while (h < t || h2 < t2) {
+    uint32_t y;
+    if (h2 >= t2 || (h < t && u->r[u->q[h]] <= u->r[u->q2[h2]]))
+      y = u->q[h++];
+    else
+      y = u->q2[h2++];
+    struct sim_switch *sw = &s->sws[y];
+    for (uint16_t j = 0; j < sw->n.nports; j++) {
+      uint32_t x = sw_peer(&sw->n.ports[j]);
+      /* x goes up to y */
+      if (x != UINT32_MAX && u->r[x] == UINT32_MAX && updn_up(u, x, y)) {
+        u->r[x] = u->r[y] + 1;
+        u->q2[t2++] = x;
+      }
+    }
+  }
+}
+
+static int route_updn(struct sim *s) {
+  uint32_t nsw = s->nswitches, step = s->lmc_mask + 1;
+  struct updn u = {malloc(sizeof(uint32_t) * nsw),
+                   malloc(sizeof(uint32_t) * nsw),
+                   malloc(sizeof(uint32_t) * nsw),
+                   malloc(sizeof(uint32_t) * nsw),
+                   malloc(sizeof(uint32_t) * nsw),
+                   calloc(s->nports ? s->nports : 1, sizeof(uint32_t))};
+  int rc = -1;
+  if (!u.level || !u.dd || !u.r || !u.q || !u.q2 || !u.use)
+    goto out;
+  updn_levels(s, &u);
+  for (uint32_t d = 0; d < s->nnics; d++) {
+    struct sim_port *np = &s->nics[d].port;
+    if (!np->peer || np->down || np->peer->node->kind != SIM_NODE_SWITCH)
+      continue;
+    updn_dist(s, &u, np->peer->node->id);
+    for (uint32_t i = 0; i < nsw; i++) {
+      struct sim_switch *sw = &s->sws[i];
+      bool down = u.dd[i] != UINT32_MAX;
+      for (uint32_t o = 0; o < step; o++) {
+        uint16_t best = SIM_LFT_NONE;
+        for (uint16_t j = 0; j < sw->n.nports && u.r[i] != UINT32_MAX; j++) {
+          struct sim_port *p = &sw->n.ports[j];
+          if (!p->peer || p->down)
+            continue;
+          const struct sim_node *pn = p->peer->node;
+          bool next;
+          if (u.r[i] == 0)
+            next = pn->kind == SIM_NODE_NIC && pn->id == d;
+          else if (pn->kind != SIM_NODE_SWITCH)
+            next = false;
+          else if (down)
+            next = !updn_up(&u, i, pn->id) && u.dd[pn->id] + 1 == u.dd[i];
+          else
+            next = updn_up(&u, i, pn->id) && u.r[pn->id] + 1 == u.r[i];
+          if (next &&
+              (best == SIM_LFT_NONE ||
+               u.use[p - s->ports] < u.use[&sw->n.ports[best] - s->ports]))
+            best = j;
+        }
+        if (best != SIM_LFT_NONE)
+          u.use[&sw->n.ports[best] - s->ports]++;
+        sw->lft[s->nic_lid[d] + o] = best;
+      }
+    }
+  }
+  rc = 0;
+out:
+  free(u.level);
+  free(u.dd);
+  free(u.r);
+  free(u.q);
+  free(u.q2);
+  free(u.use);
+  return rc;
+}
+
+/* The engine the SM recomputes with after a change: up/down stays
+ * up/down; ftree falls back to minhop, as OpenSM's does on a fabric that
+ * is no longer a full fat-tree. */
+static int route_again(struct sim *s) {
+  return s->cfg.ib.sm.engine == SIM_SM_UPDN ? route_updn(s) : route_minhop(s);
+}
+
+static const char *const engine_names[] = {"ftree", "minhop", "updn"};
+
+const char *sim_sm_engine_name(enum sim_sm_engine e) {
+  return (unsigned)e < sizeof engine_names / sizeof engine_names[0]
+             ? engine_names[e]
+             : "?";
+}
+
 uint32_t sim_sm_nlids(const struct sim *s) {
   return s->sm ? s->sm->nlids : 0;
 }
@@ -192,7 +356,7 @@ int sim_sm_recompute(struct sim *s, uint16_t *staged, sim_time_t *disc,
     memcpy(old + (size_t)i * nl, s->sws[i].lft, sizeof(uint16_t) * nl);
     memset(s->sws[i].lft, 0xFF, sizeof(uint16_t) * nl);
   }
-  int rc = route_minhop(s);
+  int rc = route_again(s);
   sim_time_t busy = 0;
   for (uint32_t i = 0; i < nsw; i++) {
     uint16_t *nw = staged + (size_t)i * nl, *od = old + (size_t)i * nl;
@@ -411,20 +575,18 @@ int sim_sm_new(struct sim *s, char *err, size_t errlen) {
     }
     memset(s->sws[i].lft, 0xFF, sizeof(uint16_t) * sm->nlids);
   }
-  if (c->engine == SIM_SM_MINHOP) {
-    if (route_minhop(s)) {
-      snprintf(err, errlen, "out of memory for the LFTs");
-      return -1;
-    }
-  } else {
+  if (c->engine == SIM_SM_FTREE) {
     for (uint32_t i = 0; i < s->nswitches; i++)
       route_ftree(s, &s->sws[i]);
+  } else if (route_again(s)) {
+    snprintf(err, errlen, "out of memory for the LFTs");
+    return -1;
   }
   sm->compute =
       (sim_time_t)s->nswitches * (s->nnics * (s->lmc_mask + 1)) * c->route_time;
   program(s, sm);
   struct sim_sm_info *in = &sm->info;
-  in->engine = c->engine == SIM_SM_MINHOP ? "minhop" : "ftree";
+  in->engine = sim_sm_engine_name(c->engine);
   in->lids = sm->nlids - 1;
   in->lmc = c->lmc;
   in->smps = sm->smps;
