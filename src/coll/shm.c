@@ -167,9 +167,14 @@ static uint64_t ns_ino(const char *what) {
   return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
+/* The switch name is set to 0 or off. */
+static int env_off(const char *name) {
+  const char *e = getenv(name);
+  return e && (!strcmp(e, "0") || !strcasecmp(e, "off"));
+}
+
 int coll_shm_enabled(void) {
-  const char *e = getenv("UROCE_COLL_SHM");
-  return !(e && (!strcmp(e, "0") || !strcasecmp(e, "off")));
+  return !env_off("UROCE_COLL_SHM");
 }
 
 void coll_shm_host_blob(int rank, void *blob) {
@@ -299,30 +304,60 @@ static void shm_name(char *name, size_t n) {
            atomic_fetch_add(&seq, 1), (unsigned long long)mono_ns());
 }
 
-static int ring_enabled(void) {
-  const char *e = getenv("UROCE_COLL_SHM_RING");
-  return !(e && (!strcmp(e, "0") || !strcasecmp(e, "off")));
-}
-
-void *coll_shm_ring_alloc(coll_shm *s, size_t len) {
-  if (!s || !s->on || s->ring || !len || !ring_enabled())
-    return NULL;
-  char name[48];
-  shm_name(name, sizeof name);
+/* A new segment of len bytes (zeroed), mapped; with reserve every page
+ * is allocated now. NULL (errno set, nothing left behind) on failure. */
+static void *seg_create(const char *name, size_t len, int reserve) {
   int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0)
     return NULL;
   void *p = MAP_FAILED;
+  int rc = ftruncate(fd, (off_t)len) < 0 ? errno : 0;
+  if (!rc && reserve)
+    rc = posix_fallocate(fd, 0, (off_t)len);
+  if (!rc) {
+    p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    rc = p == MAP_FAILED ? errno : 0;
+  }
+  close(fd);
+  if (rc) {
+    shm_unlink(name);
+    errno = rc;
+    return NULL;
+  }
+  return p;
+}
+
+/* A peer's segment, which must be len bytes long (EINVAL otherwise). */
+static void *seg_map(const char *name, size_t len) {
+  int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0)
+    return NULL;
+  struct stat st;
+  void *p = MAP_FAILED;
+  int rc = EINVAL;
+  if (fstat(fd, &st) == 0 && (uint64_t)st.st_size == len) {
+    p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    rc = errno;
+  }
+  close(fd);
+  if (p == MAP_FAILED) {
+    errno = rc;
+    return NULL;
+  }
+  return p;
+}
+
+void *coll_shm_ring_alloc(coll_shm *s, size_t len) {
+  if (!s || !s->on || s->ring || !len || env_off("UROCE_COLL_SHM_RING"))
+    return NULL;
+  char name[48];
+  shm_name(name, sizeof name);
   /* Every page reserved now: a full /dev/shm (a container's is often 64
    * MB) is a ring of the communicator's own instead of a SIGBUS later, on
    * the first write that needs a page. */
-  if (ftruncate(fd, (off_t)len) == 0 && posix_fallocate(fd, 0, (off_t)len) == 0)
-    p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    shm_unlink(name);
+  void *p = seg_create(name, len, 1);
+  if (!p)
     return NULL;
-  }
   s->ring = p;
   s->ring_len = len;
   memcpy(s->ring_name, name, sizeof name);
@@ -390,25 +425,12 @@ int coll_shm_new(int rank, int size, const uint8_t *local,
   }
   s->seg_len = SEG_HDR + (size_t)s->nlocal * (CHAN_BYTES + DATA_BYTES);
   shm_name(s->name, sizeof s->name);
-  int fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  int rc = 0;
-  if (fd < 0) {
-    rc = -errno;
-    s->name[0] = 0;
-  } else if (ftruncate(fd, (off_t)s->seg_len) < 0) {
-    rc = -errno;
-  } else {
-    void *p = mmap(NULL, s->seg_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
-      rc = -errno;
-    else
-      s->seg = p;
-  }
-  if (fd >= 0)
-    close(fd);
-  if (rc < 0) {
+  s->seg = seg_create(s->name, s->seg_len, 0); /* sparse */
+  if (!s->seg) {
+    int rc = -errno;
     fprintf(stderr, "uroce coll: rank %d: shared memory segment: %s\n", rank,
             strerror(-rc));
+    s->name[0] = 0; /* gone already */
     coll_shm_del(s);
     return rc;
   }
@@ -435,17 +457,18 @@ int coll_shm_nlocal(const coll_shm *s) {
 }
 
 const char *coll_shm_mode(const coll_shm *s) {
-  if (!s || !s->on)
-    return "off";
+  return s && s->on && s->mode[0] ? s->mode : "off";
+}
+
+/* Once connected: how bytes go to the host peers, "+"-joined. */
+static void set_mode(coll_shm *s) {
   int map = 0, cma = 0, copy = 0;
   for (int i = 0; i < s->nlocal; i++)
     if (s->lrank[i] != s->rank)
       s->peer_ring[i] ? map++ : s->cma[i] ? cma++ : copy++;
-  char *m = ((coll_shm *)s)->mode;
-  snprintf(m, sizeof s->mode, "%s%s%s%s%s", map ? "map" : "",
+  snprintf(s->mode, sizeof s->mode, "%s%s%s%s%s", map ? "map" : "",
            map && (cma || copy) ? "+" : "", cma ? "cma" : "",
            cma && copy ? "+" : "", copy ? "copy" : "");
-  return m;
 }
 
 const char *coll_shm_errmsg(const coll_shm *s) {
@@ -466,8 +489,7 @@ void coll_shm_seg_blob(const coll_shm *s, void *blob) {
 /* Does the kernel let this process write into peer i (CMA)? Read the
  * peer's segment header through CMA and compare it with the mapping. */
 static int cma_probe(coll_shm *s, int i, uint64_t hdr_addr) {
-  const char *e = getenv("UROCE_COLL_CMA");
-  if (e && (!strcmp(e, "0") || !strcasecmp(e, "off")))
+  if (env_off("UROCE_COLL_CMA"))
     return 0;
   seg_hdr got;
   struct iovec l = {&got, sizeof got};
@@ -483,17 +505,10 @@ static void map_ring(coll_shm *s, int i, const seg_hdr *h) {
   char name[sizeof h->ring_name];
   memcpy(name, h->ring_name, sizeof name);
   name[sizeof name - 1] = 0;
-  if (!h->ring_len || name[0] != '/' || !ring_enabled())
+  if (!h->ring_len || name[0] != '/' || env_off("UROCE_COLL_SHM_RING"))
     return;
-  int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0)
-    return;
-  struct stat st;
-  void *p = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && (uint64_t)st.st_size == h->ring_len)
-    p = mmap(NULL, h->ring_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED)
+  char *p = seg_map(name, h->ring_len);
+  if (!p)
     return;
   s->peer_ring[i] = p;
   s->ring_addr[i] = h->ring_addr;
@@ -516,21 +531,14 @@ int coll_shm_connect(coll_shm *s, const void *seg_blobs) {
               r);
       return UROCE_COLL_ERR_MISMATCH;
     }
-    int fd = shm_open(b.name, O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0) {
-      set_err(s, "rank %d: opening rank %d's segment %s: %s", s->rank, r,
-              b.name, strerror(errno));
-      return -errno;
-    }
-    struct stat st;
-    void *p = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && (size_t)st.st_size == s->seg_len)
-      p = mmap(NULL, s->seg_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-      set_err(s, "rank %d: mapping rank %d's segment %s failed", s->rank, r,
-              b.name);
-      return UROCE_COLL_ERR_MISMATCH;
+    char *p = seg_map(b.name, s->seg_len);
+    if (!p) {
+      int err = errno;
+      set_err(s, "rank %d: mapping rank %d's segment %s: %s", s->rank, r,
+              b.name,
+              err == EINVAL ? "not the size this job's segments have"
+                            : strerror(err));
+      return err == EINVAL ? UROCE_COLL_ERR_MISMATCH : -err;
     }
     s->peer_seg[i] = p;
     seg_hdr h;
@@ -547,6 +555,7 @@ int coll_shm_connect(coll_shm *s, const void *seg_blobs) {
     s->pidfd[i] = (int)syscall(SYS_pidfd_open, s->pid[i], 0);
 #endif
   }
+  set_mode(s);
   s->live_at = mono_ns();
   return 0;
 }

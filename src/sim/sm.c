@@ -198,11 +198,8 @@ static void updn_levels(struct sim *s, struct updn *u) {
   for (uint32_t i = 0; i < nsw; i++)
     u->level[i] = UINT32_MAX;
   for (uint32_t d = 0; d < s->nnics; d++) {
-    struct sim_port *np = &s->nics[d].port;
-    if (!np->peer || np->down || np->peer->node->kind != SIM_NODE_SWITCH)
-      continue;
-    uint32_t l = np->peer->node->id;
-    if (u->level[l] == UINT32_MAX) {
+    uint32_t l = sw_peer(&s->nics[d].port);
+    if (l != UINT32_MAX && u->level[l] == UINT32_MAX) {
       u->level[l] = 0;
       u->q[tail++] = l;
     }
@@ -272,10 +269,10 @@ static int route_updn(struct sim *s) {
     goto out;
   updn_levels(s, &u);
   for (uint32_t d = 0; d < s->nnics; d++) {
-    struct sim_port *np = &s->nics[d].port;
-    if (!np->peer || np->down || np->peer->node->kind != SIM_NODE_SWITCH)
+    uint32_t leaf = sw_peer(&s->nics[d].port);
+    if (leaf == UINT32_MAX)
       continue;
-    updn_dist(s, &u, np->peer->node->id);
+    updn_dist(s, &u, leaf);
     for (uint32_t i = 0; i < nsw; i++) {
       struct sim_switch *sw = &s->sws[i];
       bool down = u.dd[i] != UINT32_MAX;
