@@ -17,9 +17,10 @@
 
 struct opts {
   const char *out;
-  bool seed_set, quiet, plots, repro;
+  bool seed_set, quiet, plots, repro, threads_set;
   uint64_t seed;
   sim_time_t stop;
+  uint32_t threads;
 };
 
 static void usage(FILE *f) {
@@ -40,6 +41,8 @@ static void usage(FILE *f) {
           "                     --compare, DIR/A, DIR/B, ...; up to 8)\n"
           "  --seed N           override the scenario's seed\n"
           "  --stop-us T        stop at T microseconds of simulated time\n"
+          "  --threads N        run on N threads, one part of the fabric\n"
+          "                     each (0: every CPU); results are the same\n"
           "  -q, --quiet        no progress bar\n"
           "  --no-plots         do not run gnuplot\n"
           "  --reproducible     leave wall-clock figures out of summary.json\n"
@@ -91,6 +94,8 @@ static int run_one(const char *path, const struct opts *o, const char *dir,
     cfg.seed = o->seed;
   if (o->stop)
     cfg.stop_time = o->stop;
+  if (o->threads_set)
+    cfg.threads = o->threads;
   cfg.progress = !o->quiet && isatty(2);
   char outdir[1024];
   if (dir)
@@ -109,6 +114,11 @@ static int run_one(const char *path, const struct opts *o, const char *dir,
             "%.0f MB\n",
             name, sim_nhosts(s), sim_nnics(s), sim_nflows(s),
             (double)sim_mem(s)->total / (1 << 20));
+  const char *why;
+  uint32_t th = sim_threads(s, &why);
+  if (!o->quiet && (th > 1 || why))
+    fprintf(stderr, "uroce sim: %s: %u thread%s%s%s\n", name, th,
+            th > 1 ? "s" : "", why ? ": " : "", why ? why : "");
   sim_run(s, SIM_NEVER);
   if (tool_mkdirs(outdir)) {
     fprintf(stderr, "uroce sim: %s: %s\n", outdir, strerror(errno));
@@ -221,6 +231,7 @@ int cmd_sim(int argc, char **argv) {
   static const struct option lo[] = {{"out", required_argument, 0, 'o'},
                                      {"seed", required_argument, 0, 's'},
                                      {"stop-us", required_argument, 0, 't'},
+                                     {"threads", required_argument, 0, 'T'},
                                      {"quiet", no_argument, 0, 'q'},
                                      {"no-plots", no_argument, 0, 'P'},
                                      {"reproducible", no_argument, 0, 'r'},
@@ -252,6 +263,16 @@ int cmd_sim(int argc, char **argv) {
         return 2;
       }
       o.stop = (sim_time_t)(t * 1e6);
+      break;
+    }
+    case 'T': {
+      unsigned long t = strtoul(optarg, &e, 10);
+      if (*e || !*optarg || t > 256 || optarg[0] == '-') {
+        fprintf(stderr, "uroce sim: --threads: expected 0 to 256\n");
+        return 2;
+      }
+      o.threads = (uint32_t)t;
+      o.threads_set = true;
       break;
     }
     case 'q':

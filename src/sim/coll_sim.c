@@ -89,6 +89,7 @@ struct sim_coll {
   uint64_t intra_rx;   /* bytes landed over intra-host links, in all */
   struct sc_intra *free_x;
   struct sc_block *blocks;
+  uint32_t nblocks;
 };
 
 /* A write between ranks of one server, until it lands. */
@@ -145,9 +146,9 @@ static struct sc_intra *intra_alloc(struct sim_coll *sc) {
       return 0;
     b->next = sc->blocks;
     sc->blocks = b;
+    uint64_t base = (uint64_t)sc->nblocks++ * SC_BLOCK;
     for (int i = 0; i < SC_BLOCK; i++) {
-      sim_ev_init(&b->x[i].ev);
-      b->x[i].ev.arg = SIM_EV_COLL_INTRA;
+      sim_ev_new(&b->x[i].ev, SIM_EV_COLL_INTRA, base + (uint64_t)i);
       b->x[i].next_free = sc->free_x;
       sc->free_x = &b->x[i];
     }
@@ -639,8 +640,7 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
   sc->per_nic = g / k;
   sc->intra_ps_per_byte = 8e12 / (cc->intra_gbps * 1e9);
   sc->intra_lat = (sim_time_t)(cc->intra_latency_us * 1e6 + 0.5);
-  sim_ev_init(&sc->start_ev);
-  sc->start_ev.arg = SIM_EV_COLL_START;
+  sim_ev_new(&sc->start_ev, SIM_EV_COLL_START, 0);
   sc->r = calloc(n, sizeof(*sc->r));
   sc->rank_of = malloc(s->nnics * sizeof(*sc->rank_of));
   sc->nic_bytes = calloc(s->nnics, sizeof(*sc->nic_bytes));
@@ -689,8 +689,7 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
     struct sc_rank *r = &sc->r[i];
     r->sc = sc;
     r->rank = i;
-    sim_ev_init(&r->ev);
-    r->ev.arg = SIM_EV_COLL;
+    sim_ev_new(&r->ev, SIM_EV_COLL, i);
     r->conn = calloc(n, sizeof(*r->conn));
     r->tp = (uroce_coll_transport){.ctx = r,
                                    .rank = (int)i,

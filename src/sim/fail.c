@@ -45,11 +45,25 @@ static uint32_t fail_ports(struct sim *s, const struct sim_failure *f,
 void sim_fail_lost(struct sim *s, const struct sim_pkt *p) {
   (void)p;
   s->st.drops_link_down++;
+  if (s->par && sim_par_in_window(s)) { /* a partition: counted after */
+    s->fail_lost++;
+    s->fail_last = s->now;
+    return;
+  }
   if (s->fail && s->fail->nres) {
     struct sim_fail_result *r = &s->fail->res[s->fail->nres - 1];
     r->lost_pkts++;
     r->last_loss = s->now;
   }
+}
+
+void sim_fail_lost_fold(struct sim *s, uint64_t n, sim_time_t last) {
+  if (!s->fail || !s->fail->nres)
+    return;
+  struct sim_fail_result *r = &s->fail->res[s->fail->nres - 1];
+  r->lost_pkts += n;
+  if (r->last_loss == SIM_NEVER || last > r->last_loss)
+    r->last_loss = last;
 }
 
 /* Loses what a dead port holds: its egress queues, its control frames
@@ -300,8 +314,7 @@ int sim_fail_new(struct sim *s, char *err, size_t errlen) {
   for (uint32_t i = 0; i < c->nfail; i++)
     for (int k = 0; k < 4; k++) {
       struct fail_ev *fe = &fl->ev[i][k];
-      sim_ev_init(&fe->ev);
-      fe->ev.arg = SIM_EV_FAIL;
+      sim_ev_new(&fe->ev, SIM_EV_FAIL, (uint64_t)i * 4 + (uint64_t)k);
       fe->idx = i;
       fe->what = k < 2 ? FE_CHANGE : FE_INSTALL;
       fe->up = (uint8_t)(k & 1);

@@ -3,10 +3,10 @@
 #include <errno.h>
 #include <stdlib.h>
 
-/* An entry's seq holds the scheduling order in its high 40 bits and the
- * event's token (low 24 bits) below: ordering by seq is still insertion
- * order, and an entry is live only while its event is still due at the
- * entry's time with the same token. */
+/* An entry's seq holds the event's key in its high 40 bits and its token
+ * (low 24 bits) below: ordering by seq is key order (an event is in the
+ * heap live at most once), and an entry is live only while its event is
+ * still due at the entry's time with the same token. */
 #define TOKEN_BITS 24
 #define TOKEN_MASK ((1u << TOKEN_BITS) - 1)
 
@@ -17,7 +17,6 @@ static inline bool less(const struct sim_heap_ent *a,
 
 int sim_heap_init(struct sim_heap *h, uint32_t cap) {
   h->n = 0;
-  h->seq = 0;
   h->cap = cap < 16 ? 16 : cap;
   h->a = malloc(sizeof(*h->a) * h->cap);
   return h->a ? 0 : -ENOMEM;
@@ -71,7 +70,7 @@ int sim_heap_push(struct sim_heap *h, struct sim_ev *ev, sim_time_t t) {
   ev->token++;
   ev->at = t;
   h->a[h->n] = (struct sim_heap_ent){
-      t, (h->seq++ << TOKEN_BITS) | (ev->token & TOKEN_MASK), ev};
+      t, (ev->key << TOKEN_BITS) | (ev->token & TOKEN_MASK), ev};
   sift_up(h->a, h->n++);
   return 0;
 }
@@ -99,13 +98,18 @@ struct sim_ev *sim_heap_pop(struct sim_heap *h, sim_time_t until,
   return 0;
 }
 
-sim_time_t sim_heap_peek(struct sim_heap *h) {
+struct sim_ev *sim_heap_top(struct sim_heap *h) {
   while (h->n) {
     if (live(&h->a[0]))
-      return h->a[0].t;
+      return h->a[0].ev;
     h->a[0] = h->a[--h->n];
     if (h->n)
       sift_down(h->a, h->n, 0);
   }
-  return SIM_NEVER;
+  return 0;
+}
+
+sim_time_t sim_heap_peek(struct sim_heap *h) {
+  struct sim_ev *ev = sim_heap_top(h);
+  return ev ? ev->at : SIM_NEVER;
 }

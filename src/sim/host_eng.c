@@ -7,9 +7,12 @@
  * a connected RC QP pair, the requester on the source NIC and the
  * responder on the destination NIC, carrying the flow as RDMA WRITE, SEND
  * or READ work requests of at most UROCE_MAX_MSG bytes each (the last one
- * signaled). The flow is done when that completion is polled; then both
- * QPs are destroyed, so an engine's QP list (which next_expiry scans) holds
- * only live flows.
+ * signaled). Both QPs are made when the flow starts, a global event that
+ * may touch both NICs. The flow is done when that completion is polled at
+ * its source; the requester QP goes then, the responder QP when the
+ * simulator's FLOW_END event reaches the destination's NIC one lookahead
+ * later (flow_end()): each end changes only its own NIC, so the two may
+ * run on different threads (docs/sim.md, "Parallel simulation").
  *
  * Wire: pull() calls uroce_eng_write_pkt() when the port is free, so the
  * NIC sends one packet per serialisation time (line rate), and whatever
@@ -57,6 +60,7 @@ struct he_flow {
   uint32_t una, epsn; /* progress PSNs last seen */
   uint64_t acked_pkts, rx_pkts;
   uint32_t req_next, rsp_next; /* first PSN never sent (retransmissions) */
+  uint8_t ends;                /* ends that still hold it: 2, 1, 0 */
 };
 
 /* QPN -> flow, open addressing; snd tells which end this NIC is. */
@@ -229,12 +233,16 @@ static void *nic_new(struct sim *s, struct sim_nic *nic) {
   return m;
 }
 
+static void rebind(void *mp, struct sim *s) {
+  ((struct he_nic *)mp)->s = s;
+}
+
 static void nic_del(void *mp) {
   struct he_nic *m = mp;
-  /* A live flow is freed by its requester's NIC, a waiting one by the NIC
-   * it waits at; the QPs go with the engine. */
+  /* A flow is freed by the last of its ends to let go, a waiting one by
+   * the NIC it waits at; the QPs go with the engine. */
   for (uint32_t i = 0; m->map && i <= m->map_mask; i++)
-    if (m->map[i].qpn && m->map[i].snd) {
+    if (m->map[i].qpn && !--m->map[i].hf->ends) {
       struct he_flow *hf = m->map[i].hf;
       hf->f->st = 0;
       free(hf);
@@ -368,6 +376,7 @@ static int connect_flow(struct he_flow *hf, sim_time_t now) {
   }
   map_put(a, uroce_qp_num(hf->sqp), hf, true);
   map_put(b, uroce_qp_num(hf->rqp), hf, false);
+  hf->ends = 2;
   a->nqp++;
   b->nqp++;
   poll_cq(b, now);
@@ -404,8 +413,10 @@ static void try_start(struct he_flow *hf, sim_time_t now) {
   sim_schedule_min(hf->snd->s, &hf->snd->nic->ev, now);
 }
 
-/* Flows parked at m get another chance: a QP was freed here. */
-static void retry_waiting(struct he_nic *m, sim_time_t now) {
+/* Flows parked at m get another chance: a QP was freed here. Starting
+ * one makes QPs at both its ends, so it waits for a global event. */
+static void retry(void *mp, sim_time_t now) {
+  struct he_nic *m = mp;
   while (m->wait_head && m->nqp < m->max_qp) {
     struct he_flow *hf = m->wait_head;
     m->wait_head = hf->wait_next;
@@ -413,6 +424,11 @@ static void retry_waiting(struct he_nic *m, sim_time_t now) {
       m->wait_tail = 0;
     try_start(hf, now);
   }
+}
+
+static void retry_waiting(struct he_nic *m) {
+  if (m->wait_head)
+    sim_nic_retry_later(m->s, m->nic);
 }
 
 static int post(void *mp, struct sim_flow *f, sim_time_t now) {
@@ -428,13 +444,29 @@ static int post(void *mp, struct sim_flow *f, sim_time_t now) {
   return 0;
 }
 
-/* Reads the flow's progress out of its QPs: bytes acknowledged at the
- * requester, bytes placed at the responder. Messages are whole MTUs but
- * the flow's last, so PSNs count bytes. */
-static void progress(struct he_flow *hf) {
+/* Payload placed at the responder. */
+static void rx_progress(struct he_flow *hf, uint32_t mtu) {
+  struct sim_flow *f = hf->f;
+  uint32_t epsn;
+  uroce_qp_progress(hf->rqp, 0, &epsn);
+  hf->rx_pkts += (epsn - hf->epsn) & UROCE_PSN_MASK;
+  hf->epsn = epsn;
+  uint64_t b = hf->rx_pkts * mtu;
+  f->rx_bytes = b < f->bytes ? b : f->bytes;
+}
+
+/* Reads the flow's progress out of the QP at one end: bytes acknowledged
+ * at the requester (snd), bytes placed at the responder. Messages are
+ * whole MTUs but the flow's last, so PSNs count bytes. */
+static void progress(struct he_flow *hf, bool snd) {
   struct sim *s = hf->snd->s;
   struct sim_flow *f = hf->f;
-  uint32_t mtu = s->cfg.tp.mtu, una, epsn;
+  uint32_t mtu = s->cfg.tp.mtu, una;
+  if (!snd) {
+    if (f->op != SIM_OP_READ)
+      rx_progress(hf, mtu);
+    return;
+  }
   uroce_qp_progress(hf->sqp, &una, 0);
   hf->acked_pkts += (una - hf->una) & UROCE_PSN_MASK;
   hf->una = una;
@@ -443,34 +475,44 @@ static void progress(struct he_flow *hf) {
     b = f->bytes;
   if (b > f->acked)
     sim_flow_acked(s, f, b - f->acked);
-  if (f->op == SIM_OP_READ) {
+  if (f->op == SIM_OP_READ)
     f->rx_bytes = f->acked;
-    return;
-  }
-  uroce_qp_progress(hf->rqp, 0, &epsn);
-  hf->rx_pkts += (epsn - hf->epsn) & UROCE_PSN_MASK;
-  hf->epsn = epsn;
-  b = hf->rx_pkts * mtu;
-  f->rx_bytes = b < f->bytes ? b : f->bytes;
 }
 
+/* The requester's last completion: the flow is done. Its QP goes now;
+ * the responder's when FLOW_END reaches the destination (flow_end). */
 static void finish(struct he_flow *hf, sim_time_t now) {
-  struct he_nic *a = hf->snd, *b = hf->rcv;
+  struct he_nic *a = hf->snd;
   struct sim_flow *f = hf->f;
   if (f->acked < f->bytes)
     sim_flow_acked(a->s, f, f->bytes - f->acked);
-  f->rx_bytes = f->bytes;
+  if (f->op == SIM_OP_READ)
+    f->rx_bytes = f->bytes;
   sim_flow_done(a->s, f, now);
   map_del(a, uroce_qp_num(hf->sqp));
-  map_del(b, uroce_qp_num(hf->rqp));
   uroce_qp_del(hf->sqp);
-  uroce_qp_del(hf->rqp);
+  hf->sqp = 0;
+  hf->ends--;
   a->nqp--;
+  sim_flow_end_later(a->s, f);
+  retry_waiting(a);
+}
+
+static void flow_end(void *mp, struct sim_flow *f, sim_time_t now) {
+  struct he_nic *b = mp;
+  struct he_flow *hf = f->st;
+  (void)now;
+  if (!hf || hf->rcv != b || !hf->rqp)
+    return;
+  map_del(b, uroce_qp_num(hf->rqp));
+  uroce_qp_del(hf->rqp);
+  hf->rqp = 0;
   b->nqp--;
-  f->st = 0;
-  free(hf);
-  retry_waiting(a, now);
-  retry_waiting(b, now);
+  if (!--hf->ends) {
+    f->st = 0;
+    free(hf);
+  }
+  retry_waiting(b);
 }
 
 /* ---- persistent connections (collectives) ---- */
@@ -624,8 +666,9 @@ static void poll_cq(struct he_nic *m, sim_time_t now) {
 
 /* ---- packets ---- */
 
-/* Hands p to the engine and frees it. */
-static void eng_rx(struct he_nic *m, struct he_flow *hf, bool coll,
+/* Hands p, for the end e of a connection or flow, to the engine and
+ * frees it. */
+static void eng_rx(struct he_nic *m, const struct he_slot *e, bool coll,
                    struct sim_pkt *p, sim_time_t now) {
   struct sim *s = m->s;
   struct uroce_rx_pkt rx;
@@ -635,32 +678,27 @@ static void eng_rx(struct he_nic *m, struct he_flow *hf, bool coll,
     gid_of(s, p->dst, rx.dgid);
     rx.sport = p->sport;
     rx.ecn = p->ecn;
+    struct he_flow *hf = e->hf;
+    bool snd = e->snd;
     uroce_eng_read_pkt(m->eng, &rx, now / SIM_NS);
     if (!coll)
-      progress(hf);
+      progress(hf, snd);
     poll_cq(m, now);
   }
   sim_pkt_free(s, p);
 }
 
+/* The QP a packet is for is found in this NIC's own map, never through
+ * the flow (whose other end may be another thread's): a straggler of a
+ * finished flow finds none and is dropped. */
 static void deliver(void *mp, struct sim_pkt *p, sim_time_t now) {
   struct he_nic *m = mp;
-  struct sim *s = m->s;
-  struct he_flow *hf = 0;
-  bool coll = p->flow & SIM_COLL_FLOW;
-  if (coll) {
-    struct he_slot *e = map_find(m, uroce_bth_dqpn(p->hdr));
-    hf = e ? e->hf : 0;
-  } else {
-    struct sim_flow *f = p->flow < s->nflows ? sim_flow_mut(s, p->flow) : 0;
-    hf = f ? f->st : 0;
-  }
-  /* A straggler of a finished flow: its QPs are gone. */
-  if (!hf || (m != hf->snd && m != hf->rcv)) {
-    sim_pkt_free(s, p);
+  const struct he_slot *e = map_find(m, uroce_bth_dqpn(p->hdr));
+  if (!e) {
+    sim_pkt_free(m->s, p);
     return;
   }
-  eng_rx(m, hf, coll, p, now);
+  eng_rx(m, e, p->flow & SIM_COLL_FLOW, p, now);
 }
 
 /* A selective ACK's bitmap is payload the engine reads; the descriptor
@@ -729,9 +767,12 @@ static struct sim_pkt *make_pkt(struct he_nic *m) {
       uint32_t l = uroce_reth_len(tx->hdr + UROCE_BTH_LEN);
       n = l ? (l + c->tp.mtu - 1) / c->tp.mtu : 1;
     }
-    f->tx_pkts++;
+    /* Each end counts in fields of its own: they may be two threads. */
+    uint64_t *sent = e->snd ? &f->tx_pkts : &f->rsp_tx_pkts;
+    uint64_t *retx = e->snd ? &f->retx_pkts : &f->rsp_retx_pkts;
+    (*sent)++;
     if (uroce_psn_diff(psn, *next) < 0) {
-      f->retx_pkts++;
+      (*retx)++;
       s->st.retx_pkts++;
     }
     if (uroce_psn_diff(uroce_psn_add(psn, n), *next) > 0)
@@ -848,7 +889,10 @@ const struct sim_host_ops sim_host_eng = {
     .deliver = deliver,
     .pull = pull,
     .next_time = next_time,
+    .rebind = rebind,
     .add_stats = add_stats,
     .cc_rate_bps = cc_rate_bps,
     .flow_bytes = flow_bytes,
+    .flow_end = flow_end,
+    .retry = retry,
 };

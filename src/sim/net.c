@@ -50,6 +50,8 @@ static void put_on_wire(struct sim *s, struct sim_port *p,
   }
   pkt->ts = p->busy_until + p->delay;
   pkt->next = 0;
+  if (s->par && sim_par_cross(s, p, pkt))
+    return; /* its peer is another partition's: a message */
   if (p->fly_tail) {
     p->fly_tail->next = pkt;
   } else {

@@ -74,6 +74,10 @@ static void *nic_new(struct sim *s, struct sim_nic *nic) {
   return m;
 }
 
+static void rebind(void *mp, struct sim *s) {
+  ((struct rw_nic *)mp)->s = s;
+}
+
 static void nic_del(void *mp) {
   struct rw_nic *m = mp;
   for (struct rw_flow *f = m->all, *n; f; f = n) {
@@ -130,7 +134,7 @@ static int post(void *mp, struct sim_flow *f, sim_time_t now) {
   f->st = rf;
   rf->npkts = (uint32_t)((f->bytes + c->tp.mtu - 1) / c->tp.mtu);
   rf->rto_at = rf->pace_at = SIM_NEVER;
-  sim_ev_init(&rf->tev);
+  sim_ev_setup(&rf->tev, 0, f->id); /* due together: in flow order */
   char *tail = (char *)(rf + 1);
   if (m->cc) {
     rf->cc = tail;
@@ -424,4 +428,5 @@ const struct sim_host_ops sim_host_rdmaw = {
     .deliver = deliver,
     .pull = pull,
     .next_time = next_time,
+    .rebind = rebind,
 };

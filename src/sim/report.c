@@ -605,7 +605,7 @@ static void fail_json(FILE *f, const struct sim *s) {
     return;
   uint64_t resent = 0;
   for (uint32_t i = 0; i < sim_nflows(s); i++)
-    resent += sim_flow(s, i)->retx_pkts > 0;
+    resent += sim_flow(s, i)->retx_pkts + sim_flow(s, i)->rsp_retx_pkts > 0;
   fprintf(f,
           "  \"failures\": {\"packets_lost\": %llu, "
           "\"flows_retransmitting\": %llu, \"events\": [",
@@ -764,8 +764,9 @@ static int write_flows(const struct sim *s, const char *dir, char *err,
             fl->id, fl->src, fl->dst, (unsigned long long)fl->bytes,
             (double)fl->start / 1e6, done ? (double)fl->finish / 1e6 : -1, us,
             done && us > 0 ? (double)fl->bytes * 8 / (us * 1e3) : 0,
-            (unsigned long long)fl->tx_pkts, (unsigned long long)fl->retx_pkts,
-            ideal, done ? us / ideal : -1);
+            (unsigned long long)(fl->tx_pkts + fl->rsp_tx_pkts),
+            (unsigned long long)(fl->retx_pkts + fl->rsp_retx_pkts), ideal,
+            done ? us / ideal : -1);
     if (done && fct)
       fct[k++] = us;
   }

@@ -841,6 +841,8 @@ static int top_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
     return get_time(x, v, key, 1e6, &c->stop_time);
   if (KEY("sample_interval_us"))
     return get_time(x, v, key, 1e6, &c->sample_interval);
+  if (KEY("threads"))
+    return get_u32(x, v, key, 0, 256, &c->threads);
   if (KEY("series_flows"))
     return get_u32(x, v, key, 0, 4096, &c->series_flows);
   if (KEY("memory_limit_mb")) {

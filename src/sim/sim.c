@@ -66,6 +66,7 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->wl.bytes = 1 << 20;
   c->wl.incast_senders = 8;
   c->stop_time = SIM_NEVER;
+  c->threads = 1;
   c->series_flows = 64;
 }
 
@@ -117,7 +118,10 @@ struct sim_pkt *sim_pkt_alloc_slow(struct sim *s) {
 }
 
 void sim_schedule(struct sim *s, struct sim_ev *ev, sim_time_t t) {
-  if (sim_heap_push(&s->heap, ev, t)) {
+  struct sim_heap *h = &s->heap;
+  if (s->par && !(h = sim_par_route(s, ev, t)))
+    return;
+  if (sim_heap_push(h, ev, t)) {
     fprintf(stderr, "uroce sim: out of memory for events\n");
     abort();
   }
@@ -335,6 +339,7 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
+  sim_par_partition(s);
   if (s->ib && sim_sm_new(s, err, errlen)) {
     sim_del(s);
     return 0;
@@ -351,8 +356,7 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
       return 0;
     }
   }
-  sim_ev_init(&s->sample_ev);
-  s->sample_ev.arg = SIM_EV_SAMPLE;
+  sim_ev_new(&s->sample_ev, SIM_EV_SAMPLE, 0);
   uint64_t before = sim_heap_bytes();
   if (sim_workload_add(s, err, errlen)) {
     sim_del(s);
@@ -442,8 +446,9 @@ int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
   fi->f.sport = (uint16_t)(0xC000 | (h & 0x3FFF));
   s->total_bytes += bytes;
   s->st.flows = s->nflows;
-  sim_ev_init(&fi->start_ev);
-  fi->start_ev.arg = SIM_EV_FLOW_START;
+  sim_ev_new(&fi->start_ev, SIM_EV_FLOW_START, id);
+  sim_ev_new(&fi->end_ev, SIM_EV_FLOW_END, id);
+  fi->end_ev.part = s->nics[dst].n.part;
   sim_schedule(s, &fi->start_ev, fi->f.start);
   return id;
 }
@@ -456,6 +461,15 @@ void sim_flow_acked(struct sim *s, struct sim_flow *f, uint64_t bytes) {
 void sim_flow_done(struct sim *s, struct sim_flow *f, sim_time_t now) {
   f->finish = now;
   s->st.flows_done++;
+}
+
+void sim_flow_end_later(struct sim *s, struct sim_flow *f) {
+  sim_schedule(s, &sim_flow_int(s, f->id)->end_ev, s->now + s->cell);
+}
+
+void sim_nic_retry_later(struct sim *s, struct sim_nic *nic) {
+  sim_schedule_min(s, &nic->retry_ev,
+                   s->cell ? sim_cell_end(s, s->now) : s->now);
 }
 
 /* Grows one series array to cap entries of sz bytes; 0 or -1. */
@@ -551,8 +565,7 @@ static void credit_arriving(struct sim *s) {
   }
 }
 
-void sim_log_pause(struct sim *s, const struct sim_port *p, uint8_t prio,
-                   bool xoff) {
+void sim_pause_append(struct sim *s, const struct sim_pause_ev *e) {
   if (s->npause_log == s->pause_log_cap) {
     if (s->pause_log_cap >= SIM_PAUSE_LOG_MAX) {
       s->pause_log_full = true;
@@ -567,13 +580,20 @@ void sim_log_pause(struct sim *s, const struct sim_port *p, uint8_t prio,
     s->pause_log = n;
     s->pause_log_cap = cap;
   }
+  s->pause_log[s->npause_log++] = *e;
+}
+
+void sim_log_pause(struct sim *s, const struct sim_port *p, uint8_t prio,
+                   bool xoff) {
   bool nic = p->node->kind == SIM_NODE_NIC;
-  s->pause_log[s->npause_log++] = (struct sim_pause_ev){
-      .t = s->now,
-      .node = nic ? p->node->id | SIM_PAUSE_NIC : p->node->id,
-      .port = nic ? 0 : p->idx,
-      .prio = prio,
-      .xoff = xoff};
+  struct sim_pause_ev e = {.t = s->now,
+                           .key = s->cur_key,
+                           .node =
+                               nic ? p->node->id | SIM_PAUSE_NIC : p->node->id,
+                           .port = nic ? 0 : p->idx,
+                           .prio = prio,
+                           .xoff = xoff};
+  sim_pause_append(s, &e);
 }
 
 uint32_t sim_pause_count(const struct sim *s, bool *full) {
@@ -807,7 +827,7 @@ static void sample(struct sim *s) {
 }
 
 /* events: those run so far (sim_run adds its count at the end). */
-static void progress(struct sim *s, bool last, uint64_t events) {
+void sim_progress(struct sim *s, bool last, uint64_t events) {
   double now = wall(), el = now - s->wall_start;
   if (!last && now - s->last_progress < 0.5)
     return;
@@ -843,7 +863,8 @@ static void progress(struct sim *s, bool last, uint64_t events) {
     fputc('\n', stderr);
 }
 
-static void dispatch(struct sim *s, struct sim_ev *ev) {
+void sim_dispatch(struct sim *s, struct sim_ev *ev) {
+  s->cur_key = ev->key;
   switch (ev->arg) {
   case SIM_EV_PORT_RX:
     sim_port_rx_event(s, container_of(ev, struct sim_port, rx_ev));
@@ -870,6 +891,18 @@ static void dispatch(struct sim *s, struct sim_ev *ev) {
     sim_nic_kick(s, nic);
     break;
   }
+  case SIM_EV_FLOW_END: {
+    struct sim_flow_int *fi = container_of(ev, struct sim_flow_int, end_ev);
+    struct sim_nic *nic = &s->nics[fi->f.dst];
+    s->host->flow_end(nic->model, &fi->f, s->now);
+    sim_nic_kick(s, nic);
+    break;
+  }
+  case SIM_EV_RETRY: {
+    struct sim_nic *nic = container_of(ev, struct sim_nic, retry_ev);
+    s->host->retry(nic->model, s->now);
+    break;
+  }
   case SIM_EV_SAMPLE:
     sample(s);
     break;
@@ -881,26 +914,48 @@ static void dispatch(struct sim *s, struct sim_ev *ev) {
   }
 }
 
+bool sim_run_done(const struct sim *s) {
+  return s->coll ? sim_coll_done(s)
+                 : s->nflows && s->st.flows_done == s->nflows;
+}
+
+/* Runs the events due by lim on this thread: every event of the cell in
+ * which the workload finishes, none after it. Returns the number run. */
+static uint64_t run_seq(struct sim *s, sim_time_t lim) {
+  uint64_t n = 0;
+  for (;;) {
+    if (!s->done_end && sim_run_done(s))
+      s->done_end = sim_cell_end(s, s->now);
+    sim_time_t l = s->done_end && s->done_end - 1 < lim ? s->done_end - 1 : lim;
+    sim_time_t t;
+    struct sim_ev *ev = sim_heap_pop(&s->heap, l, &t);
+    if (!ev)
+      break;
+    s->now = t;
+    sim_dispatch(s, ev);
+    if ((++n & 0xFFFF) == 0 && s->cfg.progress)
+      sim_progress(s, false, s->st.events + n);
+  }
+  return n;
+}
+
 int sim_run(struct sim *s, sim_time_t until) {
   sim_time_t lim = until < s->cfg.stop_time ? until : s->cfg.stop_time;
   double t0 = wall();
   if (!s->wall_start)
     s->wall_start = s->last_progress = t0;
-  uint64_t n = 0;
-  while (s->coll ? !sim_coll_done(s)
-                 : !s->nflows || s->st.flows_done < s->nflows) {
-    sim_time_t t;
-    struct sim_ev *ev = sim_heap_pop(&s->heap, lim, &t);
-    if (!ev)
-      break;
-    s->now = t;
-    dispatch(s, ev);
-    if ((++n & 0xFFFF) == 0 && s->cfg.progress)
-      progress(s, false, s->st.events + n);
+  int64_t n;
+  n = -1;
+  if (sim_par_threads(s, 0) > 1) {
+    char err[256] = "";
+    n = sim_par_run(s, lim, err, sizeof err);
+    if (n < 0) /* nothing ran: the same run on this thread */
+      fprintf(stderr, "uroce sim: running on one thread: %s\n", err);
   }
-  s->st.events += n;
-  bool done =
-      s->coll ? sim_coll_done(s) : s->nflows && s->st.flows_done == s->nflows;
+  if (n < 0)
+    n = (int64_t)run_seq(s, lim);
+  s->st.events += (uint64_t)n;
+  bool done = sim_run_done(s);
   if (!done && lim != SIM_NEVER && s->now < lim &&
       sim_heap_peek(&s->heap) != SIM_NEVER)
     s->now = lim;
@@ -908,7 +963,7 @@ int sim_run(struct sim *s, sim_time_t until) {
     sample(s); /* the final state */
   s->st.wall_s += wall() - t0;
   if (s->cfg.progress)
-    progress(s, true, s->st.events);
+    sim_progress(s, true, s->st.events);
   return done;
 }
 

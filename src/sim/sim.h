@@ -273,6 +273,10 @@ struct sim_cfg {
   sim_time_t sample_interval; /* time series; 0 = none */
   uint32_t series_flows;      /* per-flow throughput series for this many */
   bool progress;              /* progress bar on stderr */
+  /* Threads a run uses, one partition of the fabric each (docs/sim.md,
+   * "Parallel simulation"); 0: every CPU this process may run on. The
+   * results do not depend on it. */
+  uint32_t threads;
   /* Refuse a scenario whose memory estimate exceeds this many bytes;
    * 0: what the machine has available (MemAvailable). */
   uint64_t mem_limit;
@@ -300,7 +304,8 @@ struct sim_flow {
   sim_time_t start, finish; /* finish = SIM_NEVER until acked */
   uint64_t acked;           /* bytes acknowledged so far */
   uint64_t rx_bytes;        /* payload placed at the responder so far */
-  uint64_t tx_pkts, retx_pkts;
+  uint64_t tx_pkts, retx_pkts;         /* data packets its requester sent */
+  uint64_t rsp_tx_pkts, rsp_retx_pkts; /* and its responder (READ) */
   uint16_t sport;
   uint8_t op;
   uint8_t sl; /* priority (RoCE) or service level (IB) of its data */
@@ -345,10 +350,16 @@ void sim_del(struct sim *s);
 int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
                      sim_time_t start, enum sim_op op);
 
-/* Runs until every flow finished, no event is left, or simulated time
- * reaches until (SIM_NEVER: no limit besides cfg->stop_time). Returns 1 if
- * every flow finished, else 0. */
+/* Runs until every flow finished (and every event of that lookahead cell:
+ * docs/sim.md, "Parallel simulation"), no event is left, or simulated
+ * time reaches until (SIM_NEVER: no limit besides cfg->stop_time).
+ * Returns 1 if every flow finished, else 0. */
 int sim_run(struct sim *s, sim_time_t until);
+
+/* Threads sim_run uses: cfg->threads (0: every CPU), fewer where the
+ * scenario cannot be cut or has fewer switches with NICs; why, when not
+ * NULL, says why not more (NULL if nothing held it back). */
+uint32_t sim_threads(const struct sim *s, const char **why);
 
 /* The subnet manager's work at start (fabric infiniband): LIDs, the
  * modelled time of its sweep (discovery, route computation, LFT

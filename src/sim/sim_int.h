@@ -81,7 +81,27 @@ enum sim_ev_kind {
   SIM_EV_PORT_FC,    /* InfiniBand: send the credits freed at a port */
   SIM_EV_FAIL,       /* a link or switch changes state, or routes install */
   SIM_EV_NIC_CC,     /* IB CC: a NIC's CCT indices step down */
+  SIM_EV_FLOW_END,   /* a finished flow's receiving end lets go of it */
+  SIM_EV_RETRY,      /* flows waiting for a QP at a NIC try again */
 };
+
+/* Global events change state of more than one partition (a flow's two
+ * ends, every port, the routes): they run alone, after every other event
+ * due at the same time. */
+static inline bool sim_ev_kind_global(unsigned kind) {
+  return kind == SIM_EV_FLOW_START || kind == SIM_EV_SAMPLE ||
+         kind == SIM_EV_COLL_START || kind == SIM_EV_FAIL ||
+         kind == SIM_EV_RETRY;
+}
+
+/* The key of event kind for the idx-th object of its kind. */
+static inline uint64_t sim_key(unsigned kind, uint64_t idx) {
+  return (sim_ev_kind_global(kind) ? SIM_KEY_GLOBAL : 0) |
+         (uint64_t)kind << SIM_KEY_KIND_SHIFT | (idx & SIM_KEY_IDX_MAX);
+}
+static inline void sim_ev_new(struct sim_ev *ev, unsigned kind, uint64_t idx) {
+  sim_ev_setup(ev, (uint16_t)kind, sim_key(kind, idx));
+}
 
 struct sim_node;
 
@@ -137,7 +157,8 @@ enum sim_node_kind { SIM_NODE_NIC, SIM_NODE_SWITCH };
 struct sim_node {
   uint8_t kind, tier;
   uint16_t nports;
-  uint32_t id; /* NIC id or switch index */
+  uint32_t id;   /* NIC id or switch index */
+  uint16_t part; /* the partition that runs it (par.c) */
   struct sim_port *ports;
 };
 
@@ -160,7 +181,8 @@ struct sim_host_ops;
 struct sim_nic {
   struct sim_node n;
   struct sim_port port;
-  struct sim_ev ev; /* poll the host model */
+  struct sim_ev ev;       /* poll the host model */
+  struct sim_ev retry_ev; /* flows waiting for a QP here try again */
   uint32_t host;
   uint8_t rail;
   void *model;
@@ -201,6 +223,14 @@ struct sim_host_ops {
    * bytes adds while it runs (its QPs at both ends), measured on scratch
    * NICs. */
   uint64_t (*flow_bytes)(struct sim *s, uint64_t bytes);
+  /* Optional: flow f, finished at its source, reached this NIC, its
+   * destination (the FLOW_END event of sim_flow_end_later). */
+  void (*flow_end)(void *m, struct sim_flow *f, sim_time_t now);
+  /* Optional: the RETRY event of sim_nic_retry_later. */
+  void (*retry)(void *m, sim_time_t now);
+  /* The struct sim the model calls back from now on (a parallel run's
+   * partition, then the simulator again). */
+  void (*rebind)(void *m, struct sim *s);
 };
 
 extern const struct sim_host_ops sim_host_rdmaw; /* rdmaw.c: simple */
@@ -253,6 +283,7 @@ double sim_coll_progress(const struct sim *s);
 struct sim_flow_int {
   struct sim_flow f;
   struct sim_ev start_ev;
+  struct sim_ev end_ev; /* FLOW_END at its destination */
   uint64_t wire_rx;   /* payload arrived at the receiver, as rx_payload */
   sim_time_t last_rx; /* when the latest of it arrived */
 };
@@ -260,6 +291,7 @@ struct sim_flow_int {
 /* A PFC frame taking effect at a port (the pause trace). */
 struct sim_pause_ev {
   sim_time_t t;
+  uint64_t key;  /* of the event that logged it: merges keep run order */
   uint32_t node; /* switch index, or NIC id with SIM_PAUSE_NIC */
   uint16_t port;
   uint8_t prio, xoff;
@@ -271,10 +303,26 @@ struct sim_pause_ev {
 /* Per-stream rate windows reach back at most this many samples. */
 #define SIM_RATE_HIST 16
 
+struct sim_par;
+
 struct sim {
   struct sim_cfg cfg;
   sim_time_t now;
   struct sim_heap heap;
+  /* Parallel runs (par.c): the run's partitions, this one's index (in a
+   * partition's copy of struct sim), the key of the event running, the
+   * losses to failures not yet counted in the failure's result. */
+  struct sim_par *par;
+  uint16_t part;
+  uint64_t cur_key;
+  uint64_t fail_lost;
+  sim_time_t fail_last;
+  /* The lookahead: the shortest delay of a link between two switches, 0
+   * if none. Runs end at the end of the cell of this length in which the
+   * workload finished (done_end; 0 while it has not). */
+  sim_time_t cell, done_end;
+  uint32_t nparts;     /* partitions a run uses (sim_par_partition) */
+  const char *par_why; /* why not more, or NULL */
   struct sim_stats st;
   struct sim_mem mem; /* the estimate sim_new checked */
   const struct sim_host_ops *host;
@@ -373,11 +421,22 @@ void sim_schedule(struct sim *s, struct sim_ev *ev, sim_time_t t);
 /* Called by host models. */
 void sim_flow_acked(struct sim *s, struct sim_flow *f, uint64_t bytes);
 void sim_flow_done(struct sim *s, struct sim_flow *f, sim_time_t now);
+/* Schedules f's FLOW_END at its destination one lookahead from now (the
+ * host model's flow_end). */
+void sim_flow_end_later(struct sim *s, struct sim_flow *f);
+/* Schedules nic's RETRY (a global event) at the next cell boundary. */
+void sim_nic_retry_later(struct sim *s, struct sim_nic *nic);
+/* The end of the lookahead cell t is in (t + 1 without a lookahead). */
+static inline sim_time_t sim_cell_end(const struct sim *s, sim_time_t t) {
+  return s->cell ? (t / s->cell + 1) * s->cell : t + 1;
+}
 
 /* Sampling hooks (sim.c). */
 void sim_rx_data(struct sim *s, struct sim_nic *nic, const struct sim_pkt *p);
 void sim_log_pause(struct sim *s, const struct sim_port *p, uint8_t prio,
                    bool xoff);
+/* Appends e to the pause log, within its limit. */
+void sim_pause_append(struct sim *s, const struct sim_pause_ev *e);
 uint32_t sim_pkt_payload(const struct sim *s, const struct sim_pkt *p);
 
 /* What a packet meets from NIC a to NIC b: the propagation delay of every
@@ -423,12 +482,36 @@ int sim_sm_recompute(struct sim *s, uint16_t *staged, sim_time_t *discover,
                      sim_time_t *compute, sim_time_t *program);
 uint32_t sim_sm_nlids(const struct sim *s);
 
+/* par.c: parallel runs. */
+/* Sets the lookahead, the partitions and every node's and event's
+ * partition (sim_new, once the topology exists). */
+void sim_par_partition(struct sim *s);
+/* Threads a run of s can use (1: sequential), and why not more in why. */
+uint32_t sim_par_threads(const struct sim *s, const char **why);
+/* Runs events due by lim on the partitions' threads, as sim_run does;
+ * returns the number run, or -1 (err says why: out of memory, threads). */
+int64_t sim_par_run(struct sim *s, sim_time_t lim, char *err, size_t errlen);
+/* Where sim_schedule in a parallel run puts ev: the heap to push it on,
+ * or NULL when it went to another partition as a message. */
+struct sim_heap *sim_par_route(struct sim *s, struct sim_ev *ev, sim_time_t t);
+/* Whether s is a partition running a window (else the main thread runs
+ * alone). */
+bool sim_par_in_window(const struct sim *s);
+/* put_on_wire in a parallel run: pkt crosses to another partition. */
+bool sim_par_cross(struct sim *s, struct sim_port *p, struct sim_pkt *pkt);
+/* sim.c's pieces par.c runs. */
+void sim_dispatch(struct sim *s, struct sim_ev *ev);
+bool sim_run_done(const struct sim *s);
+void sim_progress(struct sim *s, bool last, uint64_t events);
+
 /* fail.c */
 int sim_fail_new(struct sim *s, char *err, size_t errlen);
 void sim_fail_del(struct sim *s);
 void sim_fail_event(struct sim *s, struct sim_ev *ev);
 /* A packet was lost to a failure (dead link, flushed, routed to it). */
 void sim_fail_lost(struct sim *s, const struct sim_pkt *p);
+/* A partition's losses (n, the last at last) go to the current result. */
+void sim_fail_lost_fold(struct sim *s, uint64_t n, sim_time_t last);
 /* Releases a packet queued at switch sw's egress (buffer, PFC or credit
  * accounting) without sending it (net.c). */
 void sim_sw_release(struct sim *s, struct sim_switch *sw, struct sim_pkt *p,

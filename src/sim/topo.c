@@ -8,16 +8,15 @@
 
 #include "sim/sim_int.h"
 
+/* gidx: the port's place among every port, the NICs' after the
+ * switches', for its events' keys. */
 static void port_init(struct sim *s, struct sim_port *p, struct sim_node *n,
-                      uint16_t idx) {
+                      uint16_t idx, uint64_t gidx) {
   *p = (struct sim_port){
       .node = n, .idx = idx, .fc_last = SIM_NEVER, .starved_since = SIM_NEVER};
-  sim_ev_init(&p->tx_ev);
-  sim_ev_init(&p->rx_ev);
-  sim_ev_init(&p->fc_ev);
-  p->fc_ev.arg = SIM_EV_PORT_FC;
-  p->tx_ev.arg = SIM_EV_PORT_TX;
-  p->rx_ev.arg = SIM_EV_PORT_RX;
+  sim_ev_new(&p->tx_ev, SIM_EV_PORT_TX, gidx);
+  sim_ev_new(&p->rx_ev, SIM_EV_PORT_RX, gidx);
+  sim_ev_new(&p->fc_ev, SIM_EV_PORT_FC, gidx);
 }
 
 static uint32_t max_wire(const struct sim_cfg *c) {
@@ -76,7 +75,7 @@ static int alloc_nodes(struct sim *s, uint32_t nsw, const uint16_t *nports,
     sw->salt = sim_seed(s->cfg.seed, 2, i);
     sw->rng = sim_seed(s->cfg.seed, 3, i);
     for (uint16_t j = 0; j < nports[i]; j++)
-      port_init(s, &p[j], &sw->n, j);
+      port_init(s, &p[j], &sw->n, j, (uint64_t)(p + j - s->ports));
     p += nports[i];
   }
   for (uint32_t i = 0; i < s->nnics; i++) {
@@ -85,11 +84,10 @@ static int alloc_nodes(struct sim *s, uint32_t nsw, const uint16_t *nports,
     n->n.id = i;
     n->n.nports = 1;
     n->n.ports = &n->port;
-    port_init(s, &n->port, &n->n, 0);
-    sim_ev_init(&n->ev);
-    n->ev.arg = SIM_EV_NIC;
-    sim_ev_init(&n->cc_ev);
-    n->cc_ev.arg = SIM_EV_NIC_CC;
+    port_init(s, &n->port, &n->n, 0, (uint64_t)s->nports + i);
+    sim_ev_new(&n->ev, SIM_EV_NIC, i);
+    sim_ev_new(&n->cc_ev, SIM_EV_NIC_CC, i);
+    sim_ev_new(&n->retry_ev, SIM_EV_RETRY, i);
   }
   return 0;
 }

@@ -192,6 +192,30 @@ def check_run(name, out, stdout, stderr, have_gnuplot):
                   "%s: %s missing or empty" % (name, p))
 
 
+def same_on_threads(uroce, y, out, name):
+    """The run on three threads writes the sequential run's results, byte
+    for byte (a scenario that cannot be cut runs on one and says why)."""
+    t3 = out + "-threads3"
+    p = subprocess.run([uroce, "sim", "--threads", "3", "--no-plots",
+                        "--reproducible", "-o", t3, y],
+                       capture_output=True, text=True, timeout=300)
+    if not check(p.returncode == 0, "%s --threads 3: exit %d: %s" %
+                 (name, p.returncode, p.stderr[-400:])):
+        return
+    m = re.search(r"(\d+) threads?(: (.*))?", p.stderr)
+    check(m, "%s --threads 3: no thread count on stderr" % name)
+    files = sorted(f for f in os.listdir(out)
+                   if f.endswith(".json") or f.endswith(".csv"))
+    check("summary.json" in files, "%s: no summary.json" % name)
+    for f in files:
+        a = open(os.path.join(out, f), "rb").read()
+        b = open(os.path.join(t3, f), "rb").read() \
+            if os.path.exists(os.path.join(t3, f)) else None
+        check(a == b, "%s: %s differs on 3 threads" % (name, f))
+    print("  %s on %s: %d files the same" %
+          (name, m.group(0) if m else "?", len(files)), flush=True)
+
+
 def compare(uroce, scen, work, have_gnuplot):
     """--compare draws its chart without a gnuplot message."""
     out = os.path.join(work, "compare")
@@ -276,6 +300,7 @@ def main():
         m = re.search(r"^name: *(\S+)", open(y).read(), re.M)
         check_run(m.group(1) if m else name, out, p.stdout, p.stderr,
                   have_gnuplot)
+        same_on_threads(a.uroce, y, out, name)
     compare(a.uroce, scen, a.workdir, have_gnuplot)
     bad_inputs(a.uroce, a.workdir)
     if failures:

@@ -1,0 +1,275 @@
+/* Parallel simulation: a run on 2 or 3 threads gives the sequential run's
+ * results exactly (every flow's times and packet counts, every counter,
+ * the pause log, the failure results), on scenarios that take each path
+ * across partitions: packets on cut links, PFC pauses, lossy drops and
+ * random loss, failures (global events that flush ports and change
+ * routes), flows waiting for a QP (retries), READ and SEND flows, runs
+ * stopped and resumed, and flows added between runs. Scenarios that
+ * cannot be cut run on one thread and say why. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim.h"
+#include "t.h"
+
+static struct sim *mk(struct sim_cfg *c) {
+  char err[256] = "";
+  struct sim *s = sim_new(c, err, sizeof err);
+  if (!s)
+    fprintf(stderr, "sim_new: %s\n", err);
+  CHECK(s != NULL);
+  return s;
+}
+
+/* Four leaves of four hosts, two spines, 100 Gb/s, 1 us links. */
+static void leaf_spine(struct sim_cfg *c) {
+  sim_cfg_default(c);
+  c->topo.leaves = 4;
+  c->topo.hosts_per_leaf = 4;
+  c->topo.spines = 2;
+}
+
+/* What a run leaves that must not depend on the threads. */
+struct outcome {
+  uint32_t nflows, npause, nfail;
+  struct sim_flow *flows;
+  struct sim_pause_rec *pauses;
+  struct sim_fail_result *fails;
+  struct sim_stats st;
+  sim_time_t now;
+  int done;
+};
+
+static void outcome_free(struct outcome *o) {
+  free(o->flows);
+  free(o->pauses);
+  free(o->fails);
+  memset(o, 0, sizeof(*o));
+}
+
+static void take(struct sim *s, int done, struct outcome *o) {
+  memset(o, 0, sizeof(*o));
+  o->done = done;
+  o->now = sim_now(s);
+  o->st = *sim_stats(s);
+  o->st.wall_s = 0;
+  o->st.pkts_allocated = 0; /* each partition has its own pool */
+  o->nflows = sim_nflows(s);
+  o->flows = calloc(o->nflows + 1, sizeof(*o->flows));
+  for (uint32_t i = 0; o->flows && i < o->nflows; i++) {
+    o->flows[i] = *sim_flow(s, i);
+    o->flows[i].st = 0;
+  }
+  o->npause = sim_pause_count(s, 0);
+  o->pauses = calloc(o->npause + 1, sizeof(*o->pauses));
+  for (uint32_t i = 0; o->pauses && i < o->npause; i++)
+    sim_pause_get(s, i, &o->pauses[i]);
+  const struct sim_fail_result *r = sim_fail_results(s, &o->nfail);
+  o->fails = calloc(o->nfail + 1, sizeof(*o->fails));
+  for (uint32_t i = 0; o->fails && i < o->nfail; i++) {
+    o->fails[i] = r[i];
+    o->fails[i].f = 0;
+  }
+}
+
+static bool same(const struct outcome *a, const struct outcome *b) {
+  bool ok = a->done == b->done && a->now == b->now &&
+            !memcmp(&a->st, &b->st, sizeof(a->st)) && a->nflows == b->nflows &&
+            a->npause == b->npause && a->nfail == b->nfail && a->flows &&
+            b->flows;
+  for (uint32_t i = 0; ok && i < a->nflows; i++)
+    ok = !memcmp(&a->flows[i], &b->flows[i], sizeof(a->flows[i]));
+  for (uint32_t i = 0; ok && i < a->npause; i++)
+    ok = !memcmp(&a->pauses[i], &b->pauses[i], sizeof(a->pauses[i]));
+  for (uint32_t i = 0; ok && i < a->nfail; i++)
+    ok = !memcmp(&a->fails[i], &b->fails[i], sizeof(a->fails[i]));
+  if (!ok)
+    fprintf(stderr,
+            "  differ: done %d/%d now %llu/%llu events %llu/%llu flows_done "
+            "%llu/%llu pauses %u/%u\n",
+            a->done, b->done, (unsigned long long)a->now,
+            (unsigned long long)b->now, (unsigned long long)a->st.events,
+            (unsigned long long)b->st.events,
+            (unsigned long long)a->st.flows_done,
+            (unsigned long long)b->st.flows_done, a->npause, b->npause);
+  return ok;
+}
+
+typedef void (*setup_fn)(struct sim *s);
+
+/* Runs c on threads (checking it really got them), after setup adds its
+ * flows; stop, when not SIM_NEVER, first runs to there, then on. */
+static int run(const struct sim_cfg *base, uint32_t threads, setup_fn setup,
+               sim_time_t stop, struct outcome *o) {
+  struct sim_cfg c = *base;
+  c.threads = threads;
+  struct sim *s = mk(&c);
+  if (!s)
+    return -1;
+  const char *why;
+  CHECK_EQ(sim_threads(s, &why), threads);
+  if (setup)
+    setup(s);
+  int done = 0;
+  if (stop != SIM_NEVER) {
+    done = sim_run(s, stop);
+    CHECK_EQ(done, 0);
+    CHECK_EQ(sim_now(s), stop);
+    if (setup)
+      sim_add_flow(s, 1, 14, 1 << 20, stop + 3 * SIM_US, SIM_OP_WRITE);
+  }
+  done = sim_run(s, SIM_NEVER);
+  take(s, done, o);
+  sim_del(s);
+  return done;
+}
+
+/* The sequential run, then 2 and 3 threads: the same outcome. */
+static void check_same(const char *what, const struct sim_cfg *c,
+                       setup_fn setup, sim_time_t stop) {
+  struct outcome a, b;
+  int done = run(c, 1, setup, stop, &a);
+  CHECK_EQ(done, 1);
+  printf("%s: %llu events, %u flows done by %.3f us, %u pause changes, %u "
+         "failure results\n",
+         what, (unsigned long long)a.st.events, (unsigned)a.st.flows_done,
+         (double)a.now / 1e6, a.npause, a.nfail);
+  for (uint32_t t = 2; t <= 3; t++) {
+    run(c, t, setup, stop, &b);
+    bool ok = same(&a, &b);
+    CHECK(ok);
+    if (!ok)
+      fprintf(stderr, "  %s: %u threads differ from one\n", what, t);
+    outcome_free(&b);
+  }
+  outcome_free(&a);
+}
+
+/* Permutation across leaves with spraying and ECN/DCQCN, the uroce model:
+ * most packets cross partitions. */
+static void test_permutation(void) {
+  struct sim_cfg c;
+  leaf_spine(&c);
+  c.routing = SIM_ROUTE_SPRAY;
+  c.wl.kind = SIM_WL_PERMUTATION;
+  c.wl.bytes = 512 << 10;
+  c.sw.ecn = true;
+  c.sw.kmin = 20000;
+  c.sw.kmax = 100000;
+  c.sw.pmax = 0.2;
+  c.tp.cc = SIM_CC_DCQCN;
+  check_same("permutation, spray, dcqcn", &c, 0, SIM_NEVER);
+  c.tp.model = SIM_HOST_SIMPLE;
+  check_same("permutation, simple model", &c, 0, SIM_NEVER);
+}
+
+/* Incast from every other leaf into one host: PFC pauses spread back
+ * through the spines, so pause frames cross partitions and the log must
+ * come out in the sequential order. */
+static void incast(struct sim *s) {
+  for (uint32_t i = 4; i < 16; i++)
+    sim_add_flow(s, i, 0, 256 << 10, 0, SIM_OP_WRITE);
+}
+
+static void test_pfc_incast(void) {
+  struct sim_cfg c;
+  leaf_spine(&c);
+  c.sw.buffer_bytes = 400000;
+  c.sw.xoff = 60000;
+  c.sw.xon = 30000;
+  struct outcome a;
+  run(&c, 1, incast, SIM_NEVER, &a);
+  CHECK(a.npause > 0); /* the scenario must pause to test this */
+  outcome_free(&a);
+  check_same("incast with pfc", &c, incast, SIM_NEVER);
+  /* Lossy, with random loss on every link: drops and retransmissions. */
+  c.sw.pfc = false;
+  c.topo.link[0].loss = 0.001;
+  check_same("incast lossy, random loss", &c, incast, SIM_NEVER);
+}
+
+/* 40 flows from one NIC to another at once: more than the 32 QPs a NIC
+ * has here, so flows wait and retry (a global event) as others end; READ
+ * and SEND flows between other pairs. */
+static void crowd(struct sim *s) {
+  for (int i = 0; i < 40; i++)
+    sim_add_flow(s, 0, 5, 64 << 10, (sim_time_t)i * 100000, SIM_OP_WRITE);
+  sim_add_flow(s, 2, 13, 300 << 10, 0, SIM_OP_READ);
+  sim_add_flow(s, 9, 6, 300 << 10, 2 * SIM_US, SIM_OP_SEND);
+}
+
+static void test_waiting_read_send(void) {
+  struct sim_cfg c;
+  leaf_spine(&c);
+  check_same("40 flows on 32 QPs, READ, SEND", &c, crowd, SIM_NEVER);
+  /* Stopped mid-run and resumed, with a flow added in between. */
+  check_same("stopped at 7 us, a flow added", &c, crowd, 7 * SIM_US);
+}
+
+/* A spine dies and a link flaps under a permutation: the failures are
+ * global events; packets on the dead links are lost in partitions. */
+static void test_failures(void) {
+  struct sim_cfg c;
+  leaf_spine(&c);
+  c.wl.kind = SIM_WL_PERMUTATION;
+  c.wl.bytes = 2 << 20;
+  c.recovery.detection = 20 * SIM_US;
+  c.recovery.convergence = 30 * SIM_US;
+  c.nfail = 2;
+  c.fail[0] =
+      (struct sim_failure){.kind = SIM_FAIL_SWITCH, .sw = 4, .at = 30 * SIM_US};
+  c.fail[1] = (struct sim_failure){.kind = SIM_FAIL_LINK,
+                                   .sw = 1,
+                                   .port = 5,
+                                   .at = 90 * SIM_US,
+                                   .up_after = 40 * SIM_US};
+  struct outcome a;
+  run(&c, 1, 0, SIM_NEVER, &a);
+  CHECK_EQ(a.nfail, 3);
+  CHECK(a.nfail && a.fails[0].lost_pkts > 0);
+  outcome_free(&a);
+  check_same("spine down, link flap", &c, 0, SIM_NEVER);
+}
+
+/* What cannot be cut runs on one thread and says why. */
+static void test_one_thread(void) {
+  struct sim_cfg c;
+  const char *why;
+  sim_cfg_default(&c);
+  c.topo.leaves = 1;
+  c.topo.hosts_per_leaf = 8;
+  c.threads = 4;
+  struct sim *s = mk(&c);
+  if (s) {
+    CHECK_EQ(sim_threads(s, &why), 1);
+    CHECK(why && strstr(why, "lookahead"));
+    sim_del(s);
+  }
+  leaf_spine(&c);
+  c.threads = 4;
+  c.fabric = SIM_FABRIC_IB;
+  c.routing = SIM_ROUTE_STATIC;
+  s = mk(&c);
+  if (s) {
+    CHECK_EQ(sim_threads(s, &why), 1);
+    CHECK(why && strstr(why, "InfiniBand"));
+    sim_del(s);
+  }
+  leaf_spine(&c);
+  c.threads = 9; /* four leaves */
+  s = mk(&c);
+  if (s) {
+    CHECK_EQ(sim_threads(s, &why), 4);
+    CHECK(why != NULL);
+    sim_del(s);
+  }
+}
+
+int main(void) {
+  T_RUN(test_permutation);
+  T_RUN(test_pfc_incast);
+  T_RUN(test_waiting_read_send);
+  T_RUN(test_failures);
+  T_RUN(test_one_thread);
+  return T_DONE();
+}
