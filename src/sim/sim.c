@@ -944,8 +944,9 @@ int sim_run(struct sim *s, sim_time_t until) {
   double t0 = wall();
   if (!s->wall_start)
     s->wall_start = s->last_progress = t0;
-  int64_t n;
-  n = -1;
+  if (!sim_run_done(s)) /* flows were added since it finished */
+    s->done_end = 0;
+  int64_t n = -1;
   if (sim_par_threads(s, 0) > 1) {
     char err[256] = "";
     n = sim_par_run(s, lim, err, sizeof err);

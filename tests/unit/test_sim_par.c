@@ -4,7 +4,8 @@
  * across partitions: packets on cut links, PFC pauses, lossy drops and
  * random loss, failures (global events that flush ports and change
  * routes), flows waiting for a QP (retries), READ and SEND flows, runs
- * stopped and resumed, and flows added between runs. Scenarios that
+ * stopped and resumed, and flows added after a run finished and run
+ * again (as uroce plan's probes do). Scenarios that
  * cannot be cut run on one thread and say why. */
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,14 @@ static int run(const struct sim_cfg *base, uint32_t threads, setup_fn setup,
       sim_add_flow(s, 1, 14, 1 << 20, stop + 3 * SIM_US, SIM_OP_WRITE);
   }
   done = sim_run(s, SIM_NEVER);
+  if (setup && stop == SIM_NEVER) { /* done: a second phase, as plan's */
+    CHECK_EQ(done, 1);
+    sim_time_t t = sim_now(s) + SIM_US;
+    for (uint32_t i = 0; i < 16; i++)
+      sim_add_flow(s, i, 15 - i, 128 << 10, t, SIM_OP_WRITE);
+    done = sim_run(s, SIM_NEVER);
+    CHECK_EQ(done, 1);
+  }
   take(s, done, o);
   sim_del(s);
   return done;
