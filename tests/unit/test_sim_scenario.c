@@ -144,8 +144,9 @@ static char *slurp(const char *path) {
   return b;
 }
 
-/* Runs tests/sim/determinism.yaml into dir; returns summary.json. */
-static char *run_to(const char *dir, uint64_t seed) {
+/* Runs tests/sim/determinism.yaml on threads into dir; returns
+ * summary.json. */
+static char *run_to(const char *dir, uint64_t seed, uint32_t threads) {
   char path[1024], name[64], err[512] = "";
   snprintf(path, sizeof path, "%s/tests/sim/determinism.yaml", SRC_DIR);
   struct sim_cfg c;
@@ -155,11 +156,13 @@ static char *run_to(const char *dir, uint64_t seed) {
     return 0;
   }
   c.seed = seed;
+  c.threads = threads;
   struct sim *s = sim_new(&c, err, sizeof err);
   sim_cfg_free(&c);
   CHECK(s != NULL);
   if (!s)
     return 0;
+  CHECK_EQ(sim_threads(s, 0), threads);
   CHECK_EQ(sim_run(s, SIM_NEVER), 1);
   mkdir(dir, 0777);
   CHECK_EQ(sim_report_write(s, dir, true, err, sizeof err), 0);
@@ -175,7 +178,8 @@ static void test_determinism(void) {
   char d1[] = "/tmp/uroce-sim-det-XXXXXX", d2[] = "/tmp/uroce-sim-det-XXXXXX",
        d3[] = "/tmp/uroce-sim-det-XXXXXX";
   CHECK(mkdtemp(d1) && mkdtemp(d2) && mkdtemp(d3));
-  char *a = run_to(d1, 42), *b = run_to(d2, 42), *c = run_to(d3, 43);
+  /* The same seed on one thread and on three: the same files. */
+  char *a = run_to(d1, 42, 1), *b = run_to(d2, 42, 3), *c = run_to(d3, 43, 1);
   CHECK(a && b && c);
   if (a && b && c) {
     CHECK(strlen(a) > 500);
@@ -189,6 +193,9 @@ static void test_determinism(void) {
     CHECK(f1 && f2 && !strcmp(f1, f2));
     free(f1);
     free(f2);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "diff -r %s %s >/dev/null", d1, d2);
+    CHECK_EQ(system(cmd), 0);
   }
   free(a);
   free(b);
