@@ -51,7 +51,9 @@
 
 struct sc_rank {
   struct sim_ev ev; /* first: container_of */
+  struct sim_ev conn_ev; /* CONNECT: make the connections in want */
   struct sim_coll *sc;
+  struct sim *s; /* its NIC's partition in a parallel run, else the sim */
   uint32_t rank, nic, server;
   sim_time_t intra_tx_free, intra_rx_free; /* the intra-host port's */
   uint64_t intra_bytes;                    /* sent over it, this size */
@@ -61,7 +63,16 @@ struct sc_rank {
   struct he_flow **conn; /* per peer rank, made on first use */
   uroce_coll_cqe *q;     /* completions not yet polled */
   uint32_t qhead, qn, qcap;
-  bool busy; /* a request of the current size is running */
+  uint32_t *want; /* peers to connect to at the next CONNECT */
+  uint32_t nwant, wantcap;
+  struct sc_intra *free_x; /* writes to ranks of its server, for reuse */
+  struct sc_block *blocks; /* where they live */
+  uint32_t nblocks;
+  uint64_t intra_rx; /* bytes landed here over the intra-host link */
+  sim_time_t fin;    /* when its request of the current size ended */
+  bool busy;         /* a request of the current size is running */
+  bool done;         /* ... and has ended, not yet counted */
+  bool failed;
 };
 
 struct sim_coll {
@@ -79,6 +90,7 @@ struct sim_coll {
   uint32_t nres;
   double factor, link_gbps, step_latency_us;
   uint64_t rx_at_start; /* payload arrived at the ranks when size began */
+  sim_time_t last_fin;  /* the latest end of a rank's request, this size */
   uint64_t chunk_bytes, hdr_bytes; /* the communicator's chunk and header */
   double *hop_prop_ps, *hop_ps_per_byte; /* ring hop i: rank i -> i + 1 */
   /* servers (ranks_per_host > 1) */
@@ -86,10 +98,6 @@ struct sim_coll {
   double intra_ps_per_byte;
   sim_time_t intra_lat;
   uint64_t *nic_bytes; /* per NIC: bytes written to the fabric, this size */
-  uint64_t intra_rx;   /* bytes landed over intra-host links, in all */
-  struct sc_intra *free_x;
-  struct sc_block *blocks;
-  uint32_t nblocks;
 };
 
 /* A write between ranks of one server, until it lands. */
@@ -122,13 +130,19 @@ static void tp_dereg_mr(void *ctx, uroce_coll_mr *mr) {
   (void)mr;
 }
 
-static void push_cqe(struct sim_coll *sc, struct sc_rank *r,
+/* Rank r's request ended (failed: with an error) at s's now. */
+static void rank_done(struct sim *s, struct sc_rank *r, bool failed);
+
+static void push_cqe(struct sim *s, struct sc_rank *r,
                      const uroce_coll_cqe *q) {
   if (r->qn == r->qcap) {
     uint32_t cap = r->qcap ? 2 * r->qcap : 64;
     uroce_coll_cqe *nq = realloc(r->q, cap * sizeof(*nq));
     if (!nq) {
-      sc->failed = sc->finished = true;
+      fprintf(stderr, "uroce sim: rank %u: out of memory for completions\n",
+              r->rank);
+      if (r->busy)
+        rank_done(s, r, true);
       return;
     }
     r->q = nq;
@@ -136,25 +150,29 @@ static void push_cqe(struct sim_coll *sc, struct sc_rank *r,
   }
   r->q[r->qn++] = *q;
   if (r->busy)
-    sim_schedule_min(sc->s, &r->ev, sc->s->now);
+    sim_schedule_min(s, &r->ev, s->now);
 }
 
-static struct sc_intra *intra_alloc(struct sim_coll *sc) {
-  if (!sc->free_x) {
+/* A write record of rank r's: its events' keys are the rank's, in the
+ * order its blocks were made. */
+static struct sc_intra *intra_alloc(struct sc_rank *r) {
+  if (!r->free_x) {
     struct sc_block *b = calloc(1, sizeof(*b));
     if (!b)
       return 0;
-    b->next = sc->blocks;
-    sc->blocks = b;
-    uint64_t base = (uint64_t)sc->nblocks++ * SC_BLOCK;
+    b->next = r->blocks;
+    r->blocks = b;
+    uint64_t base =
+        ((uint64_t)r->rank << 20) + (uint64_t)r->nblocks++ * SC_BLOCK;
     for (int i = 0; i < SC_BLOCK; i++) {
       sim_ev_new(&b->x[i].ev, SIM_EV_COLL_INTRA, base + (uint64_t)i);
-      b->x[i].next_free = sc->free_x;
-      sc->free_x = &b->x[i];
+      b->x[i].ev.part = r->ev.part;
+      b->x[i].next_free = r->free_x;
+      r->free_x = &b->x[i];
     }
   }
-  struct sc_intra *x = sc->free_x;
-  sc->free_x = x->next_free;
+  struct sc_intra *x = r->free_x;
+  r->free_x = x->next_free;
   return x;
 }
 
@@ -163,8 +181,8 @@ static int intra_post(struct sc_rank *r, struct sc_rank *p,
                       const uroce_coll_mr *mr, size_t offset, size_t len,
                       uint64_t remote_addr, uint32_t imm, uint64_t wr_id) {
   struct sim_coll *sc = r->sc;
-  struct sim *s = sc->s;
-  struct sc_intra *x = intra_alloc(sc);
+  struct sim *s = r->s;
+  struct sc_intra *x = intra_alloc(r);
   if (!x)
     return -12; /* -ENOMEM */
   if (mr && len >= 16)
@@ -186,7 +204,7 @@ static int intra_post(struct sc_rank *r, struct sc_rank *p,
   return 0;
 }
 
-static void intra_land(struct sim_coll *sc, struct sc_intra *x) {
+static void intra_land(struct sim *s, struct sim_coll *sc, struct sc_intra *x) {
   uroce_coll_cqe rq = {.kind = UROCE_COLL_CQE_RECV_IMM,
                        .peer = (int32_t)x->from,
                        .imm = x->imm,
@@ -194,11 +212,12 @@ static void intra_land(struct sim_coll *sc, struct sc_intra *x) {
   uroce_coll_cqe wq = {.kind = UROCE_COLL_CQE_WRITE_DONE,
                        .peer = (int32_t)x->to,
                        .wr_id = x->wr_id};
-  sc->intra_rx += x->len;
-  push_cqe(sc, &sc->r[x->to], &rq);
-  push_cqe(sc, &sc->r[x->from], &wq);
-  x->next_free = sc->free_x;
-  sc->free_x = x;
+  struct sc_rank *from = &sc->r[x->from];
+  sc->r[x->to].intra_rx += x->len;
+  push_cqe(s, &sc->r[x->to], &rq);
+  push_cqe(s, from, &wq);
+  x->next_free = from->free_x;
+  from->free_x = x;
 }
 
 static int tp_post(void *ctx, int peer, const uroce_coll_mr *mr, size_t offset,
@@ -207,7 +226,7 @@ static int tp_post(void *ctx, int peer, const uroce_coll_mr *mr, size_t offset,
   (void)rkey;
   struct sc_rank *r = ctx;
   struct sim_coll *sc = r->sc;
-  struct sim *s = sc->s;
+  struct sim *s = r->s;
   if (peer < 0 || (uint32_t)peer >= sc->n || (uint32_t)peer == r->rank ||
       len > UINT32_MAX)
     return UROCE_ERR_INVALID_ARGUMENT;
@@ -216,17 +235,24 @@ static int tp_post(void *ctx, int peer, const uroce_coll_mr *mr, size_t offset,
                       wr_id);
   struct he_flow *c = r->conn[peer];
   if (!c) {
-    uint32_t slots = s->cfg.wl.coll.slots ? s->cfg.wl.coll.slots : 8;
-    uint64_t salt = sc->per_nic > 1
-                        ? ((uint64_t)(r->rank + 1) << 32) | (uint32_t)(peer + 1)
-                        : 0;
-    c = sim_eng_conn_new(s, r->nic, sc->r[peer].nic, 2 * slots + 8,
-                         2 * slots + 4, r->rank, (uint32_t)peer, salt);
-    if (!c)
-      return -12; /* -ENOMEM: out of QPs or memory */
-    r->conn[peer] = c;
-    sc->r[peer].conn[r->rank] = c;
-    sc->conns++;
+    /* Connecting makes QPs at both NICs: a global event does it at the
+     * next cell boundary; the communicator tries again after it. */
+    bool asked = false;
+    for (uint32_t i = 0; i < r->nwant && !asked; i++)
+      asked = r->want[i] == (uint32_t)peer;
+    if (!asked) {
+      if (r->nwant == r->wantcap) {
+        uint32_t cap = r->wantcap ? 2 * r->wantcap : 4;
+        uint32_t *w = realloc(r->want, cap * sizeof(*w));
+        if (!w)
+          return -12; /* -ENOMEM */
+        r->want = w;
+        r->wantcap = cap;
+      }
+      r->want[r->nwant++] = (uint32_t)peer;
+    }
+    sim_schedule_min(s, &r->conn_ev, sim_cell_end(s, s->now));
+    return UROCE_ERR_QUEUE_FULL;
   }
   /* The slot header travels for real; the payload is phantom. */
   if (mr && len >= 16)
@@ -251,7 +277,37 @@ static int tp_poll(void *ctx, uroce_coll_cqe *cqes, int max) {
 
 static uint64_t tp_now(void *ctx) {
   struct sc_rank *r = ctx;
-  return r->sc->s->now / SIM_NS;
+  return r->s->now / SIM_NS;
+}
+
+/* CONNECT (global): rank r's connections to the peers it asked for. */
+static void connect_wanted(struct sim *s, struct sim_coll *sc,
+                           struct sc_rank *r) {
+  uint32_t slots = s->cfg.wl.coll.slots ? s->cfg.wl.coll.slots : 8;
+  for (uint32_t i = 0; i < r->nwant; i++) {
+    uint32_t peer = r->want[i];
+    if (r->conn[peer])
+      continue;
+    uint64_t salt =
+        sc->per_nic > 1 ? ((uint64_t)(r->rank + 1) << 32) | (peer + 1) : 0;
+    struct he_flow *c =
+        sim_eng_conn_new(s, r->nic, sc->r[peer].nic, 2 * slots + 8,
+                         2 * slots + 4, r->rank, peer, salt);
+    if (!c) {
+      fprintf(stderr,
+              "uroce sim: rank %u: cannot connect to rank %u: out of QPs or "
+              "memory\n",
+              r->rank, peer);
+      sc->failed = sc->finished = true;
+      return;
+    }
+    r->conn[peer] = c;
+    sc->r[peer].conn[r->rank] = c;
+    sc->conns++;
+  }
+  r->nwant = 0;
+  if (r->busy)
+    sim_schedule_min(s, &r->ev, s->now);
 }
 
 void sim_coll_wc(struct sim *s, uint32_t rank, uint32_t peer,
@@ -271,7 +327,7 @@ void sim_coll_wc(struct sim *s, uint32_t rank, uint32_t peer,
     q.wr_id = (w >> 48 & 0xFF) << 56 | (w & 0xFFFFFFFFFFFFull);
   }
   q.status = wc->status == UROCE_WC_SUCCESS ? 0 : (int16_t) - (int)wc->status;
-  push_cqe(sc, r, &q);
+  push_cqe(s, r, &q);
 }
 
 /* ---- bounds ---- */
@@ -461,7 +517,9 @@ static uint64_t count_of(const struct sim_coll *sc, uint64_t bytes) {
  * intra-host links. */
 static uint64_t rx_now(const struct sim_coll *sc) {
   const struct sim *s = sc->s;
-  uint64_t rx = sc->intra_rx;
+  uint64_t rx = 0;
+  for (uint32_t i = 0; i < sc->n; i++)
+    rx += sc->r[i].intra_rx;
   for (uint32_t i = 0; i < s->nnics; i++)
     if (sc->rank_of[i] != UINT32_MAX)
       rx += s->nics[i].rx_payload;
@@ -490,6 +548,7 @@ static void start_size(struct sim_coll *sc) {
   for (uint32_t i = 0; i < sc->n; i++)
     sc->r[i].intra_bytes = 0;
   sc->ndone = 0;
+  sc->last_fin = s->now;
   for (uint32_t i = 0; i < sc->n; i++) {
     struct sc_rank *r = &sc->r[i];
     int rc =
@@ -508,17 +567,56 @@ static void start_size(struct sim_coll *sc) {
   }
 }
 
-static void finish_size(struct sim_coll *sc) {
+/* The size ended when its last rank's request did, at fin; the next
+ * starts at the next cell boundary (a global event). */
+static void finish_size(struct sim_coll *sc, sim_time_t fin) {
   struct sim *s = sc->s;
   struct sim_coll_result *res = &sc->res[sc->cur];
-  res->time = s->now - res->start;
+  res->time = fin - res->start;
   double t = (double)res->time * 1e-12;
   res->algbw_gbs = t > 0 ? (double)res->bytes / t / 1e9 : 0;
   res->busbw_gbs = res->algbw_gbs * sc->factor;
   coll_bound(sc, res);
   sc->nres = sc->cur + 1;
   sc->cur++;
-  sim_schedule(s, &sc->start_ev, s->now);
+  sim_schedule(s, &sc->start_ev, s->cell ? sim_cell_end(s, fin) : fin);
+}
+
+/* A rank's end counts (on the main thread). */
+static void count_done(struct sim_coll *sc, struct sc_rank *r) {
+  if (r->failed) {
+    sc->failed = sc->finished = true;
+    return;
+  }
+  if (r->fin > sc->last_fin)
+    sc->last_fin = r->fin;
+  if (++sc->ndone == sc->n)
+    finish_size(sc, sc->last_fin);
+}
+
+static void rank_done(struct sim *s, struct sc_rank *r, bool failed) {
+  r->busy = false;
+  r->fin = s->now;
+  r->failed |= failed;
+  if (s->par && sim_par_in_window(s))
+    r->done = true; /* sim_coll_fold counts it after the window */
+  else
+    count_done(r->sc, r);
+}
+
+void sim_coll_fold(struct sim *s) {
+  struct sim_coll *sc = s->coll;
+  for (uint32_t i = 0; sc && !sc->finished && i < sc->n; i++)
+    if (sc->r[i].done) {
+      sc->r[i].done = false;
+      count_done(sc, &sc->r[i]);
+    }
+}
+
+void sim_coll_rebind(struct sim *s, struct sim **part) {
+  struct sim_coll *sc = s->coll;
+  for (uint32_t i = 0; sc && i < sc->n; i++)
+    sc->r[i].s = part ? part[sc->r[i].ev.part] : s;
 }
 
 void sim_coll_event(struct sim *s, struct sim_ev *ev) {
@@ -530,7 +628,11 @@ void sim_coll_event(struct sim *s, struct sim_ev *ev) {
     return;
   }
   if (ev->arg == SIM_EV_COLL_INTRA) {
-    intra_land(sc, container_of(ev, struct sc_intra, ev));
+    intra_land(s, sc, container_of(ev, struct sc_intra, ev));
+    return;
+  }
+  if (ev->arg == SIM_EV_COLL_CONNECT) {
+    connect_wanted(s, sc, container_of(ev, struct sc_rank, conn_ev));
     return;
   }
   struct sc_rank *r = container_of(ev, struct sc_rank, ev);
@@ -539,15 +641,10 @@ void sim_coll_event(struct sim *s, struct sim_ev *ev) {
   int rc = uroce_coll_test(r->req);
   if (rc == UROCE_COLL_INPROGRESS)
     return;
-  r->busy = false;
-  if (rc < 0) {
+  if (rc < 0)
     fprintf(stderr, "uroce sim: rank %u: %s: %s\n", r->rank,
             uroce_coll_strerror(rc), uroce_coll_errmsg(r->comm));
-    sc->failed = sc->finished = true;
-    return;
-  }
-  if (++sc->ndone == sc->n)
-    finish_size(sc);
+  rank_done(s, r, rc < 0);
 }
 
 bool sim_coll_is_rank(const struct sim *s, uint32_t nic) {
@@ -690,6 +787,9 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
     r->sc = sc;
     r->rank = i;
     sim_ev_new(&r->ev, SIM_EV_COLL, i);
+    r->ev.part = s->nics[r->nic].n.part;
+    sim_ev_new(&r->conn_ev, SIM_EV_COLL_CONNECT, i);
+    r->s = s;
     r->conn = calloc(n, sizeof(*r->conn));
     r->tp = (uroce_coll_transport){.ctx = r,
                                    .rank = (int)i,
@@ -767,15 +867,16 @@ void sim_coll_del(struct sim *s) {
       uroce_coll_comm_del(r->comm);
     free(r->conn);
     free(r->q);
+    free(r->want);
+    while (r->blocks) {
+      struct sc_block *b = r->blocks;
+      r->blocks = b->next;
+      free(b);
+    }
   }
   free(sc->r);
   free(sc->rank_of);
   free(sc->nic_bytes);
-  while (sc->blocks) {
-    struct sc_block *b = sc->blocks;
-    sc->blocks = b->next;
-    free(b);
-  }
   free(sc->hop_prop_ps);
   free(sc->hop_ps_per_byte);
   free(sc);

@@ -120,10 +120,6 @@ static uint32_t plan(const struct sim *s, const char **why) {
     *why = "InfiniBand: credits return to the sender outside packets";
     return 1;
   }
-  if (s->cfg.wl.kind == SIM_WL_COLLECTIVE) {
-    *why = "a collective workload's ranks share its schedule";
-    return 1;
-  }
   if (!s->cell) {
     *why = "no link between two switches with a delay (no lookahead)";
     return 1;
@@ -138,6 +134,21 @@ static uint32_t plan(const struct sim *s, const char **why) {
     want = PAR_MAX;
   }
   return want ? want : 1;
+}
+
+/* Everything in partition 0. */
+static void sim_par_partition_one(struct sim *s) {
+  for (uint32_t i = 0; i < s->nswitches; i++)
+    s->sws[i].n.part = 0;
+  for (uint32_t i = 0; i < s->nnics; i++) {
+    struct sim_nic *nic = &s->nics[i];
+    nic->n.part = 0;
+    nic->port.tx_ev.part = nic->port.rx_ev.part = nic->port.fc_ev.part = 0;
+    nic->ev.part = nic->cc_ev.part = 0;
+  }
+  for (uint32_t j = 0; j < s->nports; j++)
+    s->ports[j].tx_ev.part = s->ports[j].rx_ev.part = s->ports[j].fc_ev.part =
+        0;
 }
 
 /* Sets every node's and event's partition. Called by sim_new once the
@@ -171,6 +182,20 @@ void sim_par_partition(struct sim *s) {
     p->tx_ev.part = p->fc_ev.part = nic->n.part;
     p->rx_ev.part = p->peer ? p->peer->node->part : nic->n.part;
     nic->ev.part = nic->cc_ev.part = nic->n.part;
+  }
+  /* A collective's ranks of one server write to each other over the
+   * intra-host link, which has no lookahead: the server's NICs
+   * (consecutive ids, on one or more switches) must share a partition. */
+  if (n > 1 && s->cfg.wl.kind == SIM_WL_COLLECTIVE) {
+    uint32_t k = sim_coll_nics_per_host(&s->cfg.wl.coll);
+    for (uint32_t i = 0; k > 1 && i < s->nnics; i++)
+      if (s->nics[i].n.part != s->nics[i - i % k].n.part) {
+        s->nparts = 1;
+        s->par_why = "a server's NICs are on switches of different "
+                     "partitions, and its ranks share an intra-host link";
+        sim_par_partition_one(s);
+        return;
+      }
   }
 }
 
@@ -372,7 +397,7 @@ static void fold_pauses(struct sim_par *par) {
   uint32_t k = 0;
   for (uint32_t i = 0; i < par->n; i++) {
     struct sim *s = &par->sh[i].sim;
-    if (v)
+    if (v && s->npause_log)
       memcpy(v + k, s->pause_log, s->npause_log * sizeof(*v));
     k += s->npause_log;
     m->pause_log_full |= s->pause_log_full;
@@ -409,6 +434,7 @@ static void fold(struct sim_par *par) {
     s->fail_last = 0;
   }
   fold_pauses(par);
+  sim_coll_fold(m);
 }
 
 /* A partition's shell takes the simulator's shared state again (a global
@@ -557,11 +583,14 @@ static struct sim_par *par_new(struct sim *m, uint32_t n) {
 /* The host models keep the struct sim they were made with: each NIC's
  * must be its partition's shell while the run lasts. */
 static void rebind(struct sim *m, struct sim_par *par) {
+  struct sim *part[PAR_MAX];
+  for (uint32_t i = 0; par && i < par->n; i++)
+    part[i] = &par->sh[i].sim;
+  sim_coll_rebind(m, par ? part : 0);
   if (!m->host->rebind)
     return;
   for (uint32_t i = 0; i < m->nnics; i++)
-    m->host->rebind(m->nics[i].model,
-                    par ? &par->sh[m->nics[i].n.part].sim : m);
+    m->host->rebind(m->nics[i].model, par ? part[m->nics[i].n.part] : m);
 }
 
 /* Runs the global events due at t (the earliest events there are), one

@@ -909,6 +909,7 @@ void sim_dispatch(struct sim *s, struct sim_ev *ev) {
   case SIM_EV_COLL:
   case SIM_EV_COLL_START:
   case SIM_EV_COLL_INTRA:
+  case SIM_EV_COLL_CONNECT:
     sim_coll_event(s, ev);
     break;
   }

@@ -75,14 +75,15 @@ enum sim_ev_kind {
   SIM_EV_NIC,
   SIM_EV_FLOW_START,
   SIM_EV_SAMPLE,
-  SIM_EV_COLL,       /* a rank's communicator has completions to handle */
-  SIM_EV_COLL_START, /* the next collective size starts */
-  SIM_EV_COLL_INTRA, /* a write between ranks of one server lands */
-  SIM_EV_PORT_FC,    /* InfiniBand: send the credits freed at a port */
-  SIM_EV_FAIL,       /* a link or switch changes state, or routes install */
-  SIM_EV_NIC_CC,     /* IB CC: a NIC's CCT indices step down */
-  SIM_EV_FLOW_END,   /* a finished flow's receiving end lets go of it */
-  SIM_EV_RETRY,      /* flows waiting for a QP at a NIC try again */
+  SIM_EV_COLL,         /* a rank's communicator has completions to handle */
+  SIM_EV_COLL_START,   /* the next collective size starts */
+  SIM_EV_COLL_INTRA,   /* a write between ranks of one server lands */
+  SIM_EV_PORT_FC,      /* InfiniBand: send the credits freed at a port */
+  SIM_EV_FAIL,         /* a link or switch changes state, or routes install */
+  SIM_EV_NIC_CC,       /* IB CC: a NIC's CCT indices step down */
+  SIM_EV_FLOW_END,     /* a finished flow's receiving end lets go of it */
+  SIM_EV_RETRY,        /* flows waiting for a QP at a NIC try again */
+  SIM_EV_COLL_CONNECT, /* a rank's connections to new peers are made */
 };
 
 /* Global events change state of more than one partition (a flow's two
@@ -91,7 +92,7 @@ enum sim_ev_kind {
 static inline bool sim_ev_kind_global(unsigned kind) {
   return kind == SIM_EV_FLOW_START || kind == SIM_EV_SAMPLE ||
          kind == SIM_EV_COLL_START || kind == SIM_EV_FAIL ||
-         kind == SIM_EV_RETRY;
+         kind == SIM_EV_RETRY || kind == SIM_EV_COLL_CONNECT;
 }
 
 /* The key of event kind for the idx-th object of its kind. */
@@ -273,6 +274,11 @@ void sim_coll_wc(struct sim *s, uint32_t rank, uint32_t peer,
 void sim_coll_event(struct sim *s, struct sim_ev *ev);
 bool sim_coll_done(const struct sim *s);
 bool sim_coll_is_rank(const struct sim *s, uint32_t nic);
+/* Parallel runs: the ranks whose requests ended in the window count (main
+ * thread, after it); the ranks call back through part[their partition]
+ * (NULL: the simulator). */
+void sim_coll_fold(struct sim *s);
+void sim_coll_rebind(struct sim *s, struct sim **part);
 /* Progress of the collective workload, 0..1, for the progress bar. */
 double sim_coll_progress(const struct sim *s);
 

@@ -5,13 +5,15 @@
  * random loss, failures (global events that flush ports and change
  * routes), flows waiting for a QP (retries), READ and SEND flows, runs
  * stopped and resumed, and flows added after a run finished and run
- * again (as uroce plan's probes do). Scenarios that
- * cannot be cut run on one thread and say why. */
+ * again (as uroce plan's probes do), collectives (ring, servers of
+ * several ranks with an intra-host link). Scenarios that cannot be cut
+ * run on one thread and say why. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim/sim.h"
 #include "t.h"
+#include "uroce/coll.h"
 
 static struct sim *mk(struct sim_cfg *c) {
   char err[256] = "";
@@ -32,7 +34,8 @@ static void leaf_spine(struct sim_cfg *c) {
 
 /* What a run leaves that must not depend on the threads. */
 struct outcome {
-  uint32_t nflows, npause, nfail;
+  uint32_t nflows, npause, nfail, ncoll;
+  struct sim_coll_result coll[SIM_COLL_MAX_SIZES];
   struct sim_flow *flows;
   struct sim_pause_rec *pauses;
   struct sim_fail_result *fails;
@@ -65,6 +68,9 @@ static void take(struct sim *s, int done, struct outcome *o) {
   o->pauses = calloc(o->npause + 1, sizeof(*o->pauses));
   for (uint32_t i = 0; o->pauses && i < o->npause; i++)
     sim_pause_get(s, i, &o->pauses[i]);
+  const struct sim_coll_result *cr = sim_coll_results(s, &o->ncoll);
+  for (uint32_t i = 0; i < o->ncoll && i < SIM_COLL_MAX_SIZES; i++)
+    o->coll[i] = cr[i];
   const struct sim_fail_result *r = sim_fail_results(s, &o->nfail);
   o->fails = calloc(o->nfail + 1, sizeof(*o->fails));
   for (uint32_t i = 0; o->fails && i < o->nfail; i++) {
@@ -140,9 +146,9 @@ static void check_same(const char *what, const struct sim_cfg *c,
   int done = run(c, 1, setup, stop, &a);
   CHECK_EQ(done, 1);
   printf("%s: %llu events, %u flows done by %.3f us, %u pause changes, %u "
-         "failure results\n",
+         "failure results, %u collective sizes\n",
          what, (unsigned long long)a.st.events, (unsigned)a.st.flows_done,
-         (double)a.now / 1e6, a.npause, a.nfail);
+         (double)a.now / 1e6, a.npause, a.nfail, a.ncoll);
   for (uint32_t t = 2; t <= 3; t++) {
     run(c, t, setup, stop, &b);
     bool ok = same(&a, &b);
@@ -240,6 +246,37 @@ static void test_failures(void) {
   check_same("spine down, link flap", &c, 0, SIM_NEVER);
 }
 
+/* Collectives: a ring allreduce over 16 ranks placed at random; servers
+ * of 4 ranks on one NIC (1:4) and on 4 NICs of one leaf (1:1), whose
+ * ranks also write to each other over the intra-host link. Connections
+ * are made as ranks first need them (global events). */
+static void test_collectives(void) {
+  struct sim_cfg c;
+  leaf_spine(&c);
+  c.wl.kind = SIM_WL_COLLECTIVE;
+  c.wl.coll.kind = UROCE_COLL_ALLREDUCE;
+  c.wl.coll.algo = UROCE_COLL_ALGO_RING;
+  c.wl.coll.dtype = UROCE_COLL_FLOAT32;
+  c.wl.coll.placement = 1;
+  c.wl.coll.nsizes = 2;
+  c.wl.coll.sizes[0] = 64 << 10;
+  c.wl.coll.sizes[1] = 1 << 20;
+  struct outcome a;
+  run(&c, 1, 0, SIM_NEVER, &a);
+  CHECK_EQ(a.ncoll, 2);
+  CHECK(a.ncoll == 2 && a.coll[1].ratio >= 1);
+  outcome_free(&a);
+  check_same("ring allreduce, 16 ranks", &c, 0, SIM_NEVER);
+  c.wl.coll.algo = UROCE_COLL_ALGO_AUTO;
+  c.wl.coll.ranks_per_host = 4;
+  c.wl.coll.nics_per_host = 1;
+  c.wl.coll.intra_gbps = 400;
+  c.wl.coll.intra_latency_us = 0.5;
+  check_same("allreduce, servers of 4 ranks on 1 NIC", &c, 0, SIM_NEVER);
+  c.wl.coll.nics_per_host = 4;
+  check_same("allreduce, servers of 4 ranks on 4 NICs", &c, 0, SIM_NEVER);
+}
+
 /* What cannot be cut runs on one thread and says why. */
 static void test_one_thread(void) {
   struct sim_cfg c;
@@ -264,6 +301,26 @@ static void test_one_thread(void) {
     CHECK(why && strstr(why, "InfiniBand"));
     sim_del(s);
   }
+  /* Servers of 4 NICs on leaves of 6 hosts: server 1's NICs 4..7 hang
+   * off leaves 0 and 1, in different partitions, and its ranks share an
+   * intra-host link with no lookahead. */
+  leaf_spine(&c);
+  c.threads = 4;
+  c.topo.hosts_per_leaf = 6;
+  c.wl.kind = SIM_WL_COLLECTIVE;
+  c.wl.coll.kind = UROCE_COLL_ALLREDUCE;
+  c.wl.coll.dtype = UROCE_COLL_FLOAT32;
+  c.wl.coll.nsizes = 1;
+  c.wl.coll.sizes[0] = 64 << 10;
+  c.wl.coll.ranks_per_host = 4;
+  c.wl.coll.nics_per_host = 4;
+  c.wl.coll.intra_gbps = 400;
+  s = mk(&c);
+  if (s) {
+    CHECK_EQ(sim_threads(s, &why), 1);
+    CHECK(why && strstr(why, "server's NICs"));
+    sim_del(s);
+  }
   leaf_spine(&c);
   c.threads = 9; /* four leaves */
   s = mk(&c);
@@ -279,6 +336,7 @@ int main(void) {
   T_RUN(test_pfc_incast);
   T_RUN(test_waiting_read_send);
   T_RUN(test_failures);
+  T_RUN(test_collectives);
   T_RUN(test_one_thread);
   return T_DONE();
 }
