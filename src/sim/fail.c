@@ -71,10 +71,14 @@ void sim_fail_lost_fold(struct sim *s, uint64_t n, sim_time_t last) {
 static void flush(struct sim *s, struct sim_port *p) {
   sim_ev_cancel(&p->tx_ev);
   sim_ev_cancel(&p->rx_ev);
-  sim_ev_cancel(&p->fc_ev); /* its flow-control packet is lost */
+  sim_ev_cancel(&p->fc_ev); /* its flow-control packets are lost */
+  sim_ev_cancel(&p->fc_rx_ev);
+  for (struct sim_pkt *k = p->fc_head, *n; k; k = n) {
+    n = k->next;
+    sim_pkt_free(s, k);
+  }
+  p->fc_head = p->fc_tail = 0;
   memset(p->freed, 0, sizeof p->freed);
-  memset(p->freed2, 0, sizeof p->freed2);
-  p->fc_more = false;
   for (struct sim_pkt *k = p->fly_head, *n; k; k = n) {
     n = k->next;
     if (k->kind < SIM_PKT_PAUSE)
@@ -115,9 +119,8 @@ static void link_up(struct sim *s, struct sim_port *p) {
   for (int v = 0; v < SIM_NPRIO && s->ib; v++) {
     uint32_t full = (uint32_t)(s->cfg.ib.vl_buffer / SIM_IB_BLOCK);
     p->credits[v] = full - p->peer->in_blocks[v];
-    p->freed[v] = p->freed2[v] = 0;
+    p->freed[v] = 0;
   }
-  p->fc_more = false;
   sim_ev_cancel(&p->fc_ev);
 }
 

@@ -95,59 +95,78 @@ static void node_kick(struct sim *s, struct sim_port *p) {
 }
 
 /* InfiniBand flow control. Blocks freed in the input buffer of port in
- * go back to the peer in a flow-control packet sent fc_latency after the
- * first of them freed and at least fc_period after the previous one; it
- * carries what freed until it is sent and arrives after its serialisation
- * and the propagation, where fc_ev fires. Blocks freed while one is on
- * the wire wait for the next. The FC packets' 8 bytes take no line time
- * from the data on the link (under 0.2% of a 4 KiB packet). */
-static void fc_arm(struct sim *s, struct sim_port *in, sim_time_t first) {
-  sim_time_t t = first + s->cfg.ib.fc_latency;
-  if (in->fc_last != SIM_NEVER && in->fc_last + s->cfg.ib.fc_period > t)
-    t = in->fc_last + s->cfg.ib.fc_period;
-  in->fc_last = t;
-  sim_schedule(s, &in->fc_ev,
-               t + sim_ser_time(SIM_IB_FC_WIRE, in->rate_bps) + in->delay);
-}
-
+ * go back to the peer in flow-control packets: one is sent fc_latency
+ * after the first block freed since the last one left, and at least
+ * fc_period after that one; it carries every block freed until it is
+ * sent and arrives after its serialisation and the propagation. Several
+ * may be on the wire at once, in a FIFO of their own (fc_head: they take
+ * no line time from the data on the link, under 0.2% of a 4 KiB packet);
+ * fc_ev sends one where in is, fc_rx_ev delivers the head where the peer
+ * is. */
 static void ib_free(struct sim *s, struct sim_port *in, unsigned vl,
                     uint32_t blocks) {
   in->in_blocks[vl] -= blocks;
   if (in->down) /* the credits are set afresh when the link comes up */
     return;
-  if (in->fc_ev.at == SIM_NEVER) {
-    in->freed[vl] += blocks;
-    fc_arm(s, in, s->now);
-  } else if (s->now <= in->fc_last) { /* the next FC is not sent yet */
-    in->freed[vl] += blocks;
-  } else {
-    if (!in->fc_more)
-      in->fc_next_first = s->now;
-    in->fc_more = true;
-    in->freed2[vl] += blocks;
-  }
+  in->freed[vl] += blocks;
+  if (in->fc_ev.at != SIM_NEVER)
+    return; /* they go with the FC packet already due */
+  sim_time_t t = s->now + s->cfg.ib.fc_latency;
+  if (in->fc_last != SIM_NEVER && in->fc_last + s->cfg.ib.fc_period > t)
+    t = in->fc_last + s->cfg.ib.fc_period;
+  sim_schedule(s, &in->fc_ev, t);
 }
 
-void sim_port_fc_event(struct sim *s, struct sim_port *in) {
-  struct sim_port *p = in->peer;
-  for (uint8_t v = 0; v < SIM_NPRIO; v++) {
-    if (!in->freed[v])
-      continue;
-    p->credits[v] += in->freed[v];
-    in->freed[v] = 0;
-    s->st.fc_pkts++;
+void sim_fc_fifo_put(struct sim *s, struct sim_port *in, struct sim_pkt *f) {
+  f->next = 0;
+  if (in->fc_tail) {
+    in->fc_tail->next = f;
+  } else {
+    in->fc_head = f;
+    sim_schedule(s, &in->fc_rx_ev, f->ts);
   }
+  in->fc_tail = f;
+}
+
+/* fc_ev: an FC packet with the blocks freed so far leaves in. */
+void sim_port_fc_event(struct sim *s, struct sim_port *in) {
+  struct sim_pkt *f = sim_pkt_alloc(s);
+  if (!f) { /* no descriptor: the credits go with the next FC */
+    sim_schedule(s, &in->fc_ev, s->now + s->cfg.ib.fc_period);
+    return;
+  }
+  *f = (struct sim_pkt){.size = SIM_IB_FC_WIRE, .kind = SIM_PKT_FC};
+  _Static_assert(sizeof(in->freed) <= sizeof(f->hdr), "credits fit");
+  memcpy(f->hdr, in->freed, sizeof(in->freed));
+  for (uint8_t v = 0; v < SIM_NPRIO; v++)
+    if (in->freed[v])
+      s->st.fc_pkts++;
+  memset(in->freed, 0, sizeof(in->freed));
+  in->fc_last = s->now;
+  f->ts = s->now + sim_ser_time(SIM_IB_FC_WIRE, in->rate_bps) + in->delay;
+  if (!(s->par && sim_par_cross(s, in, f)))
+    sim_fc_fifo_put(s, in, f);
+}
+
+/* fc_rx_ev, at the peer of in: the head FC packet's credits arrive. */
+void sim_port_fc_rx_event(struct sim *s, struct sim_port *in) {
+  struct sim_pkt *f = in->fc_head;
+  in->fc_head = f->next;
+  if (in->fc_head)
+    sim_schedule(s, &in->fc_rx_ev, in->fc_head->ts);
+  else
+    in->fc_tail = 0;
+  struct sim_port *p = in->peer;
+  uint32_t cr[SIM_NPRIO];
+  memcpy(cr, f->hdr, sizeof(cr));
+  for (uint8_t v = 0; v < SIM_NPRIO; v++)
+    p->credits[v] += cr[v];
+  sim_pkt_free(s, f);
   if (p->starved_since != SIM_NEVER && port_ready(s, p)) {
     s->st.credit_wait[p->node->tier] += s->now - p->starved_since;
     p->starved_since = SIM_NEVER;
   }
   node_kick(s, p);
-  if (in->fc_more) {
-    memcpy(in->freed, in->freed2, sizeof in->freed);
-    memset(in->freed2, 0, sizeof in->freed2);
-    in->fc_more = false;
-    fc_arm(s, in, in->fc_next_first);
-  }
 }
 
 /* InfiniBand: a packet of VL vl entered the input buffer of in. */

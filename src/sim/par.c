@@ -17,7 +17,8 @@
  *   its events in the order the sequential run does; what one partition
  *   does to another travels as a message (a packet onto a cut link, an
  *   event to schedule there) that is due a lookahead or more later, and
- *   is delivered at the start of the next window.
+ *   is delivered at the start of the next window. InfiniBand's credits
+ *   travel the same way, in FC packets.
  *
  * Each partition runs on its own copy of struct sim (the shell): the same
  * pointers to the shared topology and flows, its own event heap, packet
@@ -116,10 +117,6 @@ static uint32_t plan(const struct sim *s, const char **why) {
   *why = 0;
   if (want <= 1)
     return 1;
-  if (s->ib) {
-    *why = "InfiniBand: credits return to the sender outside packets";
-    return 1;
-  }
   if (!s->cell) {
     *why = "no link between two switches with a delay (no lookahead)";
     return 1;
@@ -144,11 +141,12 @@ static void sim_par_partition_one(struct sim *s) {
     struct sim_nic *nic = &s->nics[i];
     nic->n.part = 0;
     nic->port.tx_ev.part = nic->port.rx_ev.part = nic->port.fc_ev.part = 0;
+    nic->port.fc_rx_ev.part = 0;
     nic->ev.part = nic->cc_ev.part = 0;
   }
   for (uint32_t j = 0; j < s->nports; j++)
     s->ports[j].tx_ev.part = s->ports[j].rx_ev.part = s->ports[j].fc_ev.part =
-        0;
+        s->ports[j].fc_rx_ev.part = 0;
 }
 
 /* Sets every node's and event's partition. Called by sim_new once the
@@ -175,12 +173,14 @@ void sim_par_partition(struct sim *s) {
     struct sim_port *p = &s->ports[j];
     p->tx_ev.part = p->fc_ev.part = p->node->part;
     p->rx_ev.part = p->peer ? p->peer->node->part : p->node->part;
+    p->fc_rx_ev.part = p->rx_ev.part;
   }
   for (uint32_t i = 0; i < s->nnics; i++) {
     struct sim_nic *nic = &s->nics[i];
     struct sim_port *p = &nic->port;
     p->tx_ev.part = p->fc_ev.part = nic->n.part;
     p->rx_ev.part = p->peer ? p->peer->node->part : nic->n.part;
+    p->fc_rx_ev.part = p->rx_ev.part;
     nic->ev.part = nic->cc_ev.part = nic->n.part;
   }
   /* A collective's ranks of one server write to each other over the
@@ -266,7 +266,19 @@ static void take(struct sim *s, struct sim_heap *heap, struct msgq *q) {
   for (uint32_t i = 0; i < q->n; i++) {
     struct sim_msg *m = &q->a[i];
     int rc;
-    if (m->port) {
+    if (m->port && ((struct sim_pkt *)m->obj)->kind == SIM_PKT_FC) {
+      struct sim_port *p = m->port;
+      struct sim_pkt *f = m->obj;
+      f->next = 0;
+      rc = 0;
+      if (p->fc_tail) {
+        p->fc_tail->next = f;
+      } else {
+        p->fc_head = f;
+        rc = sim_heap_push(heap, &p->fc_rx_ev, f->ts);
+      }
+      p->fc_tail = f;
+    } else if (m->port) {
       struct sim_port *p = m->port;
       struct sim_pkt *pkt = m->obj;
       pkt->next = 0;

@@ -881,6 +881,9 @@ void sim_dispatch(struct sim *s, struct sim_ev *ev) {
   case SIM_EV_PORT_FC:
     sim_port_fc_event(s, container_of(ev, struct sim_port, fc_ev));
     break;
+  case SIM_EV_PORT_FC_RX:
+    sim_port_fc_rx_event(s, container_of(ev, struct sim_port, fc_rx_ev));
+    break;
   case SIM_EV_NIC:
     sim_nic_event(s, container_of(ev, struct sim_nic, ev));
     break;

@@ -19,6 +19,7 @@ enum sim_pkt_kind {
   SIM_PKT_CNP,   /* RoCEv2 congestion notification */
   SIM_PKT_PAUSE, /* PFC frame: prio, xoff in flags */
   SIM_PKT_BECN,  /* IB CC: dst tells src of a FECN on SL len */
+  SIM_PKT_FC,    /* IB flow control: credits per VL in hdr (no line time) */
 };
 
 enum sim_pkt_flags {
@@ -84,6 +85,7 @@ enum sim_ev_kind {
   SIM_EV_FLOW_END,     /* a finished flow's receiving end lets go of it */
   SIM_EV_RETRY,        /* flows waiting for a QP at a NIC try again */
   SIM_EV_COLL_CONNECT, /* a rank's connections to new peers are made */
+  SIM_EV_PORT_FC_RX,   /* InfiniBand: a port's FC packet reaches its peer */
 };
 
 /* Global events change state of more than one partition (a flow's two
@@ -134,13 +136,15 @@ struct sim_port {
   sim_time_t paused_since;
   /* InfiniBand: blocks of credit the peer's input buffer grants per VL;
    * blocks freed in our input buffer not yet returned, and in use; the
-   * timer that returns them; since when packets wait for credit. */
+   * FC packet due (fc_ev: sent where this port is, fc_last the last
+   * sent); the FC packets on the wire toward the peer, a FIFO of their
+   * own (no line time) whose head's arrival (fc_rx_ev) runs where the
+   * peer is; since when packets wait for credit. */
   uint32_t credits[SIM_NPRIO];
-  uint32_t freed[SIM_NPRIO], freed2[SIM_NPRIO];
-  bool fc_more;             /* freed2 holds blocks for the next FC */
-  sim_time_t fc_next_first; /* when the first of them freed */
+  uint32_t freed[SIM_NPRIO];
   uint32_t in_blocks[SIM_NPRIO];
-  struct sim_ev fc_ev;
+  struct sim_ev fc_ev, fc_rx_ev;
+  struct sim_pkt *fc_head, *fc_tail;
   sim_time_t fc_last, starved_since;
   /* VL arbitration: entry and weight left in the high [0] and low [1]
    * tables; high bytes sent while low waited. */
@@ -463,6 +467,9 @@ static inline uint32_t sim_ib_blocks(uint32_t wire) {
 
 /* net.c */
 void sim_port_fc_event(struct sim *s, struct sim_port *p);
+void sim_port_fc_rx_event(struct sim *s, struct sim_port *p);
+/* Puts FC packet f (due at f->ts) in in's FC FIFO toward its peer. */
+void sim_fc_fifo_put(struct sim *s, struct sim_port *in, struct sim_pkt *f);
 void sim_port_rx_event(struct sim *s, struct sim_port *p);
 void sim_port_tx_event(struct sim *s, struct sim_port *p);
 void sim_nic_event(struct sim *s, struct sim_nic *nic);

@@ -17,6 +17,7 @@ static void port_init(struct sim *s, struct sim_port *p, struct sim_node *n,
   sim_ev_new(&p->tx_ev, SIM_EV_PORT_TX, gidx);
   sim_ev_new(&p->rx_ev, SIM_EV_PORT_RX, gidx);
   sim_ev_new(&p->fc_ev, SIM_EV_PORT_FC, gidx);
+  sim_ev_new(&p->fc_rx_ev, SIM_EV_PORT_FC_RX, gidx);
 }
 
 static uint32_t max_wire(const struct sim_cfg *c) {
