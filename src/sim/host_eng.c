@@ -555,6 +555,7 @@ struct he_flow *sim_eng_conn_new(struct sim *s, uint32_t na, uint32_t nb,
   c->hf.f = &c->f;
   c->hf.snd = a;
   c->hf.rcv = b;
+  c->hf.ends = 2; /* freed by the second NIC deleted */
   uint64_t tn = s->now / SIM_NS;
   uroce_eng_handle_expiry(a->eng, tn);
   uroce_eng_handle_expiry(b->eng, tn);
