@@ -632,6 +632,38 @@ static uint64_t serial(struct sim_par *par, sim_time_t t) {
   return 1;
 }
 
+/* Runs the partitions' events due at t (the earliest there are, and a
+ * global event is due at t too) on the main thread, in key order across
+ * partitions, as the sequential run does: a window of one instant is not
+ * worth two barriers (a workload whose flows all start at once has one
+ * such instant per flow). */
+static void sweep(struct sim_par *par, sim_time_t t) {
+  for (uint32_t j = 0; j < par->n; j++)
+    take_all(par, j, par->wr);
+  for (;;) {
+    struct shard *best = 0;
+    uint64_t key = 0;
+    for (uint32_t i = 0; i < par->n; i++) {
+      struct sim_ev *ev = sim_heap_top(&par->sh[i].sim.heap);
+      if (ev && ev->at <= t && (!best || ev->key < key)) {
+        best = &par->sh[i];
+        key = ev->key;
+      }
+    }
+    if (!best)
+      break;
+    sim_time_t tt;
+    struct sim_ev *ev = sim_heap_pop(&best->sim.heap, t, &tt);
+    best->sim.now = tt;
+    sim_dispatch(&best->sim, ev);
+    best->nev++;
+  }
+  for (uint32_t i = 0; i < par->n; i++) {
+    par->sh[i].peek = sim_heap_peek(&par->sh[i].sim.heap);
+    par->sh[i].out_min = SIM_NEVER;
+  }
+}
+
 /* Starts the workers; on failure stops those started. 0 or an errno. */
 static int start(struct sim_par *par) {
   int rc = 0;
@@ -669,9 +701,16 @@ static void run(struct sim_par *par, sim_time_t lim) {
       stop = m->done_end - 1;
     if ((tn < tg ? tn : tg) > stop)
       break;
-    if (tg < tn) { /* every event before it has run */
-      serial(par, tg);
-      dirty = true;
+    if (tg <= tn) {   /* every event before it has run */
+      if (tg == tn) { /* the partitions' events at tg first */
+        for (uint32_t i = 0; dirty && i < n; i++)
+          sync_shell(par, &par->sh[i]);
+        dirty = false;
+        sweep(par, tg);
+      } else {
+        serial(par, tg);
+        dirty = true;
+      }
       fold(par);
       if (!m->done_end && sim_run_done(m))
         m->done_end = sim_cell_end(m, tg);
