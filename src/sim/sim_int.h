@@ -86,7 +86,11 @@ enum sim_ev_kind {
   SIM_EV_RETRY,        /* flows waiting for a QP at a NIC try again */
   SIM_EV_COLL_CONNECT, /* a rank's connections to new peers are made */
   SIM_EV_PORT_FC_RX,   /* InfiniBand: a port's FC packet reaches its peer */
+  SIM_EV_NKINDS
 };
+/* A kind takes 5 bits of the key, below SIM_KEY_GLOBAL (heap.h). */
+_Static_assert(SIM_EV_NKINDS <= 32 && SIM_KEY_GLOBAL == 1ull << (SIM_KEY_KIND_SHIFT + 5),
+               "event kinds fit their bits of the key");
 
 /* Global events change state of more than one partition (a flow's two
  * ends, every port, the routes): they run alone, after every other event
