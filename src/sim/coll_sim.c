@@ -613,6 +613,12 @@ void sim_coll_fold(struct sim *s) {
     }
 }
 
+void sim_coll_repart(struct sim *s) {
+  struct sim_coll *sc = s->coll;
+  for (uint32_t i = 0; sc && i < sc->n; i++)
+    sc->r[i].ev.part = s->nics[sc->r[i].nic].n.part;
+}
+
 void sim_coll_rebind(struct sim *s, struct sim **part) {
   struct sim_coll *sc = s->coll;
   for (uint32_t i = 0; sc && i < sc->n; i++)

@@ -147,24 +147,55 @@ static void sim_par_partition_one(struct sim *s) {
   for (uint32_t j = 0; j < s->nports; j++)
     s->ports[j].tx_ev.part = s->ports[j].rx_ev.part = s->ports[j].fc_ev.part =
         s->ports[j].fc_rx_ev.part = 0;
+  for (uint32_t i = 0; i < s->nflows; i++)
+    sim_flow_int(s, i)->end_ev.part = 0;
+}
+
+/* The work at each NIC, to balance the partitions by: the ends of flows
+ * and the collective's ranks there, plus one (an idle NIC, and scenarios
+ * whose flows come later, count evenly). Cumulative: w[i] is the work of
+ * NICs 0..i-1; w[nnics] the total. NULL without memory. */
+static uint64_t *nic_work(const struct sim *s) {
+  uint64_t *w = calloc((size_t)s->nnics + 1, sizeof(*w));
+  if (!w)
+    return 0;
+  for (uint32_t i = 0; i < s->nflows; i++) {
+    const struct sim_flow *f = &sim_flow_int(s, i)->f;
+    w[f->src + 1] += 16;
+    w[f->dst + 1] += 16;
+  }
+  uint32_t per_nic = s->coll ? sim_coll_per_host(&s->cfg.wl.coll) /
+                                   sim_coll_nics_per_host(&s->cfg.wl.coll)
+                             : 0;
+  for (uint32_t i = 0; i < s->nnics; i++)
+    w[i + 1] += 1 + (sim_coll_is_rank(s, i) ? 16ull * per_nic : 0);
+  for (uint32_t i = 0; i < s->nnics; i++)
+    w[i + 1] += w[i];
+  return w;
 }
 
 /* Sets every node's and event's partition. Called by sim_new once the
- * topology exists, before any flow. */
+ * workload exists: switches by the work of the NICs below them. */
 void sim_par_partition(struct sim *s) {
   s->cell = lookahead(s);
   const char *why;
   uint32_t n = plan(s, &why);
   s->nparts = n;
   s->par_why = why;
-  uint32_t rr = 0, nn = s->nnics ? s->nnics : 1;
+  uint64_t *w = n > 1 ? nic_work(s) : 0;
+  uint32_t rr = 0;
   for (uint32_t i = 0; i < s->nswitches; i++) {
     struct sim_switch *sw = &s->sws[i];
     uint32_t lo = sw->lo, hi = sw->hi;
-    uint64_t b0 = (uint64_t)lo * n / nn,
-             b1 = (uint64_t)(hi ? hi - 1 : 0) * n / nn;
-    sw->n.part = hi > lo && b0 == b1 ? (uint16_t)b0 : (uint16_t)(rr++ % n);
+    uint64_t b0 = 0, b1 = 1;
+    if (w && hi > lo && hi <= s->nnics) {
+      /* the block of a NIC: where the middle of its work falls */
+      b0 = (w[lo] + w[lo + 1]) / 2 * n / w[s->nnics];
+      b1 = (w[hi - 1] + w[hi]) / 2 * n / w[s->nnics];
+    }
+    sw->n.part = b0 == b1 ? (uint16_t)b0 : (uint16_t)(rr++ % n);
   }
+  free(w);
   for (uint32_t i = 0; i < s->nnics; i++) {
     struct sim_nic *nic = &s->nics[i];
     nic->n.part = nic->port.peer ? nic->port.peer->node->part : 0;
@@ -183,6 +214,11 @@ void sim_par_partition(struct sim *s) {
     p->fc_rx_ev.part = p->rx_ev.part;
     nic->ev.part = nic->cc_ev.part = nic->n.part;
   }
+  for (uint32_t i = 0; i < s->nflows; i++) {
+    struct sim_flow_int *fi = sim_flow_int(s, i);
+    fi->end_ev.part = s->nics[fi->f.dst].n.part;
+  }
+  sim_coll_repart(s);
   /* A collective's ranks of one server write to each other over the
    * intra-host link, which has no lookahead: the server's NICs
    * (consecutive ids, on one or more switches) must share a partition. */
@@ -194,6 +230,7 @@ void sim_par_partition(struct sim *s) {
         s->par_why = "a server's NICs are on switches of different "
                      "partitions, and its ranks share an intra-host link";
         sim_par_partition_one(s);
+        sim_coll_repart(s);
         return;
       }
   }

@@ -339,7 +339,6 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
-  sim_par_partition(s);
   if (s->ib && sim_sm_new(s, err, errlen)) {
     sim_del(s);
     return 0;
@@ -367,6 +366,7 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
+  sim_par_partition(s); /* by where the workload is */
   if (s->cfg.sample_interval)
     sim_schedule(s, &s->sample_ev, 0);
   return s;

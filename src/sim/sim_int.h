@@ -286,6 +286,8 @@ bool sim_coll_is_rank(const struct sim *s, uint32_t nic);
  * thread, after it); the ranks call back through part[their partition]
  * (NULL: the simulator). */
 void sim_coll_fold(struct sim *s);
+/* The ranks' events go where their NICs are (after partitioning). */
+void sim_coll_repart(struct sim *s);
 void sim_coll_rebind(struct sim *s, struct sim **part);
 /* Progress of the collective workload, 0..1, for the progress bar. */
 double sim_coll_progress(const struct sim *s);
