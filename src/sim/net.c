@@ -49,9 +49,13 @@ static void put_on_wire(struct sim *s, struct sim_port *p,
     return;
   }
   pkt->ts = p->busy_until + p->delay;
-  pkt->next = 0;
   if (s->par && sim_par_cross(s, p, pkt))
     return; /* its peer is another partition's: a message */
+  sim_fly_put(s, p, pkt);
+}
+
+void sim_fly_put(struct sim *s, struct sim_port *p, struct sim_pkt *pkt) {
+  pkt->next = 0;
   if (p->fly_tail) {
     p->fly_tail->next = pkt;
   } else {

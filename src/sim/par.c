@@ -237,10 +237,6 @@ void sim_par_partition(struct sim *s) {
 }
 
 uint32_t sim_threads(const struct sim *s, const char **why) {
-  return sim_par_threads(s, why);
-}
-
-uint32_t sim_par_threads(const struct sim *s, const char **why) {
   if (why)
     *why = s->par_why;
   return s->nparts ? s->nparts : 1;
@@ -297,53 +293,27 @@ bool sim_par_cross(struct sim *s, struct sim_port *p, struct sim_pkt *pkt) {
   return true;
 }
 
-/* Takes the messages queue q holds into partition s (heap: where events
- * go). */
-static void take(struct sim *s, struct sim_heap *heap, struct msgq *q) {
+/* Takes the messages queue q holds into partition s (or, for the global
+ * queue, the simulator): every event in it is s's, so sim_schedule puts
+ * it on s's heap, in a window or not. */
+static void take(struct sim *s, struct msgq *q) {
   for (uint32_t i = 0; i < q->n; i++) {
     struct sim_msg *m = &q->a[i];
-    int rc;
-    if (m->port && ((struct sim_pkt *)m->obj)->kind == SIM_PKT_FC) {
-      struct sim_port *p = m->port;
-      struct sim_pkt *f = m->obj;
-      f->next = 0;
-      rc = 0;
-      if (p->fc_tail) {
-        p->fc_tail->next = f;
-      } else {
-        p->fc_head = f;
-        rc = sim_heap_push(heap, &p->fc_rx_ev, f->ts);
-      }
-      p->fc_tail = f;
-    } else if (m->port) {
-      struct sim_port *p = m->port;
-      struct sim_pkt *pkt = m->obj;
-      pkt->next = 0;
-      rc = 0;
-      if (p->fly_tail) {
-        p->fly_tail->next = pkt;
-      } else {
-        p->fly_head = pkt;
-        rc = sim_heap_push(heap, &p->rx_ev, pkt->ts);
-      }
-      p->fly_tail = pkt;
-    } else {
-      rc = sim_heap_push(heap, m->obj, m->t);
-    }
-    if (rc) {
-      fprintf(stderr, "uroce sim: out of memory for events\n");
-      abort();
-    }
+    struct sim_pkt *pkt = m->obj;
+    if (!m->port)
+      sim_schedule(s, m->obj, m->t);
+    else if (pkt->kind == SIM_PKT_FC)
+      sim_fc_fifo_put(s, m->port, pkt);
+    else
+      sim_fly_put(s, m->port, pkt);
   }
   q->n = 0;
-  (void)s;
 }
 
 /* Partition j takes what every partition sent it in parity rd. */
 static void take_all(struct sim_par *par, uint32_t j, int rd) {
-  struct sim *s = &par->sh[j].sim;
   for (uint32_t i = 0; i < par->n; i++)
-    take(s, &s->heap, &par->sh[i].out[rd][j]);
+    take(&par->sh[j].sim, &par->sh[i].out[rd][j]);
 }
 
 /* ---- windows ---- */
@@ -645,7 +615,7 @@ static void rebind(struct sim *m, struct sim_par *par) {
 /* Runs the global events due at t (the earliest events there are), one
  * at a time with every partition stopped; events they schedule at t in a
  * partition run in a window before the next. */
-static uint64_t serial(struct sim_par *par, sim_time_t t) {
+static void serial(struct sim_par *par, sim_time_t t) {
   struct sim *m = par->main;
   /* Messages still queued go where they are due first. */
   for (uint32_t j = 0; j < par->n; j++)
@@ -653,7 +623,7 @@ static uint64_t serial(struct sim_par *par, sim_time_t t) {
   sim_time_t tt;
   struct sim_ev *ev = sim_heap_pop(&m->heap, t, &tt);
   if (!ev)
-    return 0;
+    return;
   m->now = tt;
   for (uint32_t i = 0; i < par->n; i++) {
     par->sh[i].sim.now = tt;
@@ -666,7 +636,6 @@ static uint64_t serial(struct sim_par *par, sim_time_t t) {
   m->st.events++;
   for (uint32_t i = 0; i < par->n; i++)
     par->sh[i].peek = sim_heap_peek(&par->sh[i].sim.heap);
-  return 1;
 }
 
 /* Runs the partitions' events due at t (the earliest there are, and a
@@ -770,7 +739,7 @@ static void run(struct sim_par *par, sim_time_t lim) {
     pthread_barrier_wait(&par->done);
     par->serial = true;
     for (uint32_t i = 0; i < n; i++)
-      take(m, &m->heap, &par->sh[i].out[par->wr][n]);
+      take(m, &par->sh[i].out[par->wr][n]);
     fold(par);
     if (!m->done_end && sim_run_done(m))
       m->done_end = sim_cell_end(m, wend);
@@ -780,7 +749,7 @@ static void run(struct sim_par *par, sim_time_t lim) {
 }
 
 int64_t sim_par_run(struct sim *m, sim_time_t lim, char *err, size_t errlen) {
-  uint32_t n = sim_par_threads(m, 0);
+  uint32_t n = sim_threads(m, 0);
   struct sim_par *par = par_new(m, n);
   if (!par) {
     snprintf(err, errlen, "out of memory for %u partitions", n);

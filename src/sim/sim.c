@@ -951,7 +951,7 @@ int sim_run(struct sim *s, sim_time_t until) {
   if (!sim_run_done(s)) /* flows were added since it finished */
     s->done_end = 0;
   int64_t n = -1;
-  if (sim_par_threads(s, 0) > 1) {
+  if (sim_threads(s, 0) > 1) {
     char err[256] = "";
     n = sim_par_run(s, lim, err, sizeof err);
     if (n < 0) /* nothing ran: the same run on this thread */

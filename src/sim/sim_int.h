@@ -474,6 +474,9 @@ static inline uint32_t sim_ib_blocks(uint32_t wire) {
 /* net.c */
 void sim_port_fc_event(struct sim *s, struct sim_port *p);
 void sim_port_fc_rx_event(struct sim *s, struct sim_port *p);
+/* Puts data or PFC frame pkt (due at pkt->ts) in p's in-flight FIFO
+ * toward its peer. */
+void sim_fly_put(struct sim *s, struct sim_port *p, struct sim_pkt *pkt);
 /* Puts FC packet f (due at f->ts) in in's FC FIFO toward its peer. */
 void sim_fc_fifo_put(struct sim *s, struct sim_port *in, struct sim_pkt *f);
 void sim_port_rx_event(struct sim *s, struct sim_port *p);
@@ -503,12 +506,11 @@ uint32_t sim_sm_nlids(const struct sim *s);
 
 /* par.c: parallel runs. */
 /* Sets the lookahead, the partitions and every node's and event's
- * partition (sim_new, once the topology exists). */
+ * partition (sim_new, once the workload exists). */
 void sim_par_partition(struct sim *s);
-/* Threads a run of s can use (1: sequential), and why not more in why. */
-uint32_t sim_par_threads(const struct sim *s, const char **why);
-/* Runs events due by lim on the partitions' threads, as sim_run does;
- * returns the number run, or -1 (err says why: out of memory, threads). */
+/* Runs events due by lim on the partitions' threads, as sim_run does,
+ * counting them in the simulator's stats; 0, or -1 before running any
+ * (err says why: out of memory, threads). */
 int64_t sim_par_run(struct sim *s, sim_time_t lim, char *err, size_t errlen);
 /* Where sim_schedule in a parallel run puts ev: the heap to push it on,
  * or NULL when it went to another partition as a message. */
