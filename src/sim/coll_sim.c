@@ -280,19 +280,27 @@ static uint64_t tp_now(void *ctx) {
   return r->s->now / SIM_NS;
 }
 
+/* The work requests a connection's QP holds at each end: the ring of
+ * slots both ways, with room for credits and control messages. */
+void sim_coll_conn_wrs(const struct sim *s, uint32_t *nsend, uint32_t *nrecv) {
+  uint32_t slots = s->cfg.wl.coll.slots ? s->cfg.wl.coll.slots : 8;
+  *nsend = 2 * slots + 8;
+  *nrecv = 2 * slots + 4;
+}
+
 /* CONNECT (global): rank r's connections to the peers it asked for. */
 static void connect_wanted(struct sim *s, struct sim_coll *sc,
                            struct sc_rank *r) {
-  uint32_t slots = s->cfg.wl.coll.slots ? s->cfg.wl.coll.slots : 8;
+  uint32_t nsend, nrecv;
+  sim_coll_conn_wrs(s, &nsend, &nrecv);
   for (uint32_t i = 0; i < r->nwant; i++) {
     uint32_t peer = r->want[i];
     if (r->conn[peer])
       continue;
     uint64_t salt =
         sc->per_nic > 1 ? ((uint64_t)(r->rank + 1) << 32) | (peer + 1) : 0;
-    struct he_flow *c =
-        sim_eng_conn_new(s, r->nic, sc->r[peer].nic, 2 * slots + 8,
-                         2 * slots + 4, r->rank, peer, salt);
+    struct he_flow *c = sim_eng_conn_new(s, r->nic, sc->r[peer].nic, nsend,
+                                         nrecv, r->rank, peer, salt);
     if (!c) {
       fprintf(stderr,
               "uroce sim: rank %u: cannot connect to rank %u: out of QPs or "

@@ -47,7 +47,7 @@
 #define MAP_MIN 16            /* QPN map slots of a NIC with no QP yet */
 #define PHANTOM_VA 0x10000ull /* any non-zero number */
 #define RECV_TAG (1ull << 63) /* wr_id of receive WRs */
-#define CQ_SIZE 256           /* polled after every engine call */
+#define CQ_MIN 16 /* entries of a NIC's CQ before its QPs need more */
 #define POLL_N 16
 
 struct he_nic;
@@ -79,6 +79,8 @@ struct he_nic {
   struct uroce_cq *cq;
   struct he_slot *map;
   uint32_t map_mask, nqp, max_qp; /* the map holds nqp QPs */
+  uint64_t cq_need; /* work requests its QPs may hold: CQEs one call makes */
+  uint32_t cq_size;
   struct he_flow *wait_head, *wait_tail; /* flows waiting for a QP here */
   struct sim_pkt *held, *held_tail;
   uint32_t nheld;
@@ -226,7 +228,7 @@ static void *nic_new(struct sim *s, struct sim_nic *nic) {
                    UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE |
                        UROCE_ACCESS_REMOTE_READ,
                    &m->mr) ||
-      uroce_cq_new(m->eng, CQ_SIZE, &m->cq)) {
+      uroce_cq_new(m->eng, m->cq_size = CQ_MIN, &m->cq)) {
     nic_del(m);
     return 0;
   }
@@ -264,6 +266,41 @@ static void nic_del(void *mp) {
 /* ---- flows ---- */
 
 static void try_start(struct he_flow *hf, sim_time_t now);
+
+/* The CQ is polled after every engine call, so one call's completions
+ * must fit: at most one per work request the NIC's QPs hold, which their
+ * capacities bound. The CQ grows with them (a NIC at rest keeps 16
+ * entries, not a fixed 256: 11 KB of every idle NIC) and never shrinks. */
+static uint32_t qp_wrs(struct uroce_qp *qp) {
+  struct uroce_qp_attr a;
+  struct uroce_qp_init_attr ia;
+  return uroce_qp_query(qp, &a, &ia) ? 0
+                                     : ia.cap.max_send_wr + ia.cap.max_recv_wr;
+}
+
+static int qp_make(struct he_nic *m, struct uroce_qp_init_attr *ia,
+                   struct uroce_qp **qp) {
+  int rc = uroce_qp_new(m->pd, ia, qp);
+  if (rc)
+    return rc;
+  uint64_t need = m->cq_need + qp_wrs(*qp);
+  uint32_t size = m->cq_size;
+  while (size < need && size < (1u << 22))
+    size *= 2;
+  if (size < need || (size != m->cq_size && uroce_cq_resize(m->cq, size))) {
+    uroce_qp_del(*qp);
+    *qp = 0;
+    return -ENOMEM;
+  }
+  m->cq_size = size;
+  m->cq_need = need;
+  return 0;
+}
+
+static void qp_drop(struct he_nic *m, struct uroce_qp *qp) {
+  m->cq_need -= qp_wrs(qp);
+  uroce_qp_del(qp);
+}
 
 static int qp_connect(struct he_nic *m, struct uroce_qp *qp, uint32_t peer_nic,
                       uint32_t peer_qpn, uint16_t sport) {
@@ -326,15 +363,15 @@ static int connect_flow(struct he_flow *hf, sim_time_t now) {
               .max_recv_sge = 1},
       .qp_type = UROCE_QPT_RC,
   };
-  int rc = uroce_qp_new(a->pd, &ia, &hf->sqp);
+  int rc = qp_make(a, &ia, &hf->sqp);
   if (rc)
     return rc;
   ia.send_cq = ia.recv_cq = b->cq;
   ia.cap.max_send_wr = 1;
   ia.cap.max_recv_wr = f->op == SIM_OP_SEND ? nmsg : 1;
-  rc = uroce_qp_new(b->pd, &ia, &hf->rqp);
+  rc = qp_make(b, &ia, &hf->rqp);
   if (rc) {
-    uroce_qp_del(hf->sqp);
+    qp_drop(a, hf->sqp);
     return rc;
   }
   rc = qp_connect(a, hf->sqp, f->dst, uroce_qp_num(hf->rqp), f->sport);
@@ -369,8 +406,8 @@ static int connect_flow(struct he_flow *hf, sim_time_t now) {
     rc = uroce_qp_post_send(hf->sqp, &w, &bad);
   }
   if (rc) {
-    uroce_qp_del(hf->sqp);
-    uroce_qp_del(hf->rqp);
+    qp_drop(a, hf->sqp);
+    qp_drop(b, hf->rqp);
     hf->sqp = hf->rqp = 0;
     return rc;
   }
@@ -490,7 +527,7 @@ static void finish(struct he_flow *hf, sim_time_t now) {
     f->rx_bytes = f->bytes;
   sim_flow_done(a->s, f, now);
   map_del(a, uroce_qp_num(hf->sqp));
-  uroce_qp_del(hf->sqp);
+  qp_drop(a, hf->sqp);
   hf->sqp = 0;
   hf->ends--;
   a->nqp--;
@@ -505,7 +542,7 @@ static void flow_end(void *mp, struct sim_flow *f, sim_time_t now) {
   if (!hf || hf->rcv != b || !hf->rqp)
     return;
   map_del(b, uroce_qp_num(hf->rqp));
-  uroce_qp_del(hf->rqp);
+  qp_drop(b, hf->rqp);
   hf->rqp = 0;
   b->nqp--;
   if (!--hf->ends) {
@@ -525,14 +562,30 @@ static int post_coll_recv(struct he_nic *m, struct uroce_qp *qp) {
   return uroce_qp_post_recv(qp, &rw, &bad);
 }
 
+static struct he_flow *conn_make(struct sim *s, struct he_nic *a,
+                                 struct he_nic *b, uint32_t nsend,
+                                 uint32_t nrecv, uint32_t ta, uint32_t tb,
+                                 uint64_t salt);
+
 struct he_flow *sim_eng_conn_new(struct sim *s, uint32_t na, uint32_t nb,
                                  uint32_t nsend, uint32_t nrecv, uint32_t ta,
                                  uint32_t tb, uint64_t salt) {
   if (s->host != &sim_host_eng || na >= s->nnics || nb >= s->nnics || na == nb)
     return 0;
   struct he_nic *a = s->nics[na].model, *b = s->nics[nb].model;
-  if (a->nqp >= a->max_qp || b->nqp >= b->max_qp || map_reserve(a) ||
-      map_reserve(b))
+  if (a->nqp >= a->max_qp || b->nqp >= b->max_qp)
+    return 0;
+  return conn_make(s, a, b, nsend, nrecv, ta, tb, salt);
+}
+
+/* The connection's QP pair, connected, its receives posted, in the NICs'
+ * maps. */
+static struct he_flow *conn_make(struct sim *s, struct he_nic *a,
+                                 struct he_nic *b, uint32_t nsend,
+                                 uint32_t nrecv, uint32_t ta, uint32_t tb,
+                                 uint64_t salt) {
+  uint32_t na = a->nic->n.id, nb = b->nic->n.id;
+  if (map_reserve(a) || map_reserve(b))
     return 0;
   struct he_conn *c = calloc(1, sizeof(*c));
   if (!c)
@@ -568,13 +621,13 @@ struct he_flow *sim_eng_conn_new(struct sim *s, uint32_t na, uint32_t nb,
               .max_recv_sge = 1},
       .qp_type = UROCE_QPT_RC,
   };
-  int rc = uroce_qp_new(a->pd, &ia, &c->hf.sqp);
+  int rc = qp_make(a, &ia, &c->hf.sqp);
   if (rc) {
     free(c);
     return 0;
   }
   ia.send_cq = ia.recv_cq = b->cq;
-  rc = uroce_qp_new(b->pd, &ia, &c->hf.rqp);
+  rc = qp_make(b, &ia, &c->hf.rqp);
   if (!rc)
     rc = qp_connect(a, c->hf.sqp, nb, uroce_qp_num(c->hf.rqp), c->f.sport);
   if (!rc)
@@ -586,8 +639,8 @@ struct he_flow *sim_eng_conn_new(struct sim *s, uint32_t na, uint32_t nb,
   }
   if (rc) {
     if (c->hf.rqp)
-      uroce_qp_del(c->hf.rqp);
-    uroce_qp_del(c->hf.sqp);
+      qp_drop(b, c->hf.rqp);
+    qp_drop(a, c->hf.sqp);
     free(c);
     return 0;
   }
@@ -854,6 +907,51 @@ static double cc_rate_bps(void *m, const struct sim_flow *f) {
   return st ? uroce_cc_dcqcn_rate(st) : -1;
 }
 
+/* The engine allocates a responder's state when the first request
+ * reaches it: the probe sends its flow's first packet across. */
+static void probe_first_pkt(struct he_nic *a, struct he_nic *b) {
+  struct uroce_rx_pkt rx;
+  uint8_t buf[UROCE_TX_HDR_MAX + 8];
+  if (!uroce_eng_write_pkt(a->eng, &a->tx, 0) ||
+      a->tx.hdr_len > UROCE_TX_HDR_MAX)
+    return;
+  memcpy(buf, a->tx.hdr, a->tx.hdr_len);
+  memset(buf + a->tx.hdr_len, 0, sizeof(buf) - a->tx.hdr_len);
+  if (uroce_pkt_parse(buf, uroce_tx_len(&a->tx), &rx.pi))
+    return;
+  gid_of(a->s, a->nic->n.id, rx.sgid);
+  gid_of(b->s, b->nic->n.id, rx.dgid);
+  rx.sport = a->tx.sport;
+  rx.ecn = 0;
+  uroce_eng_read_pkt(b->eng, &rx, 0);
+}
+
+/* A collective's connection carries data both ways: each QP holds both
+ * sides' multipath state, and the CQs grow by its work requests. */
+static uint64_t conn_bytes(struct sim *s, struct he_nic *a, struct he_nic *b) {
+  uint32_t nsend, nrecv;
+  sim_coll_conn_wrs(s, &nsend, &nrecv);
+  uint64_t before = sim_heap_bytes();
+  struct he_flow *hf = conn_make(s, a, b, nsend, nrecv, 0, 1, 0);
+  if (!hf)
+    return 0;
+  struct uroce_qp *qp[2] = {hf->sqp, hf->rqp};
+  struct he_nic *m[2] = {a, b};
+  for (int i = 0; i < 2; i++) {
+    struct uroce_sge sg = {PHANTOM_VA, 1, m[i]->mr->lkey};
+    struct uroce_send_wr w = {.sg_list = &sg,
+                              .num_sge = 1,
+                              .opcode = UROCE_WR_RDMA_WRITE_WITH_IMM},
+                         *bad;
+    w.wr.rdma.remote_addr = PHANTOM_VA;
+    w.wr.rdma.rkey = m[!i]->mr->rkey;
+    uroce_qp_post_send(qp[i], &w, &bad);
+  }
+  probe_first_pkt(a, b);
+  probe_first_pkt(b, a);
+  return sim_heap_grown(before);
+}
+
 /* The memory estimate's probe: heap bytes one running flow of this size
  * adds (its QP pair, its record), on two scratch NICs. */
 static uint64_t flow_bytes(struct sim *s, uint64_t bytes) {
@@ -864,15 +962,19 @@ static uint64_t flow_bytes(struct sim *s, uint64_t bytes) {
   struct sim_flow f = {.src = 0, .dst = 1, .bytes = bytes ? bytes : 1};
   struct he_nic *a = nic_new(s, &na), *b = a ? nic_new(s, &nb) : 0;
   uint64_t used = 0;
-  if (b) {
+  if (b && s->cfg.wl.kind == SIM_WL_COLLECTIVE) {
+    used = conn_bytes(s, a, b);
+  } else if (b) {
     uint64_t before = sim_heap_bytes();
     struct he_flow *hf = calloc(1, sizeof(*hf));
     if (hf) {
       *hf = (struct he_flow){.f = &f, .snd = a, .rcv = b};
-      if (connect_flow(hf, 0))
+      if (connect_flow(hf, 0)) {
         free(hf); /* nothing of it in the maps */
-      else
+      } else {
+        probe_first_pkt(a, b);
         used = sim_heap_grown(before);
+      }
     }
   }
   if (b)

@@ -405,6 +405,7 @@ uint64_t sim_heap_grown(uint64_t before); /* since before; 0 if less */
 /* Connections a collective workload holds for the whole run, and the
  * bytes of its ranks' schedules. */
 uint64_t sim_coll_conns(const struct sim *s);
+void sim_coll_conn_wrs(const struct sim *s, uint32_t *nsend, uint32_t *nrecv);
 uint64_t sim_coll_sched_bytes(const struct sim *s);
 
 /* Packet pool: no allocation per packet once warm; it grows by this many. */

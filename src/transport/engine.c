@@ -168,10 +168,10 @@ const struct uroce_eng_stats *uroce_eng_stats(const struct uroce_eng *eng) {
 
 const char *uroce_drop_name(enum uroce_drop d) {
   static const char *const names[UROCE_DROP_COUNT] = {
-      "malformed",  "no-qp",  "qp-state", "transport",
-      "pkey",       "qkey",   "psn",      "duplicate",
-      "opcode-seq", "length", "no-rwqe",  "uc-message",
-      "response",   "access", "too-long", "peer"};
+      "malformed", "no-qp",      "qp-state",  "transport",  "pkey",
+      "qkey",      "psn",        "duplicate", "opcode-seq", "length",
+      "no-rwqe",   "uc-message", "response",  "access",     "too-long",
+      "peer",      "no-memory"};
   return (unsigned)d < UROCE_DROP_COUNT ? names[d] : "?";
 }
 

@@ -110,6 +110,7 @@ enum uroce_drop {
   UROCE_DROP_ACCESS,     /* UC: remote access violation */
   UROCE_DROP_TOO_LONG,   /* UD: message longer than the receive buffer */
   UROCE_DROP_PEER,       /* RC/UC: not from the address the QP is bound to */
+  UROCE_DROP_NO_MEM,     /* multipath: no memory for the responder's state */
   UROCE_DROP_COUNT
 };
 

@@ -12,6 +12,7 @@
  * the oldest missing PSN goes again alone, with AckReq: the answer (a
  * selective ACK) shows every gap at once. */
 #include <errno.h>
+#include <string.h>
 
 #include "transport/qp.h"
 #include "uroce/uroce.h"
@@ -29,20 +30,73 @@ static uint32_t mp_ring_size(uint32_t window) {
   return four < 64 ? 64 : four;
 }
 
-int mp_alloc(struct uroce_qp *qp) {
+/* The requester's multipath state as a new connection starts it (at a
+ * reset, or when the rings are first allocated). */
+void mp_tx_reset(struct uroce_qp *qp) {
+  struct mp_tx *m = &qp->mp;
+  if (!m->st)
+    return;
+  memset(m->st, 0, (size_t)m->mask + 1);
+  m->lost = m->sacked = 0;
+  m->scan = qp->req.psn;
+  m->gap_timer = UINT64_MAX;
+  m->srtt = m->min_rtt = 0;
+  m->dsack_reo = qp->eng->mp_reo;
+  /* Expect reordering where packets are sprayed (by this NIC, or by
+   * the fabric of a cluster told every peer is uroce). */
+  m->reordered = qp->eng->mp_reo != 0 || qp->eng->cfg.paths > 1 ||
+                 (qp->eng->cfg.flags & UROCE_ENG_MULTIPATH);
+  m->reo = m->dsack_reo > qp->eng->cfg.reorder_ns ? m->dsack_reo
+                                                  : qp->eng->cfg.reorder_ns;
+  m->ssn = 0;
+  m->last_prog = qp->eng->now;
+  m->probes = 0;
+  m->fatal = false;
+  m->path = 0;
+}
+
+/* The two sides' state is allocated when first used, not with the QP: a
+ * QP that only answers (a simulated flow's receiving end, a server's QP
+ * that is only written to) never holds the requester's rings, about 17 KB
+ * at the default window, and one that only asks never holds the
+ * responder's. */
+int mp_tx_alloc(struct uroce_qp *qp) {
   struct uroce_eng *eng = qp->eng;
-  if (!qp->mp_cap)
+  if (!qp->mp_cap || qp->mp.st)
     return 0;
   uint32_t w = mp_ring_size(eng->cfg.max_unacked_psn);
-  qp->mp.st = eng_alloc(eng, w);
-  qp->mp.ts = eng_alloc(eng, (size_t)w * sizeof(*qp->mp.ts));
-  qp->mp.sent = eng_alloc(eng, (size_t)w * sizeof(*qp->mp.sent));
-  qp->resp.mp_st = eng_alloc(eng, w);
-  qp->resp.runs = eng_alloc(eng, MP_RUNS * sizeof(*qp->resp.runs));
-  if (!qp->mp.st || !qp->mp.ts || !qp->mp.sent || !qp->resp.mp_st ||
-      !qp->resp.runs)
+  uint8_t *st = eng_alloc(eng, w);
+  uint64_t *ts = eng_alloc(eng, (size_t)w * sizeof(*ts));
+  uint64_t *sent = eng_alloc(eng, (size_t)w * sizeof(*sent));
+  if (!st || !ts || !sent) {
+    eng_free(eng, st);
+    eng_free(eng, ts);
+    eng_free(eng, sent);
     return -ENOMEM;
-  qp->mp.mask = qp->resp.mp_mask = w - 1;
+  }
+  qp->mp.st = st;
+  qp->mp.ts = ts;
+  qp->mp.sent = sent;
+  qp->mp.mask = w - 1;
+  mp_tx_reset(qp);
+  return 0;
+}
+
+int mp_rx_alloc(struct uroce_qp *qp) {
+  struct uroce_eng *eng = qp->eng;
+  if (!qp->mp_cap || qp->resp.mp_st)
+    return 0;
+  uint32_t w = mp_ring_size(eng->cfg.max_unacked_psn);
+  uint8_t *st = eng_alloc(eng, w);
+  struct resp_res *runs = eng_alloc(eng, MP_RUNS * sizeof(*runs));
+  if (!st || !runs) {
+    eng_free(eng, st);
+    eng_free(eng, runs);
+    return -ENOMEM;
+  }
+  qp->resp.mp_st = st;
+  qp->resp.runs = runs;
+  qp->resp.mp_mask = w - 1;
   return 0;
 }
 

@@ -75,7 +75,7 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
   qp->eng = eng;
   qp->mp_cap = !(eng->cfg.flags & UROCE_ENG_STANDARD) &&
                attr->qp_type == UROCE_QPT_RC;
-  int rc = mp_alloc(qp);
+  int rc = 0;
   if (!qp->sq || !qp->sq_sge || (cap->max_inline_data && !qp->sq_inl) ||
       !qp->resp.rwqe_sge || !qp->resp.res ||
       (eng->cc->state_size && !qp->cc_state))
@@ -693,6 +693,8 @@ int uroce_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
       rc = UROCE_ERR_QUEUE_FULL;
       break;
     }
+    if ((rc = mp_tx_alloc(qp)))
+      break;
     uint32_t idx = qp->sq_head & qp->sq_mask;
     struct swqe *w = &qp->sq[idx];
     struct uroce_sge *sge = w->sge;

@@ -572,7 +572,11 @@ void comp_timeout(struct uroce_qp *qp, uint64_t now);
 void comp_rnr_expired(struct uroce_qp *qp, uint64_t now);
 
 /* ---- mp.c ---- */
-int mp_alloc(struct uroce_qp *qp);
+/* Multipath state, allocated when a side is first used (mp.c): the
+ * requester's at the first post, the responder's at the first request. */
+int mp_tx_alloc(struct uroce_qp *qp);
+int mp_rx_alloc(struct uroce_qp *qp);
+void mp_tx_reset(struct uroce_qp *qp);
 void mp_free(struct uroce_qp *qp);
 /* Learns the peer's transport from a packet it sent (RC). */
 void mp_peer(struct uroce_qp *qp, const struct uroce_rx_pkt *rx);

@@ -37,26 +37,7 @@ void req_reset(struct uroce_qp *qp) {
   r->probe = false;
   r->back = 0;
   r->sampling = false;
-  struct mp_tx *m = &qp->mp;
-  if (m->st) {
-    memset(m->st, 0, (size_t)m->mask + 1);
-    m->lost = m->sacked = 0;
-    m->scan = r->psn;
-    m->gap_timer = UINT64_MAX;
-    m->srtt = m->min_rtt = 0;
-    m->dsack_reo = qp->eng->mp_reo;
-    /* Expect reordering where packets are sprayed (by this NIC, or by
-     * the fabric of a cluster told every peer is uroce). */
-    m->reordered = qp->eng->mp_reo != 0 || qp->eng->cfg.paths > 1 ||
-                   (qp->eng->cfg.flags & UROCE_ENG_MULTIPATH);
-    m->reo = m->dsack_reo > qp->eng->cfg.reorder_ns ? m->dsack_reo
-                                                    : qp->eng->cfg.reorder_ns;
-    m->ssn = 0;
-    m->last_prog = qp->eng->now;
-    m->probes = 0;
-    m->fatal = false;
-    m->path = 0;
-  }
+  mp_tx_reset(qp);
 }
 
 /* The gather cursor at byte off of w. */

@@ -1192,6 +1192,8 @@ void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
       .why = UROCE_DROP_PSN,
   };
   enum resp_state st = RESPST_CHK_PSN;
+  if (qp_mp(qp) && mp_rx_alloc(qp))
+    st = drop(&p, UROCE_DROP_NO_MEM); /* as if lost: it is sent again */
   while (st != RESPST_DONE)
     st = resp_step(&p, st);
 }

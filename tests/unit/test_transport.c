@@ -402,6 +402,95 @@ static void test_negotiation(void) {
   CHECK_EQ(ops, 0);
 }
 
+/* Each engine's heap bytes, through the allocator hooks; an engine whose
+ * fail flag is set gets nothing. */
+struct heap_acct {
+  int64_t bytes;
+  bool fail;
+};
+static void *acct_alloc(void *ctx, size_t n) {
+  struct heap_acct *h = ctx;
+  if (h->fail)
+    return 0;
+  size_t *p = malloc(n + sizeof(size_t));
+  if (!p)
+    return 0;
+  *p = n;
+  h->bytes += (int64_t)n;
+  return p + 1;
+}
+static void acct_free(void *ctx, void *q) {
+  struct heap_acct *h = ctx;
+  if (!q)
+    return;
+  size_t *p = (size_t *)q - 1;
+  h->bytes -= (int64_t)*p;
+  free(p);
+}
+
+/* A multipath QP holds the requester's rings (a state byte and two
+ * timestamps per PSN of four windows: 17 KB at the default window of 256)
+ * only once it posts, and the responder's only once a request reaches it:
+ * a QP that only answers, or only asks, does not carry the other side's.
+ * Without memory for its rings a post fails and nothing is queued; a
+ * request that finds none is dropped ("no-memory") and resent. */
+static void test_mp_state_on_first_use(void) {
+  struct heap_acct ha = {0}, hb = {0};
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.flags = UROCE_ENG_MULTIPATH;
+  cfg.alloc = acct_alloc;
+  cfg.free = acct_free;
+  cfg.alloc_ctx = &ha;
+  struct tp_opts o;
+  tp_opts_default(&o);
+  o.memlen = 256 << 10;
+  CHECK_EQ(ns_init(&ns, 2, 61, &cfg), 0);
+  ns.eng[1]->cfg.alloc_ctx = &hb; /* before anything of B's is made */
+  CHECK_EQ(tp_end_init(&A, ns.eng[0], ns.gid[0], &o), 0);
+  CHECK_EQ(tp_end_init(&B, ns.eng[1], ns.gid[1], &o), 0);
+  CHECK_EQ(tp_connect(&A, &B, &o), 0);
+  for (size_t i = 0; i < A.memlen; i++)
+    A.mem[i] = (uint8_t)(i * 7 + 1);
+  CHECK(uroce_qp_multipath(A.qp) && uroce_qp_multipath(B.qp));
+  const int64_t ring = 1024 * 17; /* 4 x 256 PSNs: st, ts, sent */
+  int64_t a0 = ha.bytes, b0 = hb.bytes;
+  /* No memory for A's rings: the post fails, and queues nothing. */
+  ha.fail = true;
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 64 << 10,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           -12);
+  ha.fail = false;
+  CHECK_EQ(ha.bytes, a0);
+  CHECK(!ns_step(&ns)); /* nothing to send */
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 2, 0, 64 << 10,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           0);
+  CHECK_EQ(ha.bytes - a0, ring);
+  CHECK_EQ(hb.bytes, b0);
+  /* No memory at B when the first requests arrive: they are dropped and
+   * counted, then resent once it has memory again. */
+  hb.fail = true;
+  while (uroce_eng_stats(ns.eng[1])->drops[UROCE_DROP_NO_MEM] < 3 &&
+         ns_step(&ns))
+    ;
+  CHECK(uroce_eng_stats(ns.eng[1])->drops[UROCE_DROP_NO_MEM] >= 3);
+  CHECK_EQ(hb.bytes, b0);
+  CHECK(!strcmp(uroce_drop_name(UROCE_DROP_NO_MEM), "no-memory"));
+  hb.fail = false;
+  struct uroce_wc wc[2];
+  CHECK_EQ(wait_cq(A.scq, wc, 1), 1);
+  CHECK_EQ(wc[0].wr_id, 2);
+  CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
+  CHECK(memcmp(B.mem, A.mem, 64 << 10) == 0);
+  CHECK_EQ(wait_cq(A.scq, wc, 2), 0); /* one completion, the failed post none */
+  /* B answered without the requester's rings: its growth is the
+   * responder's ring and READ runs, well under the requester's. */
+  CHECK(hb.bytes > b0);
+  CHECK(hb.bytes - b0 < ring / 2);
+  teardown();
+}
+
 /* A WRITE of 256 packets over a 5 us link: the time it takes, from post
  * to completion, on a QP whose first WRITE (standard opcodes: the peer
  * was not known yet) met a silent peer and timed out before the peer's
@@ -1224,6 +1313,7 @@ int main(void) {
   T_RUN(test_one_gib_phantom);
   T_RUN(test_negotiation);
   T_RUN(test_timeout_then_multipath);
+  T_RUN(test_mp_state_on_first_use);
   T_RUN(test_pingpong_no_stray_timer);
   T_RUN(test_fifo_loss_no_reordering);
   T_RUN(test_window_is_in_flight);
