@@ -38,7 +38,7 @@ void mp_tx_reset(struct uroce_qp *qp) {
     return;
   memset(m->st, 0, (size_t)m->mask + 1);
   m->lost = m->sacked = 0;
-  m->scan = qp->req.psn;
+  m->scan = m->gap_hi = qp->req.psn;
   m->gap_timer = UINT64_MAX;
   m->srtt = m->min_rtt = 0;
   m->dsack_reo = qp->eng->mp_reo;
@@ -146,6 +146,8 @@ static uint64_t reo_now(const struct mp_tx *m) {
 static void gap_from(struct mp_tx *m, uint8_t *st, uint32_t p, uint64_t t) {
   *st |= TX_GAP;
   m->ts[p & m->mask] = t;
+  if (uroce_psn_cmp(p, m->gap_hi) >= 0)
+    m->gap_hi = uroce_psn_add(p, 1);
   if (t + reo_now(m) < m->gap_timer)
     m->gap_timer = t + reo_now(m);
 }
@@ -334,7 +336,11 @@ void mp_request_gap(struct uroce_qp *qp, uint32_t psn, uint32_t n,
 void mp_gap_expiry(struct uroce_qp *qp, uint64_t now) {
   struct mp_tx *m = &qp->mp;
   m->gap_timer = UINT64_MAX;
-  for (uint32_t p = qp->comp.psn; uroce_psn_cmp(p, m->scan) < 0;
+  /* Through the last gap marked, not only to scan: a resend moves scan
+   * back to its PSN, and gaps beyond it must keep their timer (they
+   * waited for one probe each: a lossy 64-to-1 incast took 133 ms). */
+  uint32_t end = uroce_psn_cmp(m->gap_hi, m->scan) > 0 ? m->gap_hi : m->scan;
+  for (uint32_t p = qp->comp.psn; uroce_psn_cmp(p, end) < 0 && in_ring(qp, p);
        p = uroce_psn_add(p, 1)) {
     uint8_t *st = mp_tx_st(qp, p);
     if (!(*st & TX_GAP))
@@ -371,6 +377,8 @@ uint32_t mp_advance(struct uroce_qp *qp) {
   }
   if (uroce_psn_cmp(m->scan, qp->comp.psn) < 0)
     m->scan = qp->comp.psn;
+  if (uroce_psn_cmp(m->gap_hi, qp->comp.psn) < 0)
+    m->gap_hi = qp->comp.psn;
   return n;
 }
 

@@ -209,6 +209,7 @@ struct mp_tx {
   uint32_t lost;      /* PSNs marked TX_LOST */
   uint32_t sacked;    /* PSNs marked TX_DONE (beyond comp.psn) */
   uint32_t scan;      /* PSNs below it were compared with a delivery */
+  uint32_t gap_hi;    /* past the highest PSN ever marked TX_GAP */
   uint64_t gap_timer; /* earliest TX_GAP time + reorder, UINT64_MAX */
   uint64_t srtt, min_rtt, reo;
   uint64_t dsack_reo; /* the reorder window D-SACKs showed was needed */

@@ -438,6 +438,53 @@ static void test_sprayed_incast(void) {
   }
 }
 
+/* 16-to-1 incast of 1 MiB each on a lossy, switch-spraying k = 8
+ * fat-tree (1 MiB per queue), multipath transport, no congestion control:
+ * every sender's window overflows the receiver's queue again and again,
+ * and the repairs must keep the link busy. Each resend that is lost again
+ * is a gap due back within an RTT; when a probe moved the gap scan back,
+ * the gaps beyond it lost their timer and went one per probe timeout
+ * (137 ms, 100x the bound). Bound: N S / B plus the path. */
+static void test_lossy_sprayed_incast(void) {
+  uint32_t N = 16;
+  uint64_t S = 1 << 20;
+  struct sim_cfg c;
+  sim_cfg_default(&c);
+  c.topo.kind = SIM_TOPO_FAT_TREE;
+  c.topo.k = 8;
+  c.routing = SIM_ROUTE_SPRAY;
+  c.sw.pfc = false;
+  c.sw.buffer_bytes = 32 << 20;
+  c.sw.qmax_bytes = 1 << 20;
+  c.tp.ooo = 1;
+  c.tp.cc = SIM_CC_NONE;
+  c.wl.kind = SIM_WL_INCAST;
+  c.wl.incast_senders = N;
+  c.wl.bytes = S;
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  CHECK(sim_run(s, 1000 * SIM_MS) == 1);
+  sim_time_t end = 0;
+  for (uint32_t i = 0; i < sim_nflows(s); i++)
+    if (sim_flow(s, i)->finish > end)
+      end = sim_flow(s, i)->finish;
+  const struct sim_stats *st = sim_stats(s);
+  uint64_t drops = 0;
+  for (int i = 0; i < SIM_TIERS; i++)
+    drops += st->drops_buffer[i];
+  double goodput = 100e9 * wire_eff(4096) / 8;
+  double bound = N * (double)S / goodput + 6e-6 + 5 * 4178 * 8 / 100e9;
+  double t = (double)end / 1e12;
+  printf("lossy sprayed %u-to-1 incast, no CC: %.1f us, bound %.1f us "
+         "(%.2fx), drops %llu, resent %llu, timeouts %llu\n",
+         N, t * 1e6, bound * 1e6, t / bound, (unsigned long long)drops,
+         (unsigned long long)st->retx_pkts, (unsigned long long)st->timeouts);
+  CHECK(drops > 0);
+  CHECK(t >= bound && t / bound < 3);
+  sim_del(s);
+}
+
 /* A permutation of 2 MiB writes on the k = 16 fat-tree (1024 hosts), the
  * sending NICs spraying over the whole entropy space (paths: 16384, so
  * every packet of a flow hashes on its own, htsim's oblivious spraying)
@@ -609,6 +656,7 @@ int main(void) {
   T_RUN(test_ecmp_collisions);
   T_RUN(test_fat_tree_spray);
   T_RUN(test_sprayed_incast);
+  T_RUN(test_lossy_sprayed_incast);
   T_RUN(test_permutation_nic_spray);
   T_RUN(test_pfc_spreading);
   return T_DONE();
