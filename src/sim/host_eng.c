@@ -85,6 +85,8 @@ struct he_nic {
   struct sim_pkt *held, *held_tail;
   uint32_t nheld;
   uint8_t mtu_enum, timeout;
+  uint8_t data_sls; /* priorities (SLs) this NIC's data goes on */
+  uint8_t paused;   /* during pull: the priorities paused */
   sim_time_t last_now;
   uint64_t failed; /* completions with an error status */
   struct uroce_tx_pkt tx;
@@ -195,6 +197,7 @@ static void *nic_new(struct sim *s, struct sim_nic *nic) {
   uint64_t q64 = 2 * (uint64_t)s->nnics * (per_nic ? per_nic : 1);
   uint32_t q = q64 > 4096 ? 4096 : (uint32_t)q64;
   m->max_qp = q < 16 ? 16 : q > 4096 ? 4096 : q;
+  m->data_sls = (uint8_t)(1u << tp->data_prio);
   m->map = calloc(MAP_MIN, sizeof(*m->map));
   m->map_mask = MAP_MIN - 1;
   m->mtu_enum = UROCE_MTU_256;
@@ -413,6 +416,9 @@ static int connect_flow(struct he_flow *hf, sim_time_t now) {
   }
   map_put(a, uroce_qp_num(hf->sqp), hf, true);
   map_put(b, uroce_qp_num(hf->rqp), hf, false);
+  /* The flow's data goes on its own SL (a READ's from b). */
+  a->data_sls |= (uint8_t)(1u << f->sl);
+  b->data_sls |= (uint8_t)(1u << f->sl);
   hf->ends = 2;
   a->nqp++;
   b->nqp++;
@@ -603,7 +609,8 @@ static struct he_flow *conn_make(struct sim *s, struct he_nic *a,
                            .src = na,
                            .dst = nb,
                            .finish = SIM_NEVER,
-                           .sport = (uint16_t)(0xC000 | (h >> 32 & 0x3FFF))};
+                           .sport = (uint16_t)(0xC000 | (h >> 32 & 0x3FFF)),
+                           .sl = s->cfg.tp.data_prio};
   c->f.st = &c->hf;
   c->hf.f = &c->f;
   c->hf.snd = a;
@@ -804,7 +811,7 @@ static struct sim_pkt *make_pkt(struct he_nic *m) {
   p->sport = tx->sport;
   p->in_port = 0;
   p->kind = kind;
-  p->prio = kind == SIM_PKT_DATA ? c->tp.data_prio : c->tp.ctrl_prio;
+  p->prio = kind == SIM_PKT_DATA ? hf->f->sl : c->tp.ctrl_prio;
   p->ecn = tx->ecn;
   p->flags = 0;
   p->plen = tx->payload_len;
@@ -835,6 +842,14 @@ static struct sim_pkt *make_pkt(struct he_nic *m) {
   return p;
 }
 
+/* Some of the NIC's data priorities are paused: a QP whose flow's is
+ * keeps its data for later (write_pkt_if). */
+static bool data_ok(void *mp, struct uroce_qp *qp) {
+  struct he_nic *m = mp;
+  const struct he_slot *e = map_find(m, uroce_qp_num(qp));
+  return !e || !(m->paused >> e->hf->f->sl & 1);
+}
+
 static struct sim_pkt *pull(void *mp, sim_time_t now, uint8_t paused) {
   struct he_nic *m = mp;
   const struct sim_transport_cfg *tp = &m->s->cfg.tp;
@@ -855,13 +870,19 @@ static struct sim_pkt *pull(void *mp, sim_time_t now, uint8_t paused) {
     m->nheld--;
     return p;
   }
-  bool dp = paused >> tp->data_prio & 1, cp = paused >> tp->ctrl_prio & 1;
+  /* Data waits only when every SL it goes on is paused (or, on
+   * InfiniBand, out of credit); while some are, the flows on the others
+   * go on, and control packets of a paused priority are held. */
+  bool dp = (paused & m->data_sls) == m->data_sls,
+       cp = paused >> tp->ctrl_prio & 1;
   if (dp && cp)
     return 0;
   if (dp) /* only what the pause does not stop */
     return uroce_eng_write_ctl_pkt(m->eng, &m->tx, tn) ? make_pkt(m) : 0;
+  m->paused = paused;
+  bool (*ok)(void *, struct uroce_qp *) = paused & m->data_sls ? data_ok : 0;
   while (m->nheld < HOLD_MAX) {
-    if (!uroce_eng_write_pkt(m->eng, &m->tx, tn))
+    if (!uroce_eng_write_pkt_if(m->eng, &m->tx, tn, ok, m))
       return 0;
     struct sim_pkt *p = make_pkt(m);
     if (!p)

@@ -397,8 +397,8 @@ const struct sim_fail_result *sim_fail_results(const struct sim *s,
                                                uint32_t *n);
 
 /* Sets the priority (SL on InfiniBand) of flow id's data, 0..7, before
- * it starts; honoured by the simple host model (the uroce model sends all
- * data on transport.data_priority). Returns 0, or -1 for a bad id or sl. */
+ * it starts (transport.data_priority by default; control packets stay on
+ * transport.control_priority). Returns 0, or -1 for a bad id or sl. */
 int sim_flow_set_sl(struct sim *s, uint32_t id, uint8_t sl);
 
 sim_time_t sim_now(const struct sim *s);

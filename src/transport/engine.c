@@ -821,6 +821,21 @@ int uroce_eng_write_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
   return 0;
 }
 
+/* A CNP or an ACK/NAK of qp, if it owes one: 1, else 0. */
+static int ctl_pkt(struct uroce_eng *eng, struct uroce_qp *qp,
+                   struct uroce_tx_pkt *tx, uint64_t now) {
+  int made = 0;
+  if (qp->cnp_pending && qp->state != UROCE_QPS_RESET)
+    made = cnp_make_pkt(qp, tx, now);
+  else
+    made = resp_make_ctl_pkt(qp, tx);
+  if (made) {
+    eng->stats.tx_pkts++;
+    eng->cc->on_tx(qp->cc_state, now, uroce_tx_len(tx));
+  }
+  return made;
+}
+
 int uroce_eng_write_ctl_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
                             uint64_t now) {
   if (!eng || !tx)
@@ -832,12 +847,36 @@ int uroce_eng_write_ctl_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
   for (struct ulist *l = eng->sched.next; l != &eng->sched; l = l->next) {
     struct uroce_qp *qp = ULIST_ENTRY(l, struct uroce_qp, sched);
     eng_touch(eng, qp);
-    int made = 0;
-    if (qp->cnp_pending && qp->state != UROCE_QPS_RESET)
-      made = cnp_make_pkt(qp, tx, now);
-    else
-      made = resp_make_ctl_pkt(qp, tx);
-    if (made) {
+    if (ctl_pkt(eng, qp, tx, now))
+      return 1;
+  }
+  return 0;
+}
+
+int uroce_eng_write_pkt_if(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
+                           uint64_t now,
+                           bool (*data_ok)(void *ctx, struct uroce_qp *qp),
+                           void *ctx) {
+  if (!eng || !tx)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (!data_ok)
+    return uroce_eng_write_pkt(eng, tx, now);
+  if (now > eng->now)
+    eng->now = now;
+  for (struct ulist *l = eng->sched.next, *next; l != &eng->sched; l = next) {
+    next = l->next;
+    struct uroce_qp *qp = ULIST_ENTRY(l, struct uroce_qp, sched);
+    eng_touch(eng, qp);
+    if (!data_ok(ctx, qp)) { /* keeps its place for its data */
+      if (ctl_pkt(eng, qp, tx, now))
+        return 1;
+      continue;
+    }
+    ulist_del(&qp->sched);
+    qp->in_sched = false;
+    if (qp_make_pkt(qp, tx, now)) {
+      eng_charge(eng, qp);
+      eng_sched(eng, qp); /* round robin: to the back */
       eng->stats.tx_pkts++;
       eng->cc->on_tx(qp->cc_state, now, uroce_tx_len(tx));
       return 1;

@@ -195,6 +195,15 @@ int uroce_eng_write_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
  * READ responses or atomic acks, which must precede it. */
 int uroce_eng_write_ctl_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
                             uint64_t now);
+/* Like write_pkt, but a QP for which data_ok(ctx, qp) is false sends
+ * only what write_ctl_pkt would and keeps its place for its data: a NIC
+ * whose flows' priorities or service levels are paused one by one (PFC
+ * per priority, InfiniBand credits per VL) goes on with the others
+ * instead of blocking behind the first. NULL data_ok: write_pkt. */
+int uroce_eng_write_pkt_if(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
+                           uint64_t now,
+                           bool (*data_ok)(void *ctx, struct uroce_qp *qp),
+                           void *ctx);
 /* Earliest deadline (ns), UINT64_MAX if none. */
 uint64_t uroce_eng_next_expiry(struct uroce_eng *eng);
 /* Runs every timer due at now. Returns 0. */
