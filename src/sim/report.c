@@ -733,6 +733,9 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
           (unsigned long long)st->data_pkts, (unsigned long long)st->ctrl_pkts,
           (unsigned long long)st->retx_pkts, (unsigned long long)st->timeouts,
           (unsigned long long)st->naks, (unsigned long long)st->cnps);
+  if (sim_series(s)->stopped != SIM_NEVER) /* the time series end early */
+    fprintf(f, "  \"series_stopped_us\": %.3f,\n",
+            (double)sim_series(s)->stopped / 1e6);
   fprintf(f, "  \"sim_time_us\": %.3f,\n  \"events\": %llu",
           (double)st->now / 1e6, (unsigned long long)st->events);
   if (!repro)

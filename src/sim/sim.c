@@ -329,6 +329,7 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     s->cfg.tp.dcqcn.line_rate_bps = s->cfg.topo.link[0].rate_bps;
   sim_mem_structure(s, &s->mem);
   s->mem.limit = cfg->mem_limit ? cfg->mem_limit : sim_mem_available();
+  s->ser.stopped = SIM_NEVER;
   if (mem_refused(s, err, errlen)) {
     sim_del(s);
     return 0;
@@ -482,12 +483,39 @@ static int grow(void *pp, size_t sz, uint32_t cap) {
   return 0;
 }
 
+/* Bytes the time series take with room for cap samples (the per-port
+ * queues only while they are kept). */
+static uint64_t series_bytes(const struct sim *s, uint32_t cap) {
+  const struct sim_series *r = &s->ser;
+  uint64_t per = sizeof(*r->t) + sizeof(*r->queue) + sizeof(*r->pauses) +
+                 sizeof(*r->acked) * (r->nflows + 1) + sizeof(*r->ecn) +
+                 sizeof(*r->cnps) + sizeof(*r->paused_ports) +
+                 sizeof(*r->link_bytes) + sizeof(*r->rx_payload) +
+                 sizeof(*r->rate) + sizeof(*r->rate_n) + sizeof(*r->rate_win) +
+                 sizeof(*r->cc_rate) + sizeof(*r->cc_n);
+  uint64_t b = per * cap;
+  if ((uint64_t)cap * s->nports <= SIM_PORTQ_MAX)
+    b += (uint64_t)cap * s->nports * sizeof(*r->port_q);
+  else
+    b += (uint64_t)s->portq_cap * s->nports * sizeof(*r->port_q);
+  return b;
+}
+
+/* Room for the next sample. The series grow with the simulated time,
+ * which the memory estimate cannot know: they stop (and say so) rather
+ * than take the run past its memory limit. */
 static int grow_series(struct sim *s) {
   struct sim_series *r = &s->ser;
   if (r->n < s->ser_cap)
     return 0;
+  if (r->stopped != SIM_NEVER)
+    return -1;
   uint32_t cap = s->ser_cap ? s->ser_cap * 2 : 256;
-  if (grow(&r->t, sizeof(*r->t), cap) ||
+  bool over =
+      s->mem.limit && s->mem.total + series_bytes(s, cap) > s->mem.limit;
+  bool dcqcn = s->cfg.tp.cc == SIM_CC_DCQCN && s->host->cc_rate_bps && !s->coll;
+  bool portq = (uint64_t)cap * s->nports <= SIM_PORTQ_MAX;
+  if (over || grow(&r->t, sizeof(*r->t), cap) ||
       grow(&r->queue, sizeof(*r->queue), cap) ||
       grow(&r->pauses, sizeof(*r->pauses), cap) ||
       grow(&r->acked, sizeof(*r->acked) * (r->nflows + 1), cap) ||
@@ -498,18 +526,21 @@ static int grow_series(struct sim *s) {
       grow(&r->rx_payload, sizeof(*r->rx_payload), cap) ||
       grow(&r->rate, sizeof(*r->rate), cap) ||
       grow(&r->rate_n, sizeof(*r->rate_n), cap) ||
-      grow(&r->rate_win, sizeof(*r->rate_win), cap))
+      grow(&r->rate_win, sizeof(*r->rate_win), cap) ||
+      (dcqcn && (grow(&r->cc_rate, sizeof(*r->cc_rate), cap) ||
+                 grow(&r->cc_n, sizeof(*r->cc_n), cap))) ||
+      /* Per-port queues only while they stay small; then they stop. */
+      (portq && grow(&r->port_q,
+                     sizeof(*r->port_q) * (s->nports ? s->nports : 1), cap))) {
+    r->stopped = s->now;
+    fprintf(stderr,
+            "uroce sim: the time series stop at %.3f us (%u samples): %s\n",
+            (double)s->now / 1e6, r->n,
+            over ? "more would pass the memory limit" : "out of memory");
     return -1;
-  if (s->cfg.tp.cc == SIM_CC_DCQCN && s->host->cc_rate_bps && !s->coll &&
-      (grow(&r->cc_rate, sizeof(*r->cc_rate), cap) ||
-       grow(&r->cc_n, sizeof(*r->cc_n), cap)))
-    return -1;
-  /* Per-port queues only while they stay small; then they stop. */
-  if ((uint64_t)cap * s->nports <= SIM_PORTQ_MAX) {
-    if (grow(&r->port_q, sizeof(*r->port_q) * (s->nports ? s->nports : 1), cap))
-      return -1;
-    s->portq_cap = cap;
   }
+  if (portq)
+    s->portq_cap = cap;
   s->ser_cap = cap;
   return 0;
 }

@@ -499,6 +499,9 @@ struct sim_series {
    * stays within SIM_PORTQ_MAX in sim_int.h; port_q_n samples kept. */
   uint32_t nports, port_q_n;
   uint32_t *port_q; /* [sample * nports + port] */
+  /* When sampling stopped before the run ended (more samples would have
+   * passed the memory limit), else SIM_NEVER. */
+  sim_time_t stopped;
 };
 const struct sim_series *sim_series(const struct sim *s);
 

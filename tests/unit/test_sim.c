@@ -617,6 +617,50 @@ static int estimate_holds(uint32_t k, enum sim_routing rt, bool coll) {
 
 /* The memory estimate: close to what runs take, and a scenario over the
  * limit is refused before anything is built, naming what it needs. */
+/* The time series grow with the simulated time, which the estimate does
+ * not know: with the limit 1 MB above the estimate, a k=8 ECMP
+ * permutation sampled every microsecond keeps 256 samples (0.8 MB: 640
+ * ports' queues and the rest) and stops sampling, says when, and runs to
+ * the end; without the limit it samples to the end. */
+static void test_series_memory_limit(void) {
+  for (int limited = 0; limited < 2; limited++) {
+    struct sim_cfg c;
+    sim_cfg_default(&c);
+    c.topo.kind = SIM_TOPO_FAT_TREE;
+    c.topo.k = 8;
+    c.routing = SIM_ROUTE_ECMP;
+    c.wl.kind = SIM_WL_PERMUTATION;
+    c.wl.bytes = 2 << 20;
+    c.sample_interval = 1 * SIM_US;
+    struct sim *s = mk(&c);
+    if (!s)
+      return;
+    if (limited) {
+      c.mem_limit = sim_mem(s)->total + (1 << 20);
+      sim_del(s);
+      s = mk(&c);
+      if (!s)
+        return;
+    }
+    CHECK(sim_run(s, 100 * SIM_MS) == 1);
+    const struct sim_series *r = sim_series(s);
+    printf("series, %s: %u samples, stopped at %.1f us, run ended at %.1f "
+           "us\n",
+           limited ? "limit 1 MB above the estimate" : "no limit", r->n,
+           r->stopped == SIM_NEVER ? -1.0 : (double)r->stopped / 1e6,
+           (double)sim_now(s) / 1e6);
+    if (limited) {
+      CHECK_EQ(r->n, 256);
+      CHECK(r->stopped >= 255 * SIM_US && r->stopped < sim_now(s));
+    } else {
+      CHECK(r->stopped == SIM_NEVER);
+      CHECK(r->n > 512);
+    }
+    CHECK_EQ(sim_stats(s)->flows_done, sim_nflows(s));
+    sim_del(s);
+  }
+}
+
 static void test_memory_estimate(void) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   /* A sanitizer's allocator is not glibc's (mallinfo2 sees none of it)
@@ -651,6 +695,7 @@ static void test_memory_estimate(void) {
 int main(void) {
   T_RUN(test_line_rate);
   T_RUN(test_memory_estimate);
+  T_RUN(test_series_memory_limit);
   T_RUN(test_incast);
   T_RUN(test_dcqcn_fair);
   T_RUN(test_ecmp_collisions);
