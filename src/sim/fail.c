@@ -91,6 +91,16 @@ static void flush(struct sim *s, struct sim_port *p) {
     sim_pkt_free(s, k);
   }
   p->ctl_head = p->ctl_tail = 0;
+  /* Every pause across the link ends with it, both ways: the frames that
+   * would have lifted them are lost with it (a NIC paused before its
+   * link went down sent nothing after it came back). */
+  for (uint8_t q = 0; q < SIM_NPRIO; q++)
+    if (p->paused >> q & 1)
+      sim_log_pause(s, p, q, false);
+  if (p->paused)
+    s->st.paused_time[p->node->tier] += s->now - p->paused_since;
+  p->paused = 0;
+  p->xoff_sent = 0;
   if (p->node->kind != SIM_NODE_SWITCH)
     return;
   struct sim_switch *sw = (struct sim_switch *)p->node;
@@ -107,7 +117,6 @@ static void flush(struct sim *s, struct sim_port *p) {
     }
   }
   p->nonempty = 0;
-  p->paused = 0;
   p->starved_since = SIM_NEVER;
 }
 
@@ -290,12 +299,18 @@ int sim_fail_new(struct sim *s, char *err, size_t errlen) {
                i, f->sw, sw->n.nports);
       return -1;
     }
+    if (f->kind == SIM_FAIL_LINK && f->port >= sw->n.nports) {
+      snprintf(err, errlen, "failures[%u]: switch %u has no port %u", i, f->sw,
+               f->port);
+      return -1;
+    }
     if (f->kind == SIM_FAIL_LINK &&
-        (f->port >= sw->n.nports ||
-         sw->n.ports[f->port].peer->node->kind != SIM_NODE_SWITCH)) {
+        sw->n.ports[f->port].peer->node->kind != SIM_NODE_SWITCH &&
+        !f->up_after) {
       snprintf(err, errlen,
-               "failures[%u]: switch %u port %u is not a link to another "
-               "switch (host links cannot fail: the host would be cut off)",
+               "failures[%u]: switch %u port %u is a host link: give it "
+               "up_after_us (the host would be cut off for good, and its "
+               "flows never end)",
                i, f->sw, f->port);
       return -1;
     }

@@ -535,6 +535,11 @@ static void nic_take_credit(struct sim *s, struct sim_port *port,
 
 static void nic_poll(struct sim *s, struct sim_nic *nic) {
   struct sim_port *port = &nic->port;
+  if (port->down) { /* its link is down: it holds everything; the link
+                     * coming up kicks it (fail.c) */
+    sim_ev_cancel(&nic->ev);
+    return;
+  }
   struct sim_pkt *f = port->ctl_head; /* BECNs the NIC itself sends */
   if (f && sim_ib_blocks(f->size) <= port->credits[s->qmap[f->prio]]) {
     port->ctl_head = f->next;

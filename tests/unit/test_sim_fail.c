@@ -146,16 +146,104 @@ static void test_switch_and_flap(void) {
   }
 }
 
+/* A host link goes down for 300 us in the middle of a flow into that
+ * host (its leaf's port 0: host 0) and of one out of it, on both
+ * fabrics and both host models: what was on the link and queued for it
+ * is lost, the NIC sends nothing while its link is down, and both flows
+ * deliver every byte after it comes back, no earlier than the outage
+ * allows. */
+static void test_host_link(void) {
+  for (int ib = 0; ib < 2; ib++)
+    for (int model = 0; model < 2; model++) {
+      struct sim_cfg c;
+      base(&c, ib);
+      c.tp.model = model ? SIM_HOST_UROCE : SIM_HOST_SIMPLE;
+      c.tp.window = 256;
+      c.nfail = 1;
+      c.fail[0] = (struct sim_failure){.kind = SIM_FAIL_LINK,
+                                       .sw = 0,
+                                       .port = 0,
+                                       .at = 100 * SIM_US,
+                                       .up_after = 300 * SIM_US};
+      struct sim *s = mk(&c);
+      if (!s)
+        return;
+      uint64_t bytes = 8 << 20;
+      sim_add_flow(s, 4, 0, bytes, 0, SIM_OP_WRITE); /* into host 0 */
+      sim_add_flow(s, 0, 5, bytes, 0, SIM_OP_WRITE); /* out of host 0 */
+      CHECK(sim_run(s, 200 * SIM_MS) == 1);
+      uint32_t n;
+      const struct sim_fail_result *r = sim_fail_results(s, &n);
+      CHECK_EQ(n, 2);
+      double ideal = (double)bytes * 8 / 100e9 * 1e12; /* ps, at line rate */
+      printf("%s, %s hosts: host link down 100-400 us: %llu lost; flows "
+             "done at %.1f and %.1f us (line rate alone %.1f us)\n",
+             ib ? "ib" : "roce", model ? "uroce" : "simple",
+             n ? (unsigned long long)r[0].lost_pkts : 0,
+             (double)sim_flow(s, 0)->finish / 1e6,
+             (double)sim_flow(s, 1)->finish / 1e6, ideal / 1e6);
+      CHECK(n == 2 && r[0].lost_pkts > 0 && r[1].lost_pkts == 0);
+      for (uint32_t i = 0; i < 2; i++) {
+        CHECK_EQ(sim_flow(s, i)->acked, bytes);
+        CHECK((double)sim_flow(s, i)->finish > ideal + 300e6);
+      }
+      sim_del(s);
+    }
+}
+
+/* The same outage under a k=4 fat-tree permutation with PFC: host 0's
+ * NIC is paused by its leaf when the link goes down, and the XON that
+ * would have resumed it is lost with the link; the pause must end with
+ * the link (before, host 0's flow never finished). */
+static void test_host_link_pfc(void) {
+  for (int model = 0; model < 2; model++) {
+    struct sim_cfg c;
+    sim_cfg_default(&c);
+    c.topo.kind = SIM_TOPO_FAT_TREE;
+    c.topo.k = 4;
+    c.sw.pfc = true;
+    c.tp.model = model ? SIM_HOST_UROCE : SIM_HOST_SIMPLE;
+    c.wl.kind = SIM_WL_PERMUTATION;
+    c.wl.bytes = 4 << 20;
+    c.nfail = 1;
+    c.fail[0] = (struct sim_failure){.kind = SIM_FAIL_LINK,
+                                     .sw = 0,
+                                     .port = 0,
+                                     .at = 100 * SIM_US,
+                                     .up_after = 300 * SIM_US};
+    struct sim *s = mk(&c);
+    if (!s)
+      return;
+    CHECK(sim_run(s, 100 * SIM_MS) == 1);
+    sim_time_t last = 0;
+    for (uint32_t i = 0; i < sim_nflows(s); i++) {
+      CHECK_EQ(sim_flow(s, i)->acked, 4 << 20);
+      if (sim_flow(s, i)->finish > last)
+        last = sim_flow(s, i)->finish;
+    }
+    printf("roce pfc, %s hosts: k=4 permutation, host link down 100-400 us: "
+           "%llu lost, %llu pause frames, last flow done at %.1f us\n",
+           model ? "uroce" : "simple",
+           (unsigned long long)sim_stats(s)->drops_link_down,
+           (unsigned long long)sim_stats(s)->pause_frames[0] +
+               sim_stats(s)->pause_frames[1] + sim_stats(s)->pause_frames[2],
+           (double)last / 1e6);
+    CHECK(sim_stats(s)->pause_frames[0] + sim_stats(s)->pause_frames[1] > 0);
+    sim_del(s);
+  }
+}
+
 /* Failures that make no sense are refused with the reason. */
 static void test_bad(void) {
   struct sim_cfg c;
   char err[256];
   static const struct sim_failure bad[] = {
-      {.kind = SIM_FAIL_LINK, .sw = 0, .port = 0}, /* a host link */
+      {.kind = SIM_FAIL_LINK, .sw = 0, .port = 0}, /* a host link, for good */
       {.kind = SIM_FAIL_SWITCH, .sw = 0},          /* a leaf */
       {.kind = SIM_FAIL_LINK, .sw = 9, .port = 0}, /* no such switch */
   };
-  static const char *const why[] = {"host links", "leaf", "switch 9"};
+  static const char *const why[] = {"host link: give it up_after_us", "leaf",
+                                    "switch 9"};
   for (int i = 0; i < 3; i++) {
     base(&c, false);
     c.nfail = 1;
@@ -170,6 +258,8 @@ static void test_bad(void) {
 int main(void) {
   T_RUN(test_link_down);
   T_RUN(test_switch_and_flap);
+  T_RUN(test_host_link);
+  T_RUN(test_host_link_pfc);
   T_RUN(test_bad);
   return T_DONE();
 }
