@@ -146,6 +146,18 @@ static void test_switch_and_flap(void) {
   }
 }
 
+/* The simulator of c with host 0's link (its leaf's port 0) down from
+ * 100 to 400 us. */
+static struct sim *host_outage(struct sim_cfg *c) {
+  c->nfail = 1;
+  c->fail[0] = (struct sim_failure){.kind = SIM_FAIL_LINK,
+                                    .sw = 0,
+                                    .port = 0,
+                                    .at = 100 * SIM_US,
+                                    .up_after = 300 * SIM_US};
+  return mk(c);
+}
+
 /* A host link goes down for 300 us in the middle of a flow into that
  * host (its leaf's port 0: host 0) and of one out of it, on both
  * fabrics and both host models: what was on the link and queued for it
@@ -159,13 +171,7 @@ static void test_host_link(void) {
       base(&c, ib);
       c.tp.model = model ? SIM_HOST_UROCE : SIM_HOST_SIMPLE;
       c.tp.window = 256;
-      c.nfail = 1;
-      c.fail[0] = (struct sim_failure){.kind = SIM_FAIL_LINK,
-                                       .sw = 0,
-                                       .port = 0,
-                                       .at = 100 * SIM_US,
-                                       .up_after = 300 * SIM_US};
-      struct sim *s = mk(&c);
+      struct sim *s = host_outage(&c);
       if (!s)
         return;
       uint64_t bytes = 8 << 20;
@@ -205,13 +211,7 @@ static void test_host_link_pfc(void) {
     c.tp.model = model ? SIM_HOST_UROCE : SIM_HOST_SIMPLE;
     c.wl.kind = SIM_WL_PERMUTATION;
     c.wl.bytes = 4 << 20;
-    c.nfail = 1;
-    c.fail[0] = (struct sim_failure){.kind = SIM_FAIL_LINK,
-                                     .sw = 0,
-                                     .port = 0,
-                                     .at = 100 * SIM_US,
-                                     .up_after = 300 * SIM_US};
-    struct sim *s = mk(&c);
+    struct sim *s = host_outage(&c);
     if (!s)
       return;
     CHECK(sim_run(s, 100 * SIM_MS) == 1);
