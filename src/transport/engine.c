@@ -801,24 +801,7 @@ static int qp_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
 
 int uroce_eng_write_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
                         uint64_t now) {
-  if (!eng || !tx)
-    return UROCE_ERR_INVALID_ARGUMENT;
-  if (now > eng->now)
-    eng->now = now;
-  while (!ulist_empty(&eng->sched)) {
-    struct uroce_qp *qp = ULIST_ENTRY(eng->sched.next, struct uroce_qp, sched);
-    ulist_del(&qp->sched);
-    qp->in_sched = false;
-    eng_touch(eng, qp);
-    if (qp_make_pkt(qp, tx, now)) {
-      eng_charge(eng, qp);
-      eng_sched(eng, qp); /* round robin: to the back */
-      eng->stats.tx_pkts++;
-      eng->cc->on_tx(qp->cc_state, now, uroce_tx_len(tx));
-      return 1;
-    }
-  }
-  return 0;
+  return uroce_eng_write_pkt_if(eng, tx, now, 0, 0);
 }
 
 /* A CNP or an ACK/NAK of qp, if it owes one: 1, else 0. */
@@ -859,15 +842,15 @@ int uroce_eng_write_pkt_if(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
                            void *ctx) {
   if (!eng || !tx)
     return UROCE_ERR_INVALID_ARGUMENT;
-  if (!data_ok)
-    return uroce_eng_write_pkt(eng, tx, now);
   if (now > eng->now)
     eng->now = now;
+  /* Round robin: a QP that sends goes to the back, one with nothing to
+   * send leaves the schedule, one data_ok refuses keeps its place. */
   for (struct ulist *l = eng->sched.next, *next; l != &eng->sched; l = next) {
     next = l->next;
     struct uroce_qp *qp = ULIST_ENTRY(l, struct uroce_qp, sched);
     eng_touch(eng, qp);
-    if (!data_ok(ctx, qp)) { /* keeps its place for its data */
+    if (data_ok && !data_ok(ctx, qp)) {
       if (ctl_pkt(eng, qp, tx, now))
         return 1;
       continue;
@@ -876,7 +859,7 @@ int uroce_eng_write_pkt_if(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
     qp->in_sched = false;
     if (qp_make_pkt(qp, tx, now)) {
       eng_charge(eng, qp);
-      eng_sched(eng, qp); /* round robin: to the back */
+      eng_sched(eng, qp);
       eng->stats.tx_pkts++;
       eng->cc->on_tx(qp->cc_state, now, uroce_tx_len(tx));
       return 1;

@@ -199,7 +199,7 @@ int uroce_eng_write_ctl_pkt(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
  * only what write_ctl_pkt would and keeps its place for its data: a NIC
  * whose flows' priorities or service levels are paused one by one (PFC
  * per priority, InfiniBand credits per VL) goes on with the others
- * instead of blocking behind the first. NULL data_ok: write_pkt. */
+ * instead of blocking behind the first. NULL data_ok: every QP may. */
 int uroce_eng_write_pkt_if(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
                            uint64_t now,
                            bool (*data_ok)(void *ctx, struct uroce_qp *qp),

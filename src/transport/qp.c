@@ -693,7 +693,7 @@ int uroce_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
       rc = UROCE_ERR_QUEUE_FULL;
       break;
     }
-    if ((rc = mp_tx_alloc(qp)))
+    if (!qp->mp.st && (rc = mp_tx_alloc(qp)))
       break;
     uint32_t idx = qp->sq_head & qp->sq_mask;
     struct swqe *w = &qp->sq[idx];

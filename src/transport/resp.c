@@ -1192,7 +1192,7 @@ void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
       .why = UROCE_DROP_PSN,
   };
   enum resp_state st = RESPST_CHK_PSN;
-  if (qp_mp(qp) && mp_rx_alloc(qp))
+  if (qp_mp(qp) && !qp->resp.mp_st && mp_rx_alloc(qp))
     st = drop(&p, UROCE_DROP_NO_MEM); /* as if lost: it is sent again */
   while (st != RESPST_DONE)
     st = resp_step(&p, st);
