@@ -18,6 +18,7 @@ static const struct {
     {"launch", cmd_launch, "start N local ranks of a program (torchrun-like)"},
     {"coll-bench", cmd_coll_bench, "collective bandwidth (like nccl-tests)"},
     {"plan", cmd_plan, "size, price and time a GPU cluster network (YAML)"},
+    {"trace", cmd_trace, "summarise a transport trace per QP (--trace)"},
 };
 
 static void usage(FILE *out) {

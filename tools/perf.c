@@ -46,6 +46,7 @@ struct opts {
   bool events;   /* sleep on the completion channel instead of spinning */
   int tx_gather; /* uroce_device_attr's */
   const char *pcap;
+  const char *trace;
   unsigned inline_size;
 };
 
@@ -109,7 +110,9 @@ static void usage(FILE *out) {
       "                   AVX-512 VPCLMULQDQ)\n"
       "  --stats          print this side's device counters at the end\n"
       "  --pcap FILE      capture every RoCEv2 packet this side sends and\n"
-      "                   receives (read it with uroce dump)\n");
+      "                   receives (read it with uroce dump)\n"
+      "  --trace FILE     append this side's transport events to FILE as\n"
+      "                   JSON lines (read it with uroce trace)\n");
 }
 
 static double now_s(void) {
@@ -155,6 +158,11 @@ static int setup(struct ctx *x) {
   if (rv < 0) {
     fprintf(stderr, "uroce perf: cannot open a device on --addr %s: %s\n",
             o->addr, uroce_strerror(rv));
+    return 1;
+  }
+  if (o->trace && (rv = uroce_device_trace(x->dev, o->trace)) < 0) {
+    fprintf(stderr, "uroce perf: --trace '%s': %s\n", o->trace,
+            uroce_strerror(rv));
     return 1;
   }
   if ((rv = uroce_alloc_pd(x->dev, &x->pd)) < 0)
@@ -817,6 +825,7 @@ int cmd_perf(int argc, char **argv) {
                                      {"tx-gather", no_argument, 0, 'G'},
                                      {"tx-stage", no_argument, 0, 'T'},
                                      {"pcap", required_argument, 0, 'C'},
+                                     {"trace", required_argument, 0, 'R'},
                                      {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
   struct opts o = {0};
@@ -950,6 +959,9 @@ int cmd_perf(int argc, char **argv) {
       break;
     case 'C':
       o.pcap = optarg;
+      break;
+    case 'R':
+      o.trace = optarg;
       break;
     case 'h':
       usage(stdout);

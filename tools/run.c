@@ -26,7 +26,8 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: uroce run [--addr IP] [--udp-port N] [--ns NETNS] "
-          "[--pcap FILE] [--dev NAME] [--rx-drop P] [--stats] -- PROGRAM "
+          "[--pcap FILE] [--trace FILE] [--dev NAME] [--rx-drop P] [--stats] "
+          "-- PROGRAM "
           "[ARGS...]\n"
           "\n"
           "Runs PROGRAM with uroce's libibverbs.so.1 and librdmacm.so.1, so\n"
@@ -44,6 +45,9 @@ static void usage(FILE *out) {
           "  --ns NETNS   run inside network namespace NETNS (ip netns "
           "exec)\n"
           "  --pcap FILE  write every RoCEv2 packet to FILE (UROCE_PCAP)\n"
+          "  --trace FILE append the transport's events to FILE as JSON "
+          "lines\n"
+          "               (UROCE_TRACE; read it with uroce trace)\n"
           "  --dev NAME   name the device NAME instead of uroce0\n"
           "               (UROCE_DEV_NAME)\n"
           "  --rx-drop P  testing: drop this share (0 <= P < 1) of the "
@@ -118,7 +122,7 @@ static int env_join(const char *name, const char *a, const char *b) {
 }
 int cmd_run(int argc, char **argv) {
   const char *addr = "127.0.0.1", *ns = NULL, *port = NULL, *pcap = NULL;
-  const char *dev = NULL, *rx_drop = NULL;
+  const char *dev = NULL, *rx_drop = NULL, *trace = NULL;
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
@@ -143,6 +147,7 @@ int cmd_run(int argc, char **argv) {
                        : !strcmp(a, "--udp-port") ? &port
                        : !strcmp(a, "--port")     ? &port
                        : !strcmp(a, "--pcap")     ? &pcap
+                       : !strcmp(a, "--trace")    ? &trace
                        : !strcmp(a, "--dev")      ? &dev
                        : !strcmp(a, "--rx-drop")  ? &rx_drop
                                                   : NULL;
@@ -180,6 +185,8 @@ int cmd_run(int argc, char **argv) {
   }
   if (pcap && arg_out_file("run", "--pcap", pcap) < 0)
     return 1;
+  if (trace && arg_out_file("run", "--trace", trace) < 0)
+    return 1;
   char libdir[PATH_MAX + 32];
   if (find_libdir(libdir, sizeof(libdir)) < 0) {
     fprintf(stderr,
@@ -211,6 +218,18 @@ int cmd_run(int argc, char **argv) {
     setenv("UROCE_DEV_NAME", dev, 1);
   if (rx_drop)
     setenv("UROCE_RX_DROP", rx_drop, 1);
+  if (trace) {
+    /* absolute: the program may change directory before it opens */
+    char abs[PATH_MAX + 2];
+    char *cwd = trace[0] == '/' ? 0 : getcwd(abs, PATH_MAX);
+    size_t n = cwd ? strlen(abs) : 0;
+    if (cwd && n + 1 + strlen(trace) < sizeof abs) {
+      abs[n] = '/';
+      strcpy(abs + n + 1, trace);
+      trace = abs;
+    }
+    setenv("UROCE_TRACE", trace, 1);
+  }
 
   char **args = argv + i;
   if (ns) {

@@ -21,6 +21,7 @@ struct opts {
   uint64_t seed;
   sim_time_t stop;
   uint32_t threads;
+  const char *trace;
 };
 
 static void usage(FILE *f) {
@@ -46,6 +47,9 @@ static void usage(FILE *f) {
           "  -q, --quiet        no progress bar\n"
           "  --no-plots         do not run gnuplot\n"
           "  --reproducible     leave wall-clock figures out of summary.json\n"
+          "  --trace FILE       write every NIC's transport events to FILE as\n"
+          "                     JSON lines (uroce host model; one thread;\n"
+          "                     read it with uroce trace)\n"
           "  -h, --help         this text\n\n"
           "The scenario format is described in docs/sim.md; examples are in\n"
           "examples/sim/.\n");
@@ -96,6 +100,7 @@ static int run_one(const char *path, const struct opts *o, const char *dir,
     cfg.stop_time = o->stop;
   if (o->threads_set)
     cfg.threads = o->threads;
+  cfg.trace = o->trace;
   cfg.progress = !o->quiet && isatty(2);
   char outdir[1024];
   if (dir)
@@ -236,6 +241,7 @@ int cmd_sim(int argc, char **argv) {
                                      {"no-plots", no_argument, 0, 'P'},
                                      {"reproducible", no_argument, 0, 'r'},
                                      {"compare", no_argument, 0, 'c'},
+                                     {"trace", required_argument, 0, 'R'},
                                      {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
   struct opts o = {.plots = true};
@@ -287,6 +293,9 @@ int cmd_sim(int argc, char **argv) {
     case 'c':
       cmp = true;
       break;
+    case 'R':
+      o.trace = optarg;
+      break;
     case 'h':
       usage(stdout);
       return 0;
@@ -298,6 +307,11 @@ int cmd_sim(int argc, char **argv) {
   int n = argc - optind;
   if (cmp ? n < 2 || n > SIM_COMPARE_MAX : n != 1) {
     usage(stderr);
+    return 2;
+  }
+  if (cmp && o.trace) {
+    fprintf(stderr, "uroce sim: --trace traces one scenario, not a "
+                    "--compare run\n");
     return 2;
   }
   if (cmp)

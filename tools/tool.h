@@ -11,6 +11,7 @@ int cmd_run(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_coll_bench(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 
 /* tools/outdir.c. tool_mkdirs makes path and its parents (0, or -1 with
  * errno). tool_gnuplot runs gnuplot on script in dir, its messages kept

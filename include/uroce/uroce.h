@@ -137,6 +137,15 @@ UROCE_EXPORT int uroce_device_progress(struct uroce_device *dev);
  * unwatched. Arming a CQ for events has the same effect. */
 UROCE_EXPORT void uroce_device_poll_sleep(struct uroce_device *dev,
                                           int may_sleep);
+/* Writes the transport's events (QP and protocol state steps,
+ * retransmits, NAKs, timeouts, CNPs, congestion-control decisions, drops)
+ * to path as JSON lines, appended; NULL stops. The environment variable
+ * UROCE_TRACE=path does the same from uroce_device_open on (what
+ * `uroce run --trace` sets). `uroce trace path` summarises a trace per QP
+ * (docs/transport.md, "Trace"). Returns 0 or -errno (path cannot be
+ * opened). The file is written in whole lines, buffered: complete at
+ * uroce_device_close or when tracing stops. */
+UROCE_EXPORT int uroce_device_trace(struct uroce_device *dev, const char *path);
 
 /* ---- verbs: thread-safe, named as libibverbs names them ----
  * Each returns 0 or a negative error: the engine's (see transport/engine.h

@@ -760,6 +760,9 @@ int uroce_device_open(struct uroce_device **out,
   rv = uroce_eng_new(&dev->eng, &cfg);
   if (rv < 0)
     goto fail;
+  rv = dev_trace_env(dev);
+  if (rv < 0)
+    goto fail;
   /* Regions are the application's memory: every access probes it first,
    * so that memory unmapped while registered answers an access error. */
   rv = uroce_pin_guard_init();
@@ -852,6 +855,7 @@ void uroce_device_close(struct uroce_device *dev) {
     uroce_udp_close(&dev->sock);
   if (dev->pcap)
     uroce_pcap_close(dev->pcap);
+  dev_trace_close(dev);
   if (dev->epfd >= 0)
     close(dev->epfd);
   if (dev->doorbell >= 0)

@@ -12,6 +12,7 @@
 #include "io/udp/sock.h"
 #include "transport/qp.h"
 #include "wire/frame.h"
+#include "util/jsonl.h"
 #include "wire/pcap.h"
 
 #define UROCE_DEV_RX_MAX 4096 /* 64 datagrams x up to 64 GRO segments */
@@ -94,6 +95,8 @@ struct uroce_device {
   int mtu; /* enum uroce_mtu */
   uint8_t gid[16];
   struct uroce_pcap *pcap;
+  struct jsonl *trace; /* the engine's events (trace.c); lock */
+  char trace_who[96];  /* "dev": ..., "pid": ... of each line */
   double rx_drop;
   uint64_t rng;
   uint64_t rx_bad_icrc, rx_malformed, rx_dropped_impair;
@@ -132,6 +135,10 @@ int uroce_device_app_turn(struct uroce_device *dev, bool found);
  * out at its next look), or it is about to block on a completion channel
  * (blocks: the thread is woken). */
 void uroce_device_app_leaves(struct uroce_device *dev, bool blocks);
+/* trace.c: starts tracing to $UROCE_TRACE if set (0 or -errno, said on
+ * stderr); stops and closes the trace (device lock held or not needed). */
+int dev_trace_env(struct uroce_device *dev);
+void dev_trace_close(struct uroce_device *dev);
 /* Progress helpers in verbs.c; device lock held. */
 void dev_fire_cq_events(struct uroce_device *dev);
 void dev_move_async_events(struct uroce_device *dev);

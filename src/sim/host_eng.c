@@ -144,6 +144,24 @@ static void map_put(struct he_nic *m, uint32_t qpn, struct he_flow *hf,
   m->map[i] = (struct he_slot){qpn, snd, hf};
 }
 
+/* One engine event as a line of the run's trace: simulated time, the NIC,
+ * then the event (docs/transport.md "Trace"). */
+static void trace_line(void *ctx, const struct uroce_trace_ev *ev) {
+  struct he_nic *m = ctx;
+  /* The simulator's time, not the engine's: a QP's modify runs at the
+   * time of the engine's last packet or timer. */
+  uint64_t t = m->s->now / SIM_NS;
+  char line[512];
+  int n = snprintf(line, sizeof line, "{\"t_us\": %llu.%03u, \"nic\": %u, ",
+                   (unsigned long long)(t / 1000), (unsigned)(t % 1000),
+                   m->nic->n.id);
+  int k = uroce_trace_json(ev, line + n, sizeof line - (size_t)n - 1);
+  if (k < 0)
+    return;
+  line[n + k] = '}';
+  jsonl_put(m->s->trace, line, (size_t)(n + k + 1));
+}
+
 /* Makes room for one more QP: the map starts small (an idle NIC costs a
  * few hundred bytes here) and doubles at half load. 0 or -ENOMEM. */
 static int map_reserve(struct he_nic *m) {
@@ -235,6 +253,9 @@ static void *nic_new(struct sim *s, struct sim_nic *nic) {
     nic_del(m);
     return 0;
   }
+  /* The fabric's NICs, not the memory estimate's scratch ones. */
+  if (s->trace && s->nics && nic->n.id < s->nnics && nic == &s->nics[nic->n.id])
+    uroce_eng_set_trace(m->eng, trace_line, m);
   return m;
 }
 

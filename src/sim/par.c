@@ -117,6 +117,10 @@ static uint32_t plan(const struct sim *s, const char **why) {
   *why = 0;
   if (want <= 1)
     return 1;
+  if (s->trace) {
+    *why = "a trace is written in event order, on one thread";
+    return 1;
+  }
   if (!s->cell) {
     *why = "no link between two switches with a delay (no lookahead)";
     return 1;

@@ -305,6 +305,21 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
+  if (cfg->trace && tp->model != SIM_HOST_UROCE) {
+    snprintf(err, errlen,
+             "a trace needs the uroce host model (transport: model: "
+             "uroce): the simple model has no transport engine");
+    sim_del(s);
+    return 0;
+  }
+  if (cfg->trace) {
+    int e = jsonl_open(&s->trace, cfg->trace, true);
+    if (e < 0) {
+      snprintf(err, errlen, "trace '%s': %s", cfg->trace, strerror(-e));
+      sim_del(s);
+      return 0;
+    }
+  }
   if (cfg->sw.ecn && cfg->sw.kmax <= cfg->sw.kmin) {
     snprintf(err, errlen, "switch: ecn kmax must be larger than kmin");
     sim_del(s);
@@ -383,6 +398,10 @@ void sim_del(struct sim *s) {
     for (uint32_t i = 0; i < s->nnics; i++)
       if (s->nics[i].model)
         s->host->nic_del(s->nics[i].model);
+  int e = jsonl_close(s->trace);
+  if (e < 0)
+    fprintf(stderr, "uroce sim: trace '%s': %s (events lost)\n", s->cfg.trace,
+            strerror(-e));
   for (uint32_t i = 0; i < s->nchunks; i++)
     free(s->chunks[i]);
   free(s->chunks);

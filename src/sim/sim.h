@@ -280,6 +280,10 @@ struct sim_cfg {
   /* Refuse a scenario whose memory estimate exceeds this many bytes;
    * 0: what the machine has available (MemAvailable). */
   uint64_t mem_limit;
+  /* Append every NIC engine's events here as JSON lines (uroce host
+   * model; docs/transport.md "Trace"); NULL: none. A traced run uses one
+   * thread, so that the lines come in event order. */
+  const char *trace;
 };
 
 /* Reads a size distribution: lines of "bytes cdf" (space or comma), both

@@ -7,6 +7,7 @@
 
 #include "sim/heap.h"
 #include "sim/sim.h"
+#include "util/jsonl.h"
 
 #define container_of(p, T, m) ((T *)((char *)(p)-offsetof(T, m)))
 
@@ -323,6 +324,7 @@ struct sim_par;
 
 struct sim {
   struct sim_cfg cfg;
+  struct jsonl *trace; /* cfg.trace, open */
   sim_time_t now;
   struct sim_heap heap;
   /* Parallel runs (par.c): the run's partitions, this one's index (in a

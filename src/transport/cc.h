@@ -38,6 +38,9 @@ struct uroce_cc_ops {
   /* Optional: a window, bytes the QP may have unacknowledged (new
    * requests wait while it is full); NULL = none. */
   uint64_t (*cwnd)(const void *st);
+  /* Optional: the rate the QP is paced at, bits/s (for the trace); NULL
+   * or 0 = not paced. */
+  uint64_t (*rate)(const void *st);
 };
 
 /* Sends as fast as the caller drains packets; ignores every signal. */

@@ -185,6 +185,9 @@ static void handle_expiry(void *st, uint64_t now) {
 double uroce_cc_dcqcn_rate(const void *st) {
   return ((const struct dcqcn *)st)->rc;
 }
+static uint64_t dcqcn_rate(const void *st) {
+  return (uint64_t)((const struct dcqcn *)st)->rc;
+}
 double uroce_cc_dcqcn_target(const void *st) {
   return ((const struct dcqcn *)st)->rt;
 }
@@ -215,4 +218,5 @@ const struct uroce_cc_ops uroce_cc_dcqcn = {
     .next_expiry = next_expiry,
     .handle_expiry = handle_expiry,
     .set_params = set_params_hook,
+    .rate = dcqcn_rate,
 };

@@ -58,6 +58,7 @@ static void progress(struct uroce_qp *qp, uint64_t now, uint64_t bytes) {
                              ? now + rto_ns(qp)
                              : UINT64_MAX;
   qp->eng->cc->on_ack(qp->cc_state, now, bytes);
+  qp_trace_cc(qp, now, UROCE_TRC_ACK);
 }
 
 /* The responder has executed every request before psn + 1: completes the
@@ -114,8 +115,10 @@ static void fail_wqe(struct uroce_qp *qp, struct swqe *w, uint8_t status) {
   qp_drain_sq(qp);
 }
 
-static void go_back(struct uroce_qp *qp, uint32_t psn, uint64_t now) {
+static void go_back(struct uroce_qp *qp, uint32_t psn, uint64_t now,
+                    enum uroce_trace_cause why) {
   qp->eng->stats.go_backs++;
+  qp_trace(qp, UROCE_TR_GO_BACK, psn, why, 0);
   req_rewind(qp, psn);
   qp->req.rto_deadline =
       rto_ns(qp) != UINT64_MAX ? now + rto_ns(qp) : UINT64_MAX;
@@ -339,7 +342,7 @@ static enum comp_state check_resp(struct comp_pkt *c) {
     back_seen(qp, c->psn, true);
     if (gap_retry(qp, c->psn))
       return COMPST_ERROR_RETRY;
-    qp->eng->stats.drops[UROCE_DROP_PSN]++;
+    qp_dropped(qp, UROCE_DROP_PSN, c->psn);
     return COMPST_UPDATE;
   }
   w = oldest(qp);
@@ -414,7 +417,8 @@ static enum comp_state error_retry(struct comp_pkt *c) {
     c->status = UROCE_WC_RETRY_EXC_ERR;
     return oldest(qp) ? COMPST_ERROR : COMPST_DONE;
   }
-  go_back(qp, qp->comp.psn, c->now);
+  bool nak = c->aeth && uroce_aeth_kind(c->syn) == UROCE_AETH_NAK;
+  go_back(qp, qp->comp.psn, c->now, nak ? UROCE_TRC_NAK : UROCE_TRC_GAP);
   if (back)
     qp->req.back = qp->comp.rereqs - 1u;
   qp_drain_sq(qp);
@@ -433,6 +437,7 @@ static enum comp_state rnr_retry(struct comp_pkt *c) {
   }
   qp_drain_sq(qp);
   qp->eng->stats.go_backs++;
+  qp_trace(qp, UROCE_TR_GO_BACK, c->psn, UROCE_TRC_RNR, 0);
   req_rewind(qp, c->psn);
   qp->req.rnr_deadline = c->now + uroce_rnr_timer_ns(uroce_aeth_value(c->syn));
   qp->req.rto_deadline = UINT64_MAX;
@@ -449,7 +454,7 @@ static enum comp_state do_error(struct comp_pkt *c) {
 }
 
 static enum comp_state drop_pkt(struct comp_pkt *c) {
-  c->qp->eng->stats.drops[c->why]++;
+  qp_dropped(c->qp, c->why, c->psn);
   return COMPST_DONE;
 }
 
@@ -615,6 +620,7 @@ static enum comp_state mp_nak(struct comp_pkt *c) {
       qp->req.rnr_left--;
     }
     qp->eng->stats.go_backs++;
+    qp_trace(qp, UROCE_TR_GO_BACK, c->psn, UROCE_TRC_RNR, 0);
     for (uint32_t p = c->psn; uroce_psn_cmp(p, qp->req.max_psn) < 0;
          p = uroce_psn_add(p, 1)) {
       int32_t d = uroce_psn_diff(p, qp->comp.psn);
@@ -667,6 +673,7 @@ static enum comp_state mp_update(struct comp_pkt *c) {
     qp->req.retry_left = qp->retry_cnt;
     qp->req.rnr_left = qp->rnr_retry;
     qp->eng->cc->on_ack(qp->cc_state, c->now, bytes);
+    qp_trace_cc(qp, c->now, UROCE_TRC_ACK);
   }
   if (qp->mp.fatal && qp->mp.fatal_psn == qp->comp.psn) {
     qp_drain_sq(qp);
@@ -746,15 +753,20 @@ void comp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
       .aeth = aeth,
       .syn = aeth ? uroce_aeth_syndrome(aeth) : 0,
   };
+  if (c.aeth && uroce_aeth_kind(c.syn) != UROCE_AETH_ACK)
+    qp_trace(qp, UROCE_TR_NAK_RX, c.psn, c.syn, 0);
   enum comp_state st = COMPST_GET_WQE;
-  while (st != COMPST_DONE)
+  while (st != COMPST_DONE) {
+    qp_trace(qp, UROCE_TR_COMP, c.psn, (uint8_t)st, 0);
     st = comp_step(&c, st);
+  }
 }
 
 /* Multipath: a probe timeout. The QP fails once retry_cnt + 1 of its
  * timeouts passed without progress (7: never). */
 static void mp_comp_timeout(struct uroce_qp *qp, uint64_t now) {
   qp->eng->stats.timeouts++;
+  qp_trace(qp, UROCE_TR_TIMEOUT, qp->comp.psn, UROCE_TRC_PROBE, qp->retry_cnt);
   if (qp->retry_cnt != 7 &&
       now - qp->mp.last_prog > (qp->retry_cnt + 1u) * rto_ns(qp)) {
     fail_wqe(qp, oldest(qp), UROCE_WC_RETRY_EXC_ERR);
@@ -773,6 +785,8 @@ void comp_timeout(struct uroce_qp *qp, uint64_t now) {
     return;
   }
   qp->eng->stats.timeouts++;
+  qp_trace(qp, UROCE_TR_TIMEOUT, qp->comp.psn, UROCE_TRC_TIMEOUT,
+           qp->retry_cnt == 7 ? 7 : qp->req.retry_left);
   if (qp->comp.back_wait) /* no answer at all to a re-request that */
     refused(qp);          /* started before an earlier one */
   if (!use_retry(qp)) {
@@ -788,7 +802,7 @@ void comp_timeout(struct uroce_qp *qp, uint64_t now) {
    * that may be down (and so that the resent rounds do not line up with a
    * periodic loss pattern). */
   qp->req.probe = true;
-  go_back(qp, qp->comp.psn, now);
+  go_back(qp, qp->comp.psn, now, UROCE_TRC_TIMEOUT);
 }
 
 void comp_rnr_expired(struct uroce_qp *qp, uint64_t now) {

@@ -683,8 +683,24 @@ bool rq_take(struct uroce_qp *qp) {
 
 /* ---- packets in ---- */
 
-static void drop(struct uroce_eng *eng, enum uroce_drop why) {
+/* A packet dropped before it reached a QP's state machines; qp is NULL
+ * when it names none of ours. */
+static void drop(struct uroce_eng *eng, struct uroce_qp *qp,
+                 const struct uroce_pkt_info *pi, enum uroce_drop why) {
   eng->stats.drops[why]++;
+  if (__builtin_expect(eng->trace != 0, 0)) {
+    struct uroce_trace_ev ev = {
+        .t_ns = eng->now,
+        .kind = UROCE_TR_DROP,
+        .a = (uint8_t)why,
+        .qpn = qp        ? qp->qpn
+               : pi->bth ? pi->dqpn
+                         : 0,
+        .qp_type = qp ? qp->type : 0,
+        .psn = pi->bth ? pi->psn : 0,
+    };
+    eng->trace(eng->trace_ctx, &ev);
+  }
 }
 
 static uint8_t qp_transport(const struct uroce_qp *qp) {
@@ -706,12 +722,12 @@ int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
       (!eng->phantom &&
        (uint64_t)pi->hdr_len + pi->payload_len + pi->pad + UROCE_ICRC_LEN >
            pi->len)) {
-    drop(eng, UROCE_DROP_MALFORMED);
+    drop(eng, 0, pi, UROCE_DROP_MALFORMED);
     return 0;
   }
   struct uroce_qp *qp = eng_qp_lookup(eng, pi->dqpn);
   if (!qp) {
-    drop(eng, UROCE_DROP_NO_QP);
+    drop(eng, 0, pi, UROCE_DROP_NO_QP);
     return 0;
   }
   eng_touch(eng, qp);
@@ -720,22 +736,24 @@ int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
    * ICRC being no authentication. The UDP source port is the peer's flow
    * entropy and may be anything. */
   if (qp->type != UROCE_QPT_UD && memcmp(rx->sgid, qp->av.dgid, 16) != 0) {
-    drop(eng, UROCE_DROP_PEER);
+    drop(eng, qp, pi, UROCE_DROP_PEER);
     return 0;
   }
   if (pi->op->mask & UROCE_OPM_CNP) {
     eng->stats.cnps_rx++;
+    qp_trace(qp, UROCE_TR_CNP_RX, 0, 0, 0);
     eng->cc->on_cnp_rx(qp->cc_state, now);
+    qp_trace_cc(qp, now, UROCE_TRC_CNP);
     eng_sched(eng, qp);
     return 0;
   }
   if (uroce_opcode_transport(pi->opcode) != qp_transport(qp)) {
-    drop(eng, UROCE_DROP_TRANSPORT);
+    drop(eng, qp, pi, UROCE_DROP_TRANSPORT);
     return 0;
   }
   /* One P_Key table entry: the default partition, full membership. */
   if ((uroce_bth_pkey(pi->bth) & 0x7FFF) != 0x7FFF) {
-    drop(eng, UROCE_DROP_PKEY);
+    drop(eng, qp, pi, UROCE_DROP_PKEY);
     return 0;
   }
   if (rx->ecn == 3 && qp->state != UROCE_QPS_RESET) {
@@ -753,13 +771,13 @@ int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
     mp_peer(qp, rx);
   if (pi->op->mask & UROCE_OPM_REQ) {
     if (!qp_can_recv(qp)) {
-      drop(eng, UROCE_DROP_QP_STATE);
+      drop(eng, qp, pi, UROCE_DROP_QP_STATE);
       return 0;
     }
     resp_rx(qp, rx, now);
   } else {
     if (qp->state != UROCE_QPS_RTS && qp->state != UROCE_QPS_SQD) {
-      drop(eng, UROCE_DROP_QP_STATE);
+      drop(eng, qp, pi, UROCE_DROP_QP_STATE);
       return 0;
     }
     comp_rx(qp, rx, now);
@@ -787,6 +805,7 @@ static int cnp_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
   qp->cnp_pending = false;
   qp->last_cnp = now;
   qp->eng->stats.cnps_tx++;
+  qp_trace(qp, UROCE_TR_CNP_TX, 0, 0, 0);
   return 1;
 }
 
@@ -997,8 +1016,10 @@ int uroce_eng_handle_expiry(struct uroce_eng *eng, uint64_t now) {
     qsort(eng->dirty, ndue, sizeof(*eng->dirty), by_seqno);
   for (uint32_t k = 0; k < ndue; k++) {
     struct uroce_qp *qp = eng->dirty[k];
-    if (eng->cc->next_expiry(qp->cc_state) <= now)
+    if (eng->cc->next_expiry(qp->cc_state) <= now) {
       eng->cc->handle_expiry(qp->cc_state, now);
+      qp_trace_cc(qp, now, UROCE_TRC_TIMER);
+    }
     if (qp->resp.ack_deadline <= now) {
       qp->resp.ack_deadline = UINT64_MAX;
       qp->resp.ack_now = true;

@@ -134,6 +134,68 @@ struct uroce_eng_stats {
   uint64_t inflight_waits; /* a QP waited for the device's in-flight bound */
 };
 
+/* ---- trace ---- */
+
+/* What the engine can tell a trace hook, one event per protocol step
+ * (docs/transport.md "Trace"). Each kind says what a and b hold. */
+enum uroce_trace_kind {
+  UROCE_TR_QP_STATE, /* the QP's state changed: a from, b to (enum
+                        uroce_qp_state) */
+  UROCE_TR_REQ,      /* the requester's state changed: a from, b to */
+  UROCE_TR_RESP,     /* a responder step for the packet at psn: a state */
+  UROCE_TR_COMP,     /* a completer step for the packet at psn: a state */
+  UROCE_TR_GO_BACK,  /* go-back-N from psn: a enum uroce_trace_cause */
+  UROCE_TR_RESEND,   /* multipath: psn sent again, a the cause */
+  UROCE_TR_NAK_TX,   /* a NAK for psn sent: a its AETH syndrome */
+  UROCE_TR_NAK_RX,   /* a NAK for psn received: a its AETH syndrome */
+  UROCE_TR_TIMEOUT,  /* the retransmit timer fired: a the cause (timeout
+                        or probe), b the retries left (7: unlimited) */
+  UROCE_TR_CNP_TX,   /* a CNP sent (a CE-marked packet came in) */
+  UROCE_TR_CNP_RX,   /* a CNP received */
+  UROCE_TR_CC,       /* congestion control changed its decision: rate
+                        (bits/s, 0: unpaced) or cwnd (bytes, 0: none);
+                        a the cause. Every cut is told, a rise once it
+                        is 1/64 above the last value told */
+  UROCE_TR_DROP,     /* a received packet dropped: a enum uroce_drop;
+                        qpn 0 when it named no QP of this engine */
+  UROCE_TR_COUNT
+};
+
+enum uroce_trace_cause {
+  UROCE_TRC_NAK,     /* a sequence NAK */
+  UROCE_TRC_RNR,     /* an RNR NAK */
+  UROCE_TRC_TIMEOUT, /* the retransmit timer */
+  UROCE_TRC_GAP,     /* a response or ACK showed earlier PSNs missing */
+  UROCE_TRC_PROBE,   /* multipath: the probe timer */
+  UROCE_TRC_CNP,     /* congestion control: a CNP */
+  UROCE_TRC_ACK,     /* congestion control: an acknowledgement */
+  UROCE_TRC_RTT,     /* congestion control: a round-trip sample */
+  UROCE_TRC_TIMER,   /* congestion control: its own timer */
+  UROCE_TRC_COUNT
+};
+
+struct uroce_trace_ev {
+  uint64_t t_ns;       /* the engine's time */
+  uint64_t rate, cwnd; /* UROCE_TR_CC */
+  uint32_t qpn, psn;
+  uint8_t kind;    /* enum uroce_trace_kind */
+  uint8_t qp_type; /* enum uroce_qp_type */
+  uint8_t a, b;
+};
+
+typedef void (*uroce_trace_fn)(void *ctx, const struct uroce_trace_ev *ev);
+
+/* Calls fn(ctx, ev) for every event from now on (NULL fn: none, the
+ * default). fn runs inside the engine call that caused the event and
+ * must not call into the engine. */
+void uroce_eng_set_trace(struct uroce_eng *eng, uroce_trace_fn fn, void *ctx);
+/* Writes ev's fields as JSON members without the braces ("ev": "nak_rx",
+ * "qpn": 1234, ...; names, not numbers) into buf; returns the length, or
+ * -1 if n was too small. The time is left to the caller. */
+int uroce_trace_json(const struct uroce_trace_ev *ev, char *buf, size_t n);
+/* The name of an event kind ("qp_state", ...), "?" if out of range. */
+const char *uroce_trace_kind_name(int kind);
+
 /* Creates an engine. Returns 0, UROCE_ERR_INVALID_ARGUMENT, -ENOMEM. */
 int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg);
 /* Destroys the engine and every object it still owns. */

@@ -117,6 +117,8 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
   eng->cc->init(qp->cc_state, eng->now);
   if (eng->cc->set_params && eng->cfg.cc_params)
     eng->cc->set_params(qp->cc_state, eng->cfg.cc_params, eng->now);
+  qp->tr_rate = eng->cc->rate ? eng->cc->rate(qp->cc_state) : 0;
+  qp->tr_cwnd = eng->cc->cwnd ? eng->cc->cwnd(qp->cc_state) : 0;
   pd->refs++;
   qp->scq->refs++;
   qp->rcq->refs++;
@@ -438,6 +440,8 @@ int uroce_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *a,
     qp->state = (uint8_t)next;
     break;
   }
+  if (qp->state != cur && next != UROCE_QPS_ERR) /* (qp_to_error told) */
+    qp_trace(qp, UROCE_TR_QP_STATE, 0, (uint8_t)cur, qp->state);
   qp->resp.nres = qp->max_dest_rd_atomic;
   eng_charge(qp->eng, qp);
   eng_sched(qp->eng, qp);
@@ -574,6 +578,7 @@ static void flush_sq(struct uroce_qp *qp) {
 
 void qp_to_error(struct uroce_qp *qp) {
   eng_touch(qp->eng, qp);
+  qp_trace(qp, UROCE_TR_QP_STATE, 0, qp->state, UROCE_QPS_ERR);
   qp->state = UROCE_QPS_ERR;
   qp->req.state = REQST_ERROR;
   flush_sq(qp);
@@ -589,6 +594,7 @@ void qp_to_error(struct uroce_qp *qp) {
 
 void qp_to_sqe(struct uroce_qp *qp) {
   eng_touch(qp->eng, qp);
+  qp_trace(qp, UROCE_TR_QP_STATE, 0, qp->state, UROCE_QPS_SQE);
   qp->state = UROCE_QPS_SQE;
   qp->req.state = REQST_ERROR;
   flush_sq(qp);

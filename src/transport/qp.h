@@ -433,6 +433,7 @@ struct uroce_qp {
   uint64_t last_cnp;
   uint8_t cnp_dgid[16];
   uint32_t cnp_dqpn;
+  uint64_t tr_rate, tr_cwnd; /* the congestion decision last traced */
 };
 
 #define QP_HASH_EMPTY 0
@@ -460,7 +461,33 @@ struct uroce_eng {
   /* async event ring */
   struct uroce_async_event ev[64];
   uint32_t ev_head, ev_tail;
+  uroce_trace_fn trace; /* NULL: no trace */
+  void *trace_ctx;
 };
+
+/* ---- trace.c ---- */
+/* Every event goes through these two, called only while eng->trace is
+ * set (qp may be NULL for a packet that named no QP). */
+void eng_trace_ev(struct uroce_eng *eng, const struct uroce_qp *qp,
+                  uint8_t kind, uint32_t psn, uint8_t a, uint8_t b);
+void eng_trace_cc(struct uroce_qp *qp, uint64_t now, uint8_t cause);
+static inline void qp_trace(struct uroce_qp *qp, uint8_t kind, uint32_t psn,
+                            uint8_t a, uint8_t b) {
+  if (__builtin_expect(qp->eng->trace != 0, 0))
+    eng_trace_ev(qp->eng, qp, kind, psn, a, b);
+}
+/* After a congestion-control hook: an event if its decision moved. */
+static inline void qp_trace_cc(struct uroce_qp *qp, uint64_t now,
+                               uint8_t cause) {
+  if (__builtin_expect(qp->eng->trace != 0, 0))
+    eng_trace_cc(qp, now, cause);
+}
+/* Counts a dropped packet, and traces it. */
+static inline void qp_dropped(struct uroce_qp *qp, enum uroce_drop why,
+                              uint32_t psn) {
+  qp->eng->stats.drops[why]++;
+  qp_trace(qp, UROCE_TR_DROP, psn, (uint8_t)why, 0);
+}
 
 /* ---- engine.c ---- */
 /* Gives qp a free random QPN, or 1 when gsi (UROCE_ERR_BUSY if taken). */

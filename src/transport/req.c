@@ -55,6 +55,7 @@ void req_rtt(struct uroce_qp *qp, uint64_t now) {
   if (r->sampling && uroce_psn_cmp(qp->comp.psn, r->sample_psn) > 0) {
     r->sampling = false;
     qp->eng->cc->on_rtt(qp->cc_state, now, now - r->sample_ts);
+    qp_trace_cc(qp, now, UROCE_TRC_RTT);
   }
 }
 
@@ -406,6 +407,8 @@ static int retx_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
     }
     struct gcur cur = seek(w, k.off);
     build(qp, w, &k, &cur, tx);
+    qp_trace(qp, UROCE_TR_RESEND, p,
+             *mp_tx_st(qp, p) & TX_PROBE ? UROCE_TRC_PROBE : UROCE_TRC_GAP, 0);
     mp_sent(qp, p, k.psns, wr_is_rd_atomic(w->opcode), now);
     qp->eng->stats.retx_pkts++;
     qp->eng->stats.mp_retx_pkts++;
@@ -475,8 +478,10 @@ int req_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now) {
     return 1;
   run_local(qp);
   enum req_state st = req_check(qp, now);
-  if (r->state != REQST_ERROR)
+  if (r->state != REQST_ERROR && r->state != st) {
+    qp_trace(qp, UROCE_TR_REQ, r->psn, r->state, (uint8_t)st);
     r->state = (uint8_t)st;
+  }
   if (st != REQST_SEND)
     return 0;
   struct swqe *w = sq_at(qp, r->idx);

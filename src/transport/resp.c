@@ -706,7 +706,7 @@ static void mp_dup_read(struct resp_pkt *p) {
 
 static enum resp_state duplicate(struct resp_pkt *p) {
   struct uroce_qp *qp = p->qp;
-  qp->eng->stats.drops[UROCE_DROP_DUPLICATE]++;
+  qp_dropped(qp, UROCE_DROP_DUPLICATE, p->psn);
   /* Told in the next SACK (D-SACK): a SEND or WRITE packet again means a
    * needless resend; a READ or atomic again is how their lost responses
    * are asked for. */
@@ -1107,12 +1107,12 @@ static enum resp_state err_length(struct resp_pkt *p) {
   r->rcv_len = 0;
   if (p->uc)
     r->drop_msg = !p->last;
-  qp->eng->stats.drops[UROCE_DROP_TOO_LONG]++;
+  qp_dropped(qp, UROCE_DROP_TOO_LONG, p->psn);
   return RESPST_DONE;
 }
 
 static enum resp_state drop_pkt(struct resp_pkt *p) {
-  p->qp->eng->stats.drops[p->why]++;
+  qp_dropped(p->qp, p->why, p->psn);
   return RESPST_DONE;
 }
 
@@ -1194,8 +1194,10 @@ void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
   enum resp_state st = RESPST_CHK_PSN;
   if (qp_mp(qp) && !qp->resp.mp_st && mp_rx_alloc(qp))
     st = drop(&p, UROCE_DROP_NO_MEM); /* as if lost: it is sent again */
-  while (st != RESPST_DONE)
+  while (st != RESPST_DONE) {
+    qp_trace(qp, UROCE_TR_RESP, p.psn, (uint8_t)st, 0);
     st = resp_step(&p, st);
+  }
 }
 
 /* ---- packets out ---- */
@@ -1314,6 +1316,7 @@ static int ack_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx) {
   struct resp *r = &qp->resp;
   if (r->nak_pending) {
     put_ack_hdr(qp, tx, UROCE_OP_ACK, r->nak_psn, r->nak_syn, 0);
+    qp_trace(qp, UROCE_TR_NAK_TX, r->nak_psn, r->nak_syn, 0);
     r->nak_pending = false;
     r->ack_pending = r->ack_now = false;
     r->unacked = 0;

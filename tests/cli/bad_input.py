@@ -105,6 +105,10 @@ def bad_values(uroce):
     r(uroce, ["perf", "write", "bw", "--bogus"], "'--bogus'", code=2)
     r(uroce, ["perf", "write", "bw", "--pcap", "/nonexistent/dir/x.pcap"],
       "--pcap '/nonexistent/dir/x.pcap'", "No such file")
+    r(uroce, ["perf", "write", "bw", "--trace", "/nonexistent/dir/t.jsonl"],
+      "--trace '/nonexistent/dir/t.jsonl'", "No such file")
+    r(uroce, ["perf", "write", "bw"], "UROCE_TRACE=/nonexistent/dir/t",
+      "No such file", env={"UROCE_TRACE": "/nonexistent/dir/t"})
     r(uroce, ["perf", "write", "bw", "-s", "10x"], "--size '10x'")
     r(uroce, ["perf", "write", "bw", "-p", "0"], "'0'")
     r(uroce, ["perf", "write", "bw", "--udp-port", "99999"],
@@ -131,6 +135,33 @@ def bad_values(uroce):
     r(uroce, ["run", "--pcap", "/nonexistent/dir/x.pcap", "--", "true"],
       "--pcap '/nonexistent/dir/x.pcap'")
     r(uroce, ["run", "--bogus", "--", "true"], "'--bogus'")
+    r(uroce, ["run", "--trace", "/nonexistent/dir/t.jsonl", "--", "true"],
+      "--trace '/nonexistent/dir/t.jsonl'", "No such file")
+    # trace: files that are not traces, bad options
+    r(uroce, ["trace", "/nonexistent/t.jsonl"], "/nonexistent/t.jsonl",
+      "No such file", code=1)
+    r(uroce, ["trace", "/dev/null"], "/dev/null", "no trace events", code=1)
+    r(uroce, ["trace", "/etc/passwd"], "/etc/passwd", "no trace events")
+    r(uroce, ["trace", "/"], "/: Is a directory", code=1)
+    r(uroce, ["trace", "--qp", "-1", "/dev/null"], "--qp '-1'", code=2)
+    r(uroce, ["trace", "--qp", "2x", "/dev/null"], "--qp '2x'", code=2)
+    r(uroce, ["trace", "--qp", "16777216", "/dev/null"], "--qp '16777216'")
+    r(uroce, ["trace"], "usage", code=2)
+    r(uroce, ["trace", "--bogus", "x"], "bogus", code=2)
+    # sim --trace: only where it can mean something
+    example = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "..", "..", "examples", "sim", "incast_pfc.yaml")
+    r(uroce, ["sim", "-q", "--no-plots", "-o", "/tmp/uroce-bad-sim",
+              "--trace", "/nonexistent/dir/t.jsonl", example],
+      "/nonexistent/dir/t.jsonl", "No such file")
+    simple = "/tmp/uroce-bad-simple.yaml"
+    with open(example) as f, open(simple, "w") as g:
+        g.write(f.read().replace("transport:", "transport:\n  model: simple"))
+    r(uroce, ["sim", "-q", "--no-plots", "-o", "/tmp/uroce-bad-sim",
+              "--trace", "/tmp/uroce-bad-t.jsonl", simple],
+      "trace needs the uroce host model")
+    r(uroce, ["sim", "--trace", "/tmp/t.jsonl", "--compare", "a.yaml",
+              "b.yaml"], "--trace", "--compare", code=2)
     r(uroce, ["run", "--addr"], "--addr needs a value")
     # pktgen
     r(uroce, ["pktgen", "--random", "-1", "--out", "/tmp/x.pcap"],
