@@ -6,6 +6,14 @@ and no utilisation above 100%; a collective's headline agrees with
 summary.json, is non-zero, and never beats its bound; bad scenario files
 (/dev/zero among them) are refused quickly with a message naming them.
 
+Golden outputs: each example's results (summary.json without its
+settings, version and event count) must equal tests/sim/golden/<example>.json,
+integers and strings exactly, other numbers within a relative 1e-9; a
+difference is listed key by key. A change in behaviour updates them in the
+same commit, saying why: `tests/sim/check_outputs.py --update-golden`
+reruns every example and rewrites them (and removes those of examples that
+are gone).
+
 Slow examples run shortened (smaller sizes or fabrics, the same kind of
 workload, so the same plots); an example without an entry below runs as
 shipped, so a new example is covered by default. Exit 77 (skipped) when
@@ -14,12 +22,25 @@ gnuplot is missing and everything else passed."""
 import argparse
 import glob
 import json
+import math
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+GOLDEN = os.path.join(HERE, "golden")
+# summary.json's keys that are no result: the settings (resolved: every
+# one, defaults filled in; the results show what they changed), the
+# version, and the event count (an implementation detail: a change in
+# how events are scheduled changes it and nothing else). --reproducible
+# leaves out the wall-clock fields already; they are listed in case.
+NOT_GOLDEN = {"uroce_version", "resolved", "events", "wall_s", "events_per_s"}
+REL_TOL = 1e-9
 
 # Per example: (pattern, replacement) applied to the YAML text.
 SHORTEN = {
@@ -65,20 +86,26 @@ def scenario_copy(src, dst_dir):
     it names (paths in a scenario are relative to it)."""
     name = os.path.basename(src)
     text = open(src).read()
+    applied = []
     for pat, rep in SHORTEN.get(name, []):
         new = re.sub(pat, rep, text)
         check(new != text, "%s: shortening '%s' no longer applies" % (name, pat))
+        if new != text:
+            applied.append([pat, rep])
         text = new
     sub = os.path.basename(os.path.dirname(src))
     for pat, rep in SHORTEN_DIR.get(sub, []):
-        text = re.sub(pat, rep, text)
+        new = re.sub(pat, rep, text)
+        if new != text:
+            applied.append([pat, rep])
+        text = new
     for f in glob.glob(os.path.join(os.path.dirname(src), "*")):
         if not f.endswith(".yaml") and os.path.isfile(f):
             shutil.copy(f, dst_dir)
     dst = os.path.join(dst_dir, name)
     with open(dst, "w") as f:
         f.write(text)
-    return dst
+    return dst, applied
 
 
 def csv_rows(path):
@@ -265,13 +292,134 @@ def bad_inputs(uroce, work):
                                                 p.stderr.strip()[:100]))
 
 
+def golden_doc(key, applied, out):
+    """What the golden file of an example holds: which example, how it was
+    shortened, and its results."""
+    s = json.load(open(os.path.join(out, "summary.json")))
+    return {"example": "examples/sim/%s.yaml" % key,
+            "shortened": applied,
+            "results": {k: v for k, v in s.items() if k not in NOT_GOLDEN}}
+
+
+ABSENT = object()  # a key or list item one side lacks
+
+
+def diff(old, new, path, out):
+    """Appends (path, old, new) for every leaf where new differs from old:
+    integers, booleans and strings exactly, other numbers within REL_TOL."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for k in old:
+            p = "%s.%s" % (path, k) if path else k
+            if k in new:
+                diff(old[k], new[k], p, out)
+            else:
+                out.append((p, old[k], ABSENT))
+        for k in new:
+            if k not in old:
+                out.append(("%s.%s" % (path, k) if path else k, ABSENT,
+                            new[k]))
+    elif isinstance(old, list) and isinstance(new, list):
+        for i in range(max(len(old), len(new))):
+            p = "%s[%d]" % (path, i)
+            if i >= len(new):
+                out.append((p, old[i], ABSENT))
+            elif i >= len(old):
+                out.append((p, ABSENT, new[i]))
+            else:
+                diff(old[i], new[i], p, out)
+    else:
+        num = (int, float)
+        if (isinstance(old, num) and isinstance(new, num) and
+                not isinstance(old, bool) and not isinstance(new, bool) and
+                (isinstance(old, float) or isinstance(new, float))):
+            same = math.isclose(old, new, rel_tol=REL_TOL, abs_tol=0.0)
+        else:
+            same = type(old) is type(new) and old == new
+        if not same:
+            out.append((path, old, new))
+
+
+def dumps(o, ind=""):
+    """JSON with one value a line, but a list of plain values on one line
+    (a diff then shows the figure that changed and its key)."""
+    inner = ind + "  "
+    if isinstance(o, dict) and o:
+        return "{\n%s\n%s}" % (",\n".join(
+            "%s%s: %s" % (inner, json.dumps(k), dumps(v, inner))
+            for k, v in o.items()), ind)
+    if (isinstance(o, list) and o and
+            any(isinstance(v, (dict, list)) for v in o)):
+        return "[\n%s\n%s]" % (",\n".join(
+            inner + dumps(v, inner) for v in o), ind)
+    return json.dumps(o)
+
+
+def golden(key, doc, update):
+    """Compares an example's results with its golden file, or (update)
+    writes the file. Returns whether they matched."""
+    path = os.path.join(GOLDEN, key + ".json")
+    rel = os.path.relpath(path, ROOT)
+    if update:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        text = dumps(doc) + "\n"
+        old = open(path).read() if os.path.exists(path) else None
+        if old != text:
+            with open(path, "w") as f:
+                f.write(text)
+            print("  %s %s" % ("updated" if old else "created", rel),
+                  flush=True)
+        return True
+    if not os.path.exists(path):
+        fail("%s: no golden output %s (a new example?)" % (key, rel))
+        return False
+    d = []
+    diff(json.load(open(path)), doc, "", d)
+    if not d:
+        return True
+    def show(v):
+        return "(absent)" if v is ABSENT else json.dumps(v)
+    lines = ["    %s: %s -> %s" % (p, show(o), show(n)) for p, o, n in d[:40]]
+    if len(d) > 40:
+        lines.append("    ... and %d more" % (len(d) - 40))
+    fail("%s: results differ from %s (%d values, golden -> now):\n%s" %
+         (key, rel, len(d), "\n".join(lines)))
+    return False
+
+
+def stale_goldens(keys, update):
+    """Golden files whose example is gone: removed when updating, else a
+    failure. Returns how many."""
+    n = 0
+    for path in sorted(glob.glob(os.path.join(GOLDEN, "**", "*.json"),
+                                 recursive=True)):
+        key = os.path.relpath(path, GOLDEN)[:-5]
+        if key in keys:
+            continue
+        rel = os.path.relpath(path, ROOT)
+        if update:
+            os.remove(path)
+            print("  removed %s (no such example)" % rel, flush=True)
+        else:
+            fail("%s: golden output of an example that is gone" % rel)
+        n += 1
+    return n
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--uroce", required=True)
-    ap.add_argument("--examples", required=True)
-    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--uroce", default=os.path.join(ROOT, "build", "uroce"),
+                    help="the uroce binary (default: build/uroce)")
+    ap.add_argument("--examples", default=os.path.join(ROOT, "examples", "sim"))
+    ap.add_argument("--workdir", help="where the runs go (emptied first; "
+                    "default: a temporary directory, kept if a check fails)")
+    ap.add_argument("--update-golden", action="store_true",
+                    help="write tests/sim/golden/ from this run instead of "
+                    "comparing with it")
     a = ap.parse_args()
     have_gnuplot = shutil.which("gnuplot") is not None
+    tmp = not a.workdir
+    if tmp:
+        a.workdir = tempfile.mkdtemp(prefix="uroce-sim-examples-")
     shutil.rmtree(a.workdir, ignore_errors=True)
     os.makedirs(a.workdir)
     scen = os.path.join(a.workdir, "scenarios")
@@ -282,9 +430,13 @@ def main():
     for name in SHORTEN:
         check(os.path.exists(os.path.join(a.examples, name)),
               "shortening for %s, which is gone" % name)
+    keys = set()
+    changed = 0
     for ex in examples:
         name = os.path.basename(ex)[:-5]
-        y = scenario_copy(ex, scen)
+        key = os.path.relpath(ex, a.examples)[:-5]
+        keys.add(key)
+        y, applied = scenario_copy(ex, scen)
         out = os.path.join(a.workdir, name)
         t0 = time.time()
         cmd = [a.uroce, "sim", "-q", "--reproducible", "-o", out, y]
@@ -300,16 +452,34 @@ def main():
         m = re.search(r"^name: *(\S+)", open(y).read(), re.M)
         check_run(m.group(1) if m else name, out, p.stdout, p.stderr,
                   have_gnuplot)
+        if not golden(key, golden_doc(key, applied, out), a.update_golden):
+            changed += 1
         same_on_threads(a.uroce, y, out, name)
+    if os.path.realpath(a.examples) == os.path.join(ROOT, "examples", "sim"):
+        # (another folder of examples has no goldens to go stale)
+        changed += stale_goldens(keys, a.update_golden)
     compare(a.uroce, scen, a.workdir, have_gnuplot)
     bad_inputs(a.uroce, a.workdir)
     if failures:
         print("%d failures" % len(failures))
+        if changed:
+            print("%d examples' results differ from tests/sim/golden/ (or "
+                  "have none, or none is left). If the change is meant, "
+                  "regenerate the golden outputs and commit them with the "
+                  "change, saying why in its message:\n  "
+                  "tests/sim/check_outputs.py --update-golden --uroce %s" %
+                  (changed, os.path.abspath(a.uroce)))
+        if tmp:
+            print("runs kept in %s" % a.workdir)
         return 1
+    if tmp:
+        shutil.rmtree(a.workdir, ignore_errors=True)
     if not have_gnuplot:
         print("gnuplot missing: PNGs not checked")
         return 77
-    print("all examples: plots, rates, bounds and headlines check out")
+    print("all examples: plots, rates, bounds and headlines check out; "
+          "results %s" % ("written to tests/sim/golden/" if a.update_golden
+                          else "as in tests/sim/golden/"))
     return 0
 
 
