@@ -139,9 +139,11 @@ op_alloc_parent_domain(struct ibv_context *context,
 
 /* Access bits uroce honours; the others are hints (relaxed ordering, huge
  * pages, optional-range bits) that change nothing without a real NIC.
- * IBV_ACCESS_ON_DEMAND is how uroce always works (nothing is pinned); an
- * implicit on-demand registration of the whole address space is not
- * offered (IBV_ODP_SUPPORT_IMPLICIT unset). */
+ * IBV_ACCESS_ON_DEMAND is accepted: registered pages are locked (mem/pin.c)
+ * and every remote access probes them first, so memory unmapped under a
+ * region answers an access error either way; an implicit on-demand
+ * registration of the whole address space is not offered
+ * (IBV_ODP_SUPPORT_IMPLICIT unset). */
 #define UV_ACCESS_UNSUPPORTED IBV_ACCESS_ZERO_BASED
 
 /* A registration of [addr, addr + length) that work requests and peers

@@ -215,10 +215,12 @@ UROCE_EXPORT int uroce_resize_cq(struct uroce_cq *cq, uint32_t cqe);
 /* Drops the completions of QP qp_num that wait in the CQ, as a NIC's
  * driver does when the QP is reset. Returns how many. */
 UROCE_EXPORT int uroce_clean_cq(struct uroce_cq *cq, uint32_t qp_num);
-/* Takes completions without the device lock. With a progress thread, a
- * poll that finds none runs the device once itself unless another thread
- * is at it (never waiting for it), then looks again. Returns the number
- * of completions taken (0..n), or UROCE_ERR_CQ_OVERFLOW. */
+/* Takes completions under the CQ's own lock, not the device's. A poll
+ * that finds none runs the device once itself (waiting for the device
+ * lock if another thread holds it: one thread makes progress at a time),
+ * then looks again; see uroce_device_poll_sleep for when it may also wait
+ * in the kernel. Returns the number of completions taken (0..n), or
+ * UROCE_ERR_CQ_OVERFLOW. */
 UROCE_EXPORT int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc);
 /* Arms the CQ: its channel gets an event for the next completion.
  * UROCE_ERR_INVALID_ARGUMENT if the CQ has no channel. solicited_only is
