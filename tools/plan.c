@@ -156,9 +156,7 @@ static int evaluate(struct plan_run *pr, const struct opts *op, char *err,
       snprintf(r->why, sizeof r->why, "analytical only: --analytical");
     else if (plan_probe_possible(sp, &r->o, r->why, sizeof r->why)) {
       r->simulated = true;
-      uint32_t k =
-          sp->a2a_phases < r->o.servers - 1 ? sp->a2a_phases : r->o.servers - 1;
-      pr->total += 1 + k;
+      pr->total += 1 + plan_a2a_probes(sp, &r->o);
     }
   }
   free(tmp);
@@ -339,8 +337,9 @@ static void print_calibration(FILE *f, const struct plan_run *pr) {
               pr->sp.probe_bytes / 1024, "option", "ring mod", "hashed", "sim",
               "ratio", "a2a mod", "hashed", "sim", "ratio", "step", "wall s");
     any = true;
+    bool a2a = r->ph_sim.a2a;
     double a = agree(r->probe_cal_us[0], r->probe_sim_us[0]);
-    double b = agree(r->probe_cal_us[1], r->probe_sim_us[1]);
+    double b = a2a ? agree(r->probe_cal_us[1], r->probe_sim_us[1]) : 1;
     double c = agree(r->model.t_step_s, r->sim.t_step_s);
     double w = fmax(fabs(a - 1), fabs(b - 1));
     bool out = outside_model(r);
@@ -349,17 +348,21 @@ static void print_calibration(FILE *f, const struct plan_run *pr) {
     else
       worst = fmax(worst, w);
     bool h = r->ph_sim.ring_hashed > 0;
-    char hr[16] = "-", ha[16] = "-";
-    if (h) {
+    char hr[16] = "-", am[16] = "-", ha[16] = "-", as[16] = "-", ab[16] = "-";
+    if (h)
       snprintf(hr, sizeof hr, "%.2f", r->probe_cal_us[0]);
+    if (h && a2a)
       snprintf(ha, sizeof ha, "%.2f", r->probe_cal_us[1]);
+    if (a2a) { /* no all-to-all in the step: none probed */
+      snprintf(am, sizeof am, "%.2f", r->probe_model_us[1]);
+      snprintf(as, sizeof as, "%.2f", r->probe_sim_us[1]);
+      snprintf(ab, sizeof ab, "%.3f", b);
     }
     fprintf(f,
-            "%-30s %8.2f %8s %8.2f %6.3f | %8.2f %8s %8.2f %6.3f | %6.3f "
+            "%-30s %8.2f %8s %8.2f %6.3f | %8s %8s %8s %6s | %6.3f "
             "%6.1f%s\n",
-            r->o.name, r->probe_model_us[0], hr, r->probe_sim_us[0], a,
-            r->probe_model_us[1], ha, r->probe_sim_us[1], b, c, r->st.wall_s,
-            out ? "  (*)" : "");
+            r->o.name, r->probe_model_us[0], hr, r->probe_sim_us[0], a, am, ha,
+            as, ab, c, r->st.wall_s, out ? "  (*)" : "");
   }
   if (any)
     fprintf(f,
@@ -490,16 +493,20 @@ static void write_json(FILE *f, const struct plan_run *pr) {
     fprintf(f, ",\n     \"sim\": ");
     if (r->simulated) {
       json_perf(f, &r->sim);
+      char a2a[160] = "\"a2a_probe_model_us\": null, \"a2a_probe_hashed_us\": "
+                      "null, \"a2a_probe_sim_us\": null";
+      if (r->ph_sim.a2a)
+        snprintf(a2a, sizeof a2a,
+                 "\"a2a_probe_model_us\": %.3f, \"a2a_probe_hashed_us\": "
+                 "%.3f, \"a2a_probe_sim_us\": %.3f",
+                 r->probe_model_us[1], r->probe_cal_us[1], r->probe_sim_us[1]);
       fprintf(f,
               ",\n     \"calibration\": {\"ring_probe_model_us\": %.3f, "
               "\"ring_probe_hashed_us\": %.3f, "
-              "\"ring_probe_sim_us\": %.3f, \"a2a_probe_model_us\": %.3f, "
-              "\"a2a_probe_hashed_us\": %.3f, "
-              "\"a2a_probe_sim_us\": %.3f, \"sim_wall_s\": %.2f, "
+              "\"ring_probe_sim_us\": %.3f, %s, \"sim_wall_s\": %.2f, "
               "\"sim_events\": %llu, \"sim_drops\": %llu, \"sim_pauses\": "
               "%llu, \"outside_model\": %s}",
-              r->probe_model_us[0], r->probe_cal_us[0], r->probe_sim_us[0],
-              r->probe_model_us[1], r->probe_cal_us[1], r->probe_sim_us[1],
+              r->probe_model_us[0], r->probe_cal_us[0], r->probe_sim_us[0], a2a,
               r->st.wall_s, (unsigned long long)r->st.events,
               (unsigned long long)r->st.drops, (unsigned long long)r->st.pauses,
               outside_model(r) ? "true" : "false");
@@ -562,11 +569,15 @@ static void write_calibration_csv(FILE *f, const struct plan_run *pr) {
              "sim_wall_s\n");
   for (uint32_t i = 0; i < pr->n; i++) {
     const struct result *r = &pr->r[i];
-    if (r->simulated)
-      fprintf(f, "%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.2f\n", r->o.name,
-              r->probe_model_us[0], r->probe_cal_us[0], r->probe_sim_us[0],
-              r->probe_model_us[1], r->probe_cal_us[1], r->probe_sim_us[1],
-              r->model.t_step_s * 1e3, r->sim.t_step_s * 1e3, r->st.wall_s);
+    if (!r->simulated)
+      continue;
+    char a2a[80] = ",,"; /* empty: the step has no all-to-all */
+    if (r->ph_sim.a2a)
+      snprintf(a2a, sizeof a2a, "%.3f,%.3f,%.3f", r->probe_model_us[1],
+               r->probe_cal_us[1], r->probe_sim_us[1]);
+    fprintf(f, "%s,%.3f,%.3f,%.3f,%s,%.4f,%.4f,%.2f\n", r->o.name,
+            r->probe_model_us[0], r->probe_cal_us[0], r->probe_sim_us[0], a2a,
+            r->model.t_step_s * 1e3, r->sim.t_step_s * 1e3, r->st.wall_s);
   }
 }
 

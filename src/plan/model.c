@@ -255,6 +255,13 @@ uint32_t plan_a2a_shift(uint32_t servers, uint32_t k, uint32_t j) {
   return 1 + (uint32_t)((uint64_t)j * (servers - 1) / k);
 }
 
+uint32_t plan_a2a_probes(const struct plan_spec *sp,
+                         const struct plan_option *o) {
+  if (sp->coll_bytes[PLAN_C_ALLTOALL] <= 0 || o->servers < 2)
+    return 0;
+  return sp->a2a_phases < o->servers - 1 ? sp->a2a_phases : o->servers - 1;
+}
+
 void plan_model_phases(const struct plan_spec *sp, const struct plan_option *o,
                        struct plan_phase_times *ph) {
   memset(ph, 0, sizeof *ph);
@@ -263,13 +270,14 @@ void plan_model_phases(const struct plan_spec *sp, const struct plan_option *o,
   if (o->servers < 2)
     return;
   ph->ring_factor = shift_factor(o, 1, sp->probe_bytes, ph);
-  uint32_t k =
-      sp->a2a_phases < o->servers - 1 ? sp->a2a_phases : o->servers - 1;
+  uint32_t k = plan_a2a_probes(sp, o);
   double sum = 0;
   for (uint32_t j = 0; j < k; j++)
     sum +=
         shift_factor(o, plan_a2a_shift(o->servers, k, j), sp->probe_bytes, ph);
-  ph->a2a_factor = sum / k;
+  ph->a2a = k > 0;
+  if (k)
+    ph->a2a_factor = sum / k;
 }
 
 double plan_probe_latency_us(const struct plan_option *o) {

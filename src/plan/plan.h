@@ -218,6 +218,9 @@ struct plan_phase_times {
    * placed them (the analytical factor given that placement); 0 if not
    * ECMP. */
   double ring_hashed, a2a_hashed;
+  /* The all-to-all phases were probed (the step has an all-to-all);
+   * otherwise a2a_factor is 1 and means nothing. */
+  bool a2a;
   /* A lossy fabric offered more than a link's rate in some phase: drops
    * and their recovery are outside the analytical model. */
   bool lossy_saturated;
@@ -250,6 +253,11 @@ void plan_model_phases(const struct plan_spec *sp, const struct plan_option *o,
                        struct plan_phase_times *ph);
 /* Shift (in servers) of sampled all-to-all phase j of k. */
 uint32_t plan_a2a_shift(uint32_t servers, uint32_t k, uint32_t j);
+/* How many all-to-all shift phases to probe for option o: a2a_phases,
+ * at most one per other server, and none when the step has no
+ * all-to-all (its factor would be measured for nothing). */
+uint32_t plan_a2a_probes(const struct plan_spec *sp,
+                         const struct plan_option *o);
 /* Time the last flow of a probe phase needs besides its bytes: the path's
  * propagation there and back and store-and-forward at each switch (us). */
 double plan_probe_latency_us(const struct plan_option *o);

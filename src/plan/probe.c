@@ -183,8 +183,7 @@ int plan_probe(const struct plan_spec *sp, const struct plan_option *o,
   double t = phase(s, o, 1, bytes, &hr);
   if (progress)
     progress(arg, "ring");
-  uint32_t k =
-      sp->a2a_phases < o->servers - 1 ? sp->a2a_phases : o->servers - 1;
+  uint32_t k = plan_a2a_probes(sp, o);
   double sum = 0;
   for (uint32_t j = 0; j < k && t >= 0; j++) {
     double hj;
@@ -203,9 +202,10 @@ int plan_probe(const struct plan_spec *sp, const struct plan_option *o,
     return -1;
   }
   ph->ring_factor = fmax(t - lat, 0) / ideal_us;
-  ph->a2a_factor = sum / k;
+  ph->a2a = k > 0;
+  ph->a2a_factor = k ? sum / k : 1;
   ph->ring_hashed = hr;
-  ph->a2a_hashed = hsum / k;
+  ph->a2a_hashed = k ? hsum / k : 0;
   ph->valid = true;
   const struct sim_stats *ss = sim_stats(s);
   st->events = ss->events;
