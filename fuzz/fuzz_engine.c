@@ -2,13 +2,15 @@
  * in several states, all with work outstanding.
  *
  * Two engines, A and B, each hold one end of NPAIR QP pairs (RC, RC on an
- * SRQ, UC, UD, and RC ends left in RTR, INIT and SQD on A's side), every
- * end with receives and sends of every opcode its type allows posted. The
- * input is a script for the network between them: carry the next packet
- * one way (dropped, duplicated or with bytes flipped on the way), inject a
- * packet of the input's own (aimed at a real QP and near its expected
- * PSN), let time pass and run the timers, post more work, move a QP to
- * ERR or SQD.
+ * SRQ, UC, UD, and RC ends left in RTR, INIT, SQD and RESET on A's side),
+ * every end with receives and sends of every opcode its type allows
+ * posted. The input is a script for the network between them: carry the
+ * next packet one way (dropped, duplicated or with bytes flipped on the
+ * way), inject a packet of the input's own (aimed at a real QP and near
+ * its expected PSN), let time pass and run the timers, post more work (a
+ * send with a bad local key among it, which stops a UC or UD send queue
+ * in SQE), move a QP to ERR or SQD, back to RTS (from SQD or SQE), or
+ * through RESET and up again with work outstanding at its peer.
  *
  * Findings: any crash, ASan/UBSan report (each MR is exactly one heap
  * block, so an access outside an MR is an ASan report), a completion for a
@@ -27,7 +29,7 @@
 #include "uroce/uroce.h"
 #include "wire/hdr.h"
 
-#define NPAIR 7
+#define NPAIR 8
 #define MAX_WR 4096
 #define RECV_LEN 700 /* > MTU 256: multi-packet SENDs fit */
 
@@ -40,10 +42,14 @@ struct pair_cfg {
 };
 
 static const struct pair_cfg pairs[NPAIR] = {
-    {UROCE_QPT_RC, false, UROCE_QPS_RTS}, {UROCE_QPT_RC, true, UROCE_QPS_RTS},
-    {UROCE_QPT_UC, false, UROCE_QPS_RTS}, {UROCE_QPT_UD, false, UROCE_QPS_RTS},
-    {UROCE_QPT_RC, false, UROCE_QPS_RTR}, {UROCE_QPT_RC, false, UROCE_QPS_INIT},
+    {UROCE_QPT_RC, false, UROCE_QPS_RTS},
+    {UROCE_QPT_RC, true, UROCE_QPS_RTS},
+    {UROCE_QPT_UC, false, UROCE_QPS_RTS},
+    {UROCE_QPT_UD, false, UROCE_QPS_RTS},
+    {UROCE_QPT_RC, false, UROCE_QPS_RTR},
+    {UROCE_QPT_RC, false, UROCE_QPS_INIT},
     {UROCE_QPT_RC, false, UROCE_QPS_SQD},
+    {UROCE_QPT_RC, false, UROCE_QPS_RESET},
 };
 
 struct world {
@@ -54,6 +60,7 @@ struct world {
   /* RC and UC ends: a type 2 window over the whole MR, bound to the QP,
    * which fixed-up packets name as often as the MR itself. */
   struct uroce_mw *mw[2][NPAIR];
+  struct tp_opts o; /* how every end was made and brought up */
   uint64_t now;
   uint64_t next_wr_id;
   uint32_t recv_len[MAX_WR]; /* 0: a send WR (or never posted) */
@@ -140,6 +147,42 @@ static void modify_state(struct tp_end *e, int state) {
   uroce_qp_modify(e->qp, &a, UROCE_QP_STATE);
 }
 
+/* A send whose SGE names no region: a local protection error when the
+ * requester reaches it, which takes an RC QP to ERR and stops a UC or UD
+ * send queue in SQE. */
+static void post_bad_send(int side, int i) {
+  struct tp_end *e = &w.ep[side][i];
+  struct uroce_sge sge = {
+      .addr = e->mr->iova, .length = 8, .lkey = e->mr->lkey ^ 0x80};
+  struct uroce_send_wr wr = {.wr_id = new_wr_id(0, false),
+                             .sg_list = &sge,
+                             .num_sge = 1,
+                             .opcode = UROCE_WR_SEND,
+                             .send_flags = UROCE_SEND_SIGNALED};
+  if (pairs[i].type == UROCE_QPT_UD) {
+    wr.wr.ud.ah = w.ah[side];
+    wr.wr.ud.remote_qpn = uroce_qp_num(w.ep[!side][i].qp);
+    wr.wr.ud.remote_qkey = 0x11111111;
+  }
+  struct uroce_send_wr *bad;
+  if (wr.wr_id)
+    uroce_qp_post_send(e->qp, &wr, &bad);
+}
+
+/* RESET (its work flushed away, its completions dropped from the CQs as
+ * a driver does), then up again toward its peer, which may still have
+ * work for the QP's old incarnation in flight. */
+static void reconnect(int side, int i) {
+  struct tp_end *e = &w.ep[side][i];
+  modify_state(e, UROCE_QPS_RESET);
+  uroce_cq_clean(e->scq, uroce_qp_num(e->qp));
+  if (e->rcq != e->scq)
+    uroce_cq_clean(e->rcq, uroce_qp_num(e->qp));
+  if (tp_bring_up(e, &w.ep[!side][i], &w.o) == 0)
+    for (uint32_t k = 0; k < 2; k++)
+      post_recv(e, k * RECV_LEN);
+}
+
 static int setup(uint32_t flags) {
   memset(&w, 0, sizeof(w));
   w.now = 1000000000ull;
@@ -151,6 +194,7 @@ static int setup(uint32_t flags) {
   o.max_send_wr = o.max_recv_wr = 64;
   o.cqe = 256;
   o.timeout = 8; /* 1 ms */
+  w.o = o;
   for (int s = 0; s < 2; s++) {
     /* Small tables: setting up is most of the cost of one input. */
     struct uroce_eng_cfg cfg = {
@@ -180,7 +224,8 @@ static int setup(uint32_t flags) {
       struct tp_opts oa = o;
       if (pairs[i].a_state != UROCE_QPS_SQD)
         oa.stop_state = pairs[i].a_state;
-      if (tp_bring_up(&w.ep[END_A][i], &w.ep[END_B][i], &oa) ||
+      if ((pairs[i].a_state != UROCE_QPS_RESET &&
+           tp_bring_up(&w.ep[END_A][i], &w.ep[END_B][i], &oa)) ||
           tp_bring_up(&w.ep[END_B][i], &w.ep[END_A][i], &o))
         return -1;
     }
@@ -378,14 +423,22 @@ static void step(struct in *in) {
     int side = sel >> 7;
     if (k & 1)
       post_recv(&w.ep[side][sel % NPAIR], (uint32_t)k * 64);
+    else if ((k & 0x7E) == 0x7E)
+      post_bad_send(side, sel % NPAIR);
     else
       post_send(side, sel % NPAIR, k >> 1, (uint32_t)u8(in) * 8);
     break;
   }
   case 6: {
     uint8_t sel = u8(in);
-    modify_state(&w.ep[sel >> 7][sel % NPAIR],
-                 sel & 0x40 ? UROCE_QPS_SQD : UROCE_QPS_ERR);
+    struct tp_end *e = &w.ep[sel >> 7][sel % NPAIR];
+    static const int to[4] = {UROCE_QPS_ERR, UROCE_QPS_SQD, UROCE_QPS_RESET,
+                              UROCE_QPS_RTS};
+    int st = to[sel >> 3 & 3];
+    if (st == UROCE_QPS_RESET)
+      reconnect(sel >> 7, sel % NPAIR);
+    else /* RTS: from SQD or SQE; refused from the others */
+      modify_state(e, st);
     break;
   }
   case 7: /* the network delivers everything queued, both ways */
