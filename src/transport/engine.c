@@ -94,6 +94,8 @@ int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg) {
     c.paths = 1;
   if (!c.reorder_ns)
     c.reorder_ns = 24000;
+  if (!c.tx_burst)
+    c.tx_burst = 1;
   if (c.port_mtu > 5 || c.max_qp > (1u << 20) || c.max_mr > (1u << 20) ||
       c.max_unacked_psn > (1u << 22) || c.paths > 16384)
     return UROCE_ERR_INVALID_ARGUMENT;
@@ -863,8 +865,9 @@ int uroce_eng_write_pkt_if(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
     return UROCE_ERR_INVALID_ARGUMENT;
   if (now > eng->now)
     eng->now = now;
-  /* Round robin: a QP that sends goes to the back, one with nothing to
-   * send leaves the schedule, one data_ok refuses keeps its place. */
+  /* Round robin: a QP that sends goes to the back (after tx_burst packets
+   * in a row), one with nothing to send leaves the schedule, one data_ok
+   * refuses keeps its place. */
   for (struct ulist *l = eng->sched.next, *next; l != &eng->sched; l = next) {
     next = l->next;
     struct uroce_qp *qp = ULIST_ENTRY(l, struct uroce_qp, sched);
@@ -878,11 +881,18 @@ int uroce_eng_write_pkt_if(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
     qp->in_sched = false;
     if (qp_make_pkt(qp, tx, now)) {
       eng_charge(eng, qp);
+      if (++qp->burst < eng->cfg.tx_burst && !qp->in_sched) {
+        ulist_add_tail(eng->sched.next, &qp->sched); /* first again */
+        qp->in_sched = true;
+      } else {
+        qp->burst = 0;
+      }
       eng_sched(eng, qp);
       eng->stats.tx_pkts++;
       eng->cc->on_tx(qp->cc_state, now, uroce_tx_len(tx));
       return 1;
     }
+    qp->burst = 0;
   }
   return 0;
 }

@@ -90,6 +90,9 @@ struct uroce_eng_cfg {
                                     before a gap is retransmitted, the
                                     least (default 24000); grows with
                                     the RTT and on spurious retransmits */
+  uint32_t tx_burst;             /* packets a QP sends in a row before
+                                    the round robin moves on (default 1:
+                                    one each) */
 };
 
 /* Why the engine dropped a received packet. */

@@ -384,6 +384,7 @@ struct uroce_qp {
   struct ulist link;  /* engine's list of QPs */
   struct ulist sched; /* engine's transmit round robin */
   bool in_sched;
+  uint32_t burst;       /* packets sent in a row in this turn (write_pkt) */
   struct ulist blocked; /* engine's QPs waiting for max_inflight */
   bool in_blocked;
   /* The engine's timer heap (engine.c): the QP's earliest deadline as last

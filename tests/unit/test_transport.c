@@ -676,6 +676,53 @@ static void test_window_is_in_flight(void) {
   teardown();
 }
 
+/* tx_burst: two QPs of one engine, each with a 32-packet WRITE, take
+ * turns of tx_burst packets; with the default, of one packet each. */
+static void burst_order(uint32_t burst, uint32_t *runs) {
+  struct uroce_eng_cfg cfg = {.flags = eng_flags, .tx_burst = burst};
+  struct tp_opts o;
+  tp_opts_default(&o);
+  setup_cfg(&cfg, &o, 21);
+  struct tp_end C, D;
+  CHECK_EQ(tp_end_init(&C, ns.eng[0], ns.gid[0], &o), 0);
+  CHECK_EQ(tp_end_init(&D, ns.eng[1], ns.gid[1], &o), 0);
+  CHECK_EQ(tp_connect(&C, &D, &o), 0);
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 32 * 1024, 0, B.mr->iova,
+                        B.mr->rkey),
+           0);
+  CHECK_EQ(tp_post_send(&C, UROCE_WR_RDMA_WRITE, 2, 0, 32 * 1024, 0, D.mr->iova,
+                        D.mr->rkey),
+           0);
+  struct uroce_tx_pkt tx;
+  uint32_t last = 0, run = 0, n = 0;
+  *runs = 0;
+  while (n < 64 && uroce_eng_write_pkt(ns.eng[0], &tx, ns.now) == 1) {
+    if (tx.qpn != last && run) {
+      CHECK_EQ(run, burst ? burst : 1); /* full turns while both have data */
+      (*runs)++;
+      run = 0;
+    }
+    last = tx.qpn;
+    run++;
+    n++;
+  }
+  CHECK_EQ(n, 64);
+  (*runs)++;
+  tp_end_free(&C);
+  tp_end_free(&D);
+  teardown();
+}
+
+static void test_tx_burst(void) {
+  uint32_t runs;
+  burst_order(0, &runs); /* default: one packet a turn */
+  CHECK_EQ(runs, 64);
+  burst_order(4, &runs);
+  CHECK_EQ(runs, 16);
+  burst_order(16, &runs);
+  CHECK_EQ(runs, 4);
+}
+
 /* The device's in-flight bound: 64 QPs of one engine each write 256 KiB
  * at once; what they have unacknowledged together stays within the bound
  * (plus one packet per QP that had nothing in flight), every QP completes,
@@ -1319,6 +1366,7 @@ int main(void) {
   T_RUN(test_window_is_in_flight);
   T_RUN(test_reorder);
   T_RUN(test_inflight_bound);
+  T_RUN(test_tx_burst);
   T_RUN(test_cc_swift);
   T_RUN(test_timers_follow_modify);
   return T_DONE();
