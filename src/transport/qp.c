@@ -156,6 +156,10 @@ uint32_t uroce_qp_num(const struct uroce_qp *qp) {
   return qp->qpn;
 }
 
+struct uroce_eng *uroce_qp_eng(const struct uroce_qp *qp) {
+  return qp->eng;
+}
+
 void uroce_qp_progress(const struct uroce_qp *qp, uint32_t *sq_una,
                        uint32_t *rq_epsn) {
   if (sq_una)
