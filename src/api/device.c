@@ -899,6 +899,10 @@ void uroce_device_get_stats(struct uroce_device *dev,
   pthread_mutex_unlock(&dev->lock);
 }
 
+const char *uroce_version(void) {
+  return UROCE_VERSION_STRING;
+}
+
 void uroce_device_gid(const struct uroce_device *dev, uint8_t gid[16]) {
   memcpy(gid, dev->gid, 16);
 }

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "transport/qp.h"
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 #include "util/bits.h"
 #include "util/rng.h"
 

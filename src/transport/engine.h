@@ -25,6 +25,7 @@
 
 #include "mem/mr.h"
 #include "transport/cc.h"
+#include "uroce/errors.h"
 #include "uroce/verbs.h"
 #include "wire/hdr.h"
 
@@ -379,7 +380,9 @@ int uroce_srq_post_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
 
 /* ---- queue pairs ---- */
 
-const char *uroce_qp_state_name(int state);
+/* This and uroce_qp_num are also the public API's (uroce.h: its QP
+ * handle is the engine's QP), exported from liburoce.so. */
+UROCE_EXPORT const char *uroce_qp_state_name(int state);
 
 /* Creates a QP in RESET with a random unused 24-bit QPN. Its congestion
  * control state starts (cc->init, then cc->set_params with cfg.cc_params)
@@ -392,7 +395,7 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
                  struct uroce_qp **out);
 /* Destroys a QP (no completions are generated). */
 int uroce_qp_del(struct uroce_qp *qp);
-uint32_t uroce_qp_num(const struct uroce_qp *qp);
+UROCE_EXPORT uint32_t uroce_qp_num(const struct uroce_qp *qp);
 struct uroce_eng *uroce_qp_eng(const struct uroce_qp *qp);
 /* RC progress, for owners that report it (the simulator): *sq_una is the
  * oldest PSN of the send queue not yet acknowledged or answered (READ

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "transport/qp.h"
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 #include "util/bits.h"
 
 const char *uroce_qp_state_name(int state) {
