@@ -10,7 +10,7 @@
  * Nothing here starts a thread.
  *
  * Functions return 0 (or a non-negative value) on success and a negative
- * error: one of UROCE_COLL_ERR_* below, a UROCE_ERR_* from uroce.h, or a
+ * error: one of UROCE_COLL_ERR_* below, a UROCE_ERR_* (uroce/errors.h), or a
  * negated errno. uroce_coll_strerror() names any of them; after a failed
  * collective uroce_coll_errmsg() says what happened and which rank. */
 #ifndef UROCE_COLL_H

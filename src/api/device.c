@@ -697,6 +697,7 @@ int uroce_device_open(struct uroce_device **out,
     return -ENOMEM;
   dev->epfd = dev->doorbell = dev->app_bell = dev->async_fd = -1;
   dev->sock.fd = -1;
+  ulist_init(&dev->cqs);
   pthread_mutex_init(&dev->lock, 0);
   int ipver = uroce_addr_parse(attr->addr, dev->gid);
   if (ipver < 0) {
@@ -760,6 +761,12 @@ int uroce_device_open(struct uroce_device **out,
    * made one GSO send of about 11 packets and 0.6 ACKs per data packet,
    * and moved 0.4x what bursts of 16 move (docs/transport.md). */
   cfg.tx_burst = 16;
+  /* Regions are the application's memory: every access probes it first,
+   * so that memory unmapped while registered answers an access error. */
+  rv = uroce_pin_guard_init();
+  if (rv < 0)
+    goto fail;
+  cfg.flags |= UROCE_ENG_PROBE;
   rv = eng_env(&cfg);
   if (rv < 0)
     goto fail;
@@ -769,12 +776,6 @@ int uroce_device_open(struct uroce_device **out,
   rv = dev_trace_env(dev);
   if (rv < 0)
     goto fail;
-  /* Regions are the application's memory: every access probes it first,
-   * so that memory unmapped while registered answers an access error. */
-  rv = uroce_pin_guard_init();
-  if (rv < 0)
-    goto fail;
-  dev->eng->mrs.probe = true;
 
   dev->armed_cap = UROCE_DEV_MAX_CQ;
   dev->armed = calloc(dev->armed_cap, sizeof(*dev->armed));
@@ -845,15 +846,11 @@ void uroce_device_close(struct uroce_device *dev) {
   if (dev->eng) {
     /* The engine frees what the application left; the device's own
      * per-CQ state goes with it. */
-    struct ulist *l = &dev->eng->cqs;
-    for (struct ulist *n = l->next; n != l; n = n->next) {
-      struct uroce_cq *cq = ULIST_ENTRY(n, struct uroce_cq, link);
-      struct dcq *d = cq->user;
-      if (d) {
-        pthread_mutex_destroy(&d->poll_lock);
-        free(d);
-        cq->user = 0;
-      }
+    while (!ulist_empty(&dev->cqs)) {
+      struct dcq *d = ULIST_ENTRY(dev->cqs.next, struct dcq, link);
+      ulist_del(&d->link);
+      pthread_mutex_destroy(&d->poll_lock);
+      free(d);
     }
     uroce_eng_del(dev->eng);
   }
@@ -906,6 +903,10 @@ void uroce_device_get_stats(struct uroce_device *dev,
   st->wakeups = dev->wakeups;
   st->doorbells = dev->doorbells;
   pthread_mutex_unlock(&dev->lock);
+}
+
+const char *uroce_version(void) {
+  return UROCE_VERSION_STRING;
 }
 
 void uroce_device_gid(const struct uroce_device *dev, uint8_t gid[16]) {

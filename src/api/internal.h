@@ -10,7 +10,8 @@
 
 #include "uroce/uroce.h"
 #include "io/udp/sock.h"
-#include "transport/qp.h"
+#include "transport/engine.h"
+#include "util/list.h"
 #include "wire/frame.h"
 #include "util/jsonl.h"
 #include "wire/pcap.h"
@@ -34,6 +35,8 @@ struct uroce_comp_channel {
 /* The device's state for one CQ (the engine CQ's user pointer). */
 struct dcq {
   struct uroce_cq *cq;
+  struct uroce_device *dev;
+  struct ulist link; /* the device's CQs; device lock */
   struct uroce_comp_channel *ch;
   void *context;
   pthread_mutex_t poll_lock; /* between application threads only */
@@ -102,6 +105,7 @@ struct uroce_device {
   uint64_t rx_bad_icrc, rx_malformed, rx_dropped_impair;
   _Atomic uint64_t wakeups, doorbells; /* bumped outside the lock */
   _Atomic uint64_t app_sleeps;         /* polls that waited in the kernel */
+  struct ulist cqs; /* every CQ's struct dcq, which the device frees */
   /* Completion notification. */
   struct dcq **armed; /* grows (doubling) as more CQs are armed at once */
   unsigned narmed, armed_cap;

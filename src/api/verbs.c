@@ -17,7 +17,7 @@
 #define UNLOCK(d) pthread_mutex_unlock(&(d)->lock)
 
 static struct uroce_device *dev_of(struct uroce_eng *eng) {
-  return eng->cfg.user;
+  return uroce_eng_user(eng);
 }
 
 /* ---- protection domains ---- */
@@ -34,7 +34,7 @@ int uroce_alloc_pd(struct uroce_device *dev, struct uroce_pd **out) {
 int uroce_dealloc_pd(struct uroce_pd *pd) {
   if (!pd)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(pd->eng);
+  struct uroce_device *dev = dev_of(uroce_pd_eng(pd));
   LOCK(dev);
   int rv = uroce_pd_del(pd);
   UNLOCK(dev);
@@ -53,7 +53,7 @@ int uroce_reg_mr_iova(struct uroce_pd *pd, void *addr, size_t length,
                       uint64_t iova, uint32_t access, struct uroce_mr **out) {
   if (!pd || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(pd->eng);
+  struct uroce_device *dev = dev_of(uroce_pd_eng(pd));
   /* As the kernel does for ibv_reg_mr: the whole range must be mapped now
    * (writable for any write right), and its pages are locked until the
    * region goes. */
@@ -73,10 +73,9 @@ int uroce_reg_mr_iova(struct uroce_pd *pd, void *addr, size_t length,
 int uroce_dereg_mr(struct uroce_mr *mr) {
   if (!mr)
     return UROCE_ERR_INVALID_ARGUMENT;
-  const struct uroce_pd *pd = mr->pd;
-  if (!pd)
+  if (!mr->pd)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(pd->eng);
+  struct uroce_device *dev = dev_of(uroce_pd_eng(mr->pd));
   const void *addr = (const void *)(uintptr_t)mr->host;
   uint64_t length = mr->length;
   LOCK(dev);
@@ -91,26 +90,13 @@ int uroce_rereg_mr(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
                    size_t length, uint32_t access) {
   if (!mr || !pd || !mr->pd || (!addr && length))
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_pd *old = (struct uroce_pd *)mr->pd;
-  if (old->eng != pd->eng)
+  /* Both PDs of one device, whose lock then covers the region. */
+  struct uroce_eng *eng = uroce_pd_eng(pd);
+  if (uroce_pd_eng(mr->pd) != eng)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(pd->eng);
+  struct uroce_device *dev = dev_of(eng);
   LOCK(dev);
-  /* In place, under the device lock: a packet sees the region before or
-   * after, whole; its keys stay, as rxe and mlx5 keep them. */
-  int rv = UROCE_ERR_INVALID_ARGUMENT;
-  if (mr->kind == MR_KIND_MR && mr->binds)
-    rv = UROCE_ERR_BUSY; /* windows are bound to it */
-  else if (mr->state != MR_FREE && mr->kind == MR_KIND_MR) {
-    old->refs--;
-    pd->refs++;
-    mr->pd = pd;
-    mr->iova = mr->host = (uint64_t)(uintptr_t)addr;
-    mr->length = length;
-    mr->access = access;
-    mr->state = MR_VALID;
-    rv = 0;
-  }
+  int rv = uroce_mr_rereg(mr, pd, addr, length, access);
   UNLOCK(dev);
   return rv;
 }
@@ -120,7 +106,7 @@ int uroce_rereg_mr(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
 int uroce_alloc_mw(struct uroce_pd *pd, int type, struct uroce_mw **out) {
   if (!pd || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(pd->eng);
+  struct uroce_device *dev = dev_of(uroce_pd_eng(pd));
   LOCK(dev);
   int rv = uroce_mw_alloc(pd, type, out);
   UNLOCK(dev);
@@ -130,8 +116,7 @@ int uroce_alloc_mw(struct uroce_pd *pd, int type, struct uroce_mw **out) {
 int uroce_dealloc_mw(struct uroce_mw *mw) {
   if (!mw || !mw_entry(mw)->pd)
     return UROCE_ERR_INVALID_ARGUMENT;
-  const struct uroce_pd *pd = mw_entry(mw)->pd;
-  struct uroce_device *dev = dev_of(pd->eng);
+  struct uroce_device *dev = dev_of(uroce_pd_eng(mw_entry(mw)->pd));
   LOCK(dev);
   int rv = uroce_mw_dealloc(mw);
   UNLOCK(dev);
@@ -161,7 +146,7 @@ int uroce_create_ah(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
                     struct uroce_ah **out) {
   if (!pd || !attr || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(pd->eng);
+  struct uroce_device *dev = dev_of(uroce_pd_eng(pd));
   LOCK(dev);
   int rv = uroce_ah_new(pd, attr, out);
   UNLOCK(dev);
@@ -171,7 +156,7 @@ int uroce_create_ah(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
 int uroce_destroy_ah(struct uroce_ah *ah) {
   if (!ah)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(ah->pd->eng);
+  struct uroce_device *dev = dev_of(uroce_ah_eng(ah));
   LOCK(dev);
   int rv = uroce_ah_del(ah);
   UNLOCK(dev);
@@ -249,7 +234,7 @@ int uroce_get_cq_event(struct uroce_comp_channel *ch, struct uroce_cq **cq,
 }
 
 void uroce_ack_cq_events(struct uroce_cq *cq, unsigned n) {
-  struct dcq *d = cq->user;
+  struct dcq *d = uroce_cq_user(cq);
   pthread_mutex_lock(&d->ch->lock);
   d->acked += n;
   pthread_mutex_unlock(&d->ch->lock);
@@ -260,8 +245,7 @@ void uroce_ack_cq_events(struct uroce_cq *cq, unsigned n) {
 void dev_fire_cq_events(struct uroce_device *dev) {
   for (unsigned i = 0; i < dev->narmed;) {
     struct dcq *d = dev->armed[i];
-    uint32_t head = __atomic_load_n(&d->cq->head, __ATOMIC_ACQUIRE);
-    if (head == d->arm_head && !d->cq->overflow) {
+    if (!uroce_cq_added_since(d->cq, d->arm_head)) {
       i++;
       continue;
     }
@@ -296,6 +280,7 @@ int uroce_create_cq(struct uroce_device *dev, uint32_t cqe,
   if (!d)
     return -ENOMEM;
   pthread_mutex_init(&d->poll_lock, 0);
+  d->dev = dev;
   d->ch = ch;
   d->context = context;
   LOCK(dev);
@@ -306,7 +291,8 @@ int uroce_create_cq(struct uroce_device *dev, uint32_t cqe,
   }
   int rv = uroce_cq_new(dev->eng, cqe, &d->cq);
   if (rv == 0) {
-    d->cq->user = d;
+    uroce_cq_set_user(d->cq, d);
+    ulist_add_tail(&dev->cqs, &d->link);
     if (ch)
       ch->refs++;
     *out = d->cq;
@@ -322,8 +308,8 @@ int uroce_create_cq(struct uroce_device *dev, uint32_t cqe,
 int uroce_destroy_cq(struct uroce_cq *cq) {
   if (!cq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct dcq *d = cq->user;
-  struct uroce_device *dev = dev_of(cq->eng);
+  struct dcq *d = uroce_cq_user(cq);
+  struct uroce_device *dev = d->dev;
   LOCK(dev);
   /* The channel lock is held from the check to the removal of the CQ's
    * queued events, so that no uroce_get_cq_event hands one out between. */
@@ -354,6 +340,7 @@ int uroce_destroy_cq(struct uroce_cq *cq) {
         }
     if (d->ch)
       d->ch->refs--;
+    ulist_del(&d->link);
   }
   UNLOCK(dev);
   if (rv == 0) {
@@ -366,8 +353,8 @@ int uroce_destroy_cq(struct uroce_cq *cq) {
 int uroce_resize_cq(struct uroce_cq *cq, uint32_t cqe) {
   if (!cq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct dcq *d = cq->user;
-  struct uroce_device *dev = dev_of(cq->eng);
+  struct dcq *d = uroce_cq_user(cq);
+  struct uroce_device *dev = d->dev;
   /* Work posted before the resize completes first, as on a NIC that had
    * the time meanwhile; then the device lock holds off the engine (the
    * producer), the poll lock the consumers. */
@@ -383,8 +370,8 @@ int uroce_resize_cq(struct uroce_cq *cq, uint32_t cqe) {
 int uroce_clean_cq(struct uroce_cq *cq, uint32_t qp_num) {
   if (!cq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct dcq *d = cq->user;
-  struct uroce_device *dev = dev_of(cq->eng);
+  struct dcq *d = uroce_cq_user(cq);
+  struct uroce_device *dev = d->dev;
   LOCK(dev);
   pthread_mutex_lock(&d->poll_lock);
   int n = (int)uroce_cq_clean(cq, qp_num);
@@ -394,14 +381,14 @@ int uroce_clean_cq(struct uroce_cq *cq, uint32_t qp_num) {
 }
 
 void *uroce_cq_context(const struct uroce_cq *cq) {
-  return ((struct dcq *)cq->user)->context;
+  return ((struct dcq *)uroce_cq_user(cq))->context;
 }
 
 int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
   if (!cq || n < 0 || (n && !wc))
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct dcq *d = cq->user;
-  struct uroce_device *dev = dev_of(cq->eng);
+  struct dcq *d = uroce_cq_user(cq);
+  struct uroce_device *dev = d->dev;
   /* Inline mode: every poll makes progress (sends what was posted,
    * receives, runs timers), as a NIC would have meanwhile; once polls
    * have found nothing for a while, an empty one waits in the kernel for
@@ -444,10 +431,10 @@ int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
 int uroce_req_notify_cq(struct uroce_cq *cq, int solicited_only) {
   if (!cq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct dcq *d = cq->user;
+  struct dcq *d = uroce_cq_user(cq);
   if (!d->ch)
     return UROCE_ERR_INVALID_ARGUMENT; /* no channel to notify */
-  struct uroce_device *dev = dev_of(cq->eng);
+  struct uroce_device *dev = d->dev;
   if (!atomic_load_explicit(&dev->app_events, memory_order_relaxed))
     atomic_store(&dev->app_events, true);
   LOCK(dev);
@@ -465,7 +452,7 @@ int uroce_req_notify_cq(struct uroce_cq *cq, int solicited_only) {
   if (!d->is_armed) {
     /* An event fires for the first completion added after this call;
      * completions already in the ring do not count (ibv semantics). */
-    d->arm_head = __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE);
+    d->arm_head = uroce_cq_mark(cq);
     d->is_armed = true;
     d->solicited_only = solicited_only != 0;
     dev->armed[dev->narmed++] = d;
@@ -480,7 +467,7 @@ int uroce_create_srq(struct uroce_pd *pd, const struct uroce_srq_attr *attr,
                      struct uroce_srq **out) {
   if (!pd || !attr || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(pd->eng);
+  struct uroce_device *dev = dev_of(uroce_pd_eng(pd));
   LOCK(dev);
   int rv = uroce_srq_new(pd, attr, out);
   UNLOCK(dev);
@@ -491,7 +478,7 @@ int uroce_modify_srq(struct uroce_srq *srq, const struct uroce_srq_attr *attr,
                      int mask) {
   if (!srq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(srq->eng);
+  struct uroce_device *dev = dev_of(uroce_srq_eng(srq));
   LOCK(dev);
   int rv = uroce_srq_modify(srq, attr, mask);
   UNLOCK(dev);
@@ -501,7 +488,7 @@ int uroce_modify_srq(struct uroce_srq *srq, const struct uroce_srq_attr *attr,
 int uroce_query_srq(struct uroce_srq *srq, struct uroce_srq_attr *attr) {
   if (!srq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(srq->eng);
+  struct uroce_device *dev = dev_of(uroce_srq_eng(srq));
   LOCK(dev);
   int rv = uroce_srq_query(srq, attr);
   UNLOCK(dev);
@@ -511,7 +498,7 @@ int uroce_query_srq(struct uroce_srq *srq, struct uroce_srq_attr *attr) {
 int uroce_destroy_srq(struct uroce_srq *srq) {
   if (!srq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(srq->eng);
+  struct uroce_device *dev = dev_of(uroce_srq_eng(srq));
   LOCK(dev);
   int rv = uroce_srq_del(srq);
   UNLOCK(dev);
@@ -522,7 +509,7 @@ int uroce_post_srq_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
                         struct uroce_recv_wr **bad) {
   if (!srq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(srq->eng);
+  struct uroce_device *dev = dev_of(uroce_srq_eng(srq));
   LOCK(dev);
   int rv = uroce_srq_post_recv(srq, wr, bad);
   UNLOCK(dev);
@@ -536,7 +523,7 @@ int uroce_create_qp(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
                     struct uroce_qp **out) {
   if (!pd || !attr || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(pd->eng);
+  struct uroce_device *dev = dev_of(uroce_pd_eng(pd));
   LOCK(dev);
   int rv = uroce_qp_new(pd, attr, out);
   UNLOCK(dev);
@@ -546,7 +533,7 @@ int uroce_create_qp(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
 int uroce_destroy_qp(struct uroce_qp *qp) {
   if (!qp)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(qp->eng);
+  struct uroce_device *dev = dev_of(uroce_qp_eng(qp));
   LOCK(dev);
   int rv = uroce_qp_del(qp);
   UNLOCK(dev);
@@ -557,7 +544,7 @@ int uroce_modify_qp(struct uroce_qp *qp, const struct uroce_qp_attr *attr,
                     int mask) {
   if (!qp || !attr)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(qp->eng);
+  struct uroce_device *dev = dev_of(uroce_qp_eng(qp));
   LOCK(dev);
   int rv = uroce_qp_modify(qp, attr, mask);
   UNLOCK(dev);
@@ -569,7 +556,7 @@ int uroce_query_qp(struct uroce_qp *qp, struct uroce_qp_attr *attr,
                    struct uroce_qp_init_attr *init) {
   if (!qp)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(qp->eng);
+  struct uroce_device *dev = dev_of(uroce_qp_eng(qp));
   LOCK(dev);
   int rv = uroce_qp_query(qp, attr, init);
   UNLOCK(dev);
@@ -580,7 +567,7 @@ int uroce_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
                     struct uroce_send_wr **bad) {
   if (!qp)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(qp->eng);
+  struct uroce_device *dev = dev_of(uroce_qp_eng(qp));
   LOCK(dev);
   int rv = uroce_qp_post_send(qp, wr, bad);
   UNLOCK(dev);
@@ -592,7 +579,7 @@ int uroce_post_recv(struct uroce_qp *qp, struct uroce_recv_wr *wr,
                     struct uroce_recv_wr **bad) {
   if (!qp)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(qp->eng);
+  struct uroce_device *dev = dev_of(uroce_qp_eng(qp));
   LOCK(dev);
   int rv = uroce_qp_post_recv(qp, wr, bad);
   UNLOCK(dev);

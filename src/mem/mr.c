@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "mem/pin.h"
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 
 static uint32_t round_pow2(uint32_t n) {
   uint32_t p = 2;

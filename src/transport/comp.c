@@ -3,7 +3,7 @@
  * go-back-N on a sequence NAK, a READ-response gap or a timeout; waiting
  * on an RNR NAK; and the retry and RNR-retry counters. */
 #include "transport/qp.h"
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 
 const char *const uroce_comp_state_names[COMPST_COUNT] = {
     [COMPST_GET_WQE] = "GET_WQE",

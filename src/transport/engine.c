@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "transport/qp.h"
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 #include "util/bits.h"
 #include "util/rng.h"
 
@@ -131,6 +131,7 @@ int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg) {
   }
   eng->qp_hash_mask = hn - 1;
   uroce_mr_table_init(&eng->mrs, mrmem, c.max_mr);
+  eng->mrs.probe = c.flags & UROCE_ENG_PROBE;
   *out = eng;
   return 0;
 }
@@ -162,6 +163,10 @@ void uroce_eng_del(struct uroce_eng *eng) {
   eng_free(eng, eng->tq);
   eng_free(eng, eng->dirty);
   eng_free(eng, eng);
+}
+
+void *uroce_eng_user(const struct uroce_eng *eng) {
+  return eng->cfg.user;
 }
 
 const struct uroce_eng_stats *uroce_eng_stats(const struct uroce_eng *eng) {
@@ -353,6 +358,10 @@ int uroce_pd_del(struct uroce_pd *pd) {
   return 0;
 }
 
+struct uroce_eng *uroce_pd_eng(const struct uroce_pd *pd) {
+  return pd->eng;
+}
+
 int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length,
                  uint32_t access, struct uroce_mr **out) {
   return uroce_mr_reg_iova(pd, addr, length, (uint64_t)(uintptr_t)addr, access,
@@ -383,6 +392,27 @@ int uroce_mr_dereg(struct uroce_mr *mr) {
   struct uroce_pd *pd = (struct uroce_pd *)mr->pd;
   uroce_mr_table_remove(&pd->eng->mrs, mr);
   pd->refs--;
+  return 0;
+}
+
+int uroce_mr_rereg(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
+                   size_t length, uint32_t access) {
+  if (!mr || !pd || !mr->pd || (!addr && !pd->eng->phantom && length))
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_pd *old = (struct uroce_pd *)mr->pd;
+  if (old->eng != pd->eng || mr->kind != MR_KIND_MR)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (mr->binds)
+    return UROCE_ERR_BUSY; /* windows are bound to it */
+  if (mr->state == MR_FREE)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  old->refs--;
+  pd->refs++;
+  mr->pd = pd;
+  mr->iova = mr->host = (uint64_t)(uintptr_t)addr;
+  mr->length = length;
+  mr->access = access;
+  mr->state = MR_VALID;
   return 0;
 }
 
@@ -432,6 +462,10 @@ int uroce_ah_del(struct uroce_ah *ah) {
   return 0;
 }
 
+struct uroce_eng *uroce_ah_eng(const struct uroce_ah *ah) {
+  return ah->pd->eng;
+}
+
 /* ---- CQ ---- */
 
 int uroce_cq_new(struct uroce_eng *eng, uint32_t cqe, struct uroce_cq **out) {
@@ -461,6 +495,23 @@ int uroce_cq_del(struct uroce_cq *cq) {
   eng_free(cq->eng, cq->ring);
   eng_free(cq->eng, cq);
   return 0;
+}
+
+void *uroce_cq_user(const struct uroce_cq *cq) {
+  return cq->user;
+}
+
+void uroce_cq_set_user(struct uroce_cq *cq, void *user) {
+  cq->user = user;
+}
+
+uint32_t uroce_cq_mark(const struct uroce_cq *cq) {
+  return __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE);
+}
+
+bool uroce_cq_added_since(const struct uroce_cq *cq, uint32_t mark) {
+  return __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE) != mark ||
+         __atomic_load_n(&cq->overflow, __ATOMIC_ACQUIRE);
 }
 
 int uroce_cq_resize(struct uroce_cq *cq, uint32_t cqe) {
@@ -642,6 +693,10 @@ int uroce_srq_del(struct uroce_srq *srq) {
   rq_release(srq->eng, &srq->rq);
   eng_free(srq->eng, srq);
   return 0;
+}
+
+struct uroce_eng *uroce_srq_eng(const struct uroce_srq *srq) {
+  return srq->eng;
 }
 
 int uroce_srq_post_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,

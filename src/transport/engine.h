@@ -25,6 +25,7 @@
 
 #include "mem/mr.h"
 #include "transport/cc.h"
+#include "uroce/errors.h"
 #include "uroce/verbs.h"
 #include "wire/hdr.h"
 
@@ -53,6 +54,13 @@ enum uroce_eng_flags {
    * over many paths is placed as it arrives. Against a standard peer this
    * fails: never set it there. */
   UROCE_ENG_MULTIPATH = 4,
+  /* Regions are the process's own memory, which the application may
+   * unmap while they are registered: every access to a region probes
+   * first that its range is still mapped (writable for a write), so that
+   * memory gone answers an access error instead of a fault (mem/pin.h;
+   * the caller installs the fault guard, uroce_pin_guard_init, first).
+   * For a device; never with PHANTOM. */
+  UROCE_ENG_PROBE = 8,
 };
 
 struct uroce_eng_cfg {
@@ -203,6 +211,8 @@ const char *uroce_trace_kind_name(int kind);
 int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg);
 /* Destroys the engine and every object it still owns. */
 void uroce_eng_del(struct uroce_eng *eng);
+/* The owner's pointer, cfg.user. */
+void *uroce_eng_user(const struct uroce_eng *eng);
 const struct uroce_eng_stats *uroce_eng_stats(const struct uroce_eng *eng);
 const char *uroce_drop_name(enum uroce_drop d);
 
@@ -283,6 +293,10 @@ int uroce_eng_get_async_event(struct uroce_eng *eng,
 int uroce_pd_new(struct uroce_eng *eng, struct uroce_pd **out);
 /* Returns 0, or UROCE_ERR_BUSY while MRs, QPs, SRQs or AHs use it. */
 int uroce_pd_del(struct uroce_pd *pd);
+/* The engine an object belongs to (its owner finds itself through
+ * uroce_eng_user). */
+struct uroce_eng *uroce_pd_eng(const struct uroce_pd *pd);
+struct uroce_eng *uroce_ah_eng(const struct uroce_ah *ah);
 
 /* Registers [addr, addr + length) with UROCE_ACCESS_* rights. In phantom
  * mode addr is only a number. Returns 0, UROCE_ERR_INVALID_ARGUMENT (bad
@@ -296,6 +310,16 @@ int uroce_mr_reg_iova(struct uroce_pd *pd, void *addr, size_t length,
                       uint64_t iova, uint32_t access, struct uroce_mr **out);
 /* UROCE_ERR_BUSY while memory windows are bound to it. */
 int uroce_mr_dereg(struct uroce_mr *mr);
+/* Changes a region in place to [addr, addr + length) of pd (the same
+ * engine's), which work requests and peers name from addr on, with
+ * access rights (ibv_rereg_mr changing all three). Its keys stay, as
+ * rxe and mlx5 keep them; a packet checked against it sees the region
+ * before or after, whole. Returns 0,
+ * UROCE_ERR_BUSY while windows are bound to it,
+ * UROCE_ERR_INVALID_ARGUMENT (not a registered region, another engine's
+ * PD, no addr with a length). */
+int uroce_mr_rereg(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
+                   size_t length, uint32_t access);
 
 /* A memory window of type 1 or 2 (enum uroce_mw_type) in the region table
  * (mem/mr.h); bound by a UROCE_WR_BIND_MW work request. Freeing a bound
@@ -318,6 +342,15 @@ int uroce_ah_del(struct uroce_ah *ah);
 int uroce_cq_new(struct uroce_eng *eng, uint32_t cqe, struct uroce_cq **out);
 /* Returns 0, or UROCE_ERR_BUSY while a QP uses it. */
 int uroce_cq_del(struct uroce_cq *cq);
+/* The owner's per-CQ state (NULL until set). */
+void *uroce_cq_user(const struct uroce_cq *cq);
+void uroce_cq_set_user(struct uroce_cq *cq, void *user);
+/* For completion events: a mark of how many completions the CQ has had
+ * so far, and whether one came after the mark was taken (or was lost to
+ * an overrun since). Safe beside the engine's thread (the count is read
+ * with acquire); a resize keeps the mark meaningful. */
+uint32_t uroce_cq_mark(const struct uroce_cq *cq);
+bool uroce_cq_added_since(const struct uroce_cq *cq, uint32_t mark);
 /* New capacity cqe, keeping the completions not yet polled, which the
  * caller keeps the producer and consumers away from meanwhile.
  * UROCE_ERR_INVALID_ARGUMENT if more than cqe wait or cqe is out of
@@ -342,6 +375,7 @@ int uroce_srq_modify(struct uroce_srq *srq, const struct uroce_srq_attr *attr,
                      int mask);
 int uroce_srq_query(struct uroce_srq *srq, struct uroce_srq_attr *attr);
 int uroce_srq_del(struct uroce_srq *srq);
+struct uroce_eng *uroce_srq_eng(const struct uroce_srq *srq);
 /* Returns 0; UROCE_ERR_QUEUE_FULL or UROCE_ERR_INVALID_ARGUMENT (too many
  * SGEs) with *bad set to the first WR not posted. */
 int uroce_srq_post_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
@@ -349,7 +383,9 @@ int uroce_srq_post_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
 
 /* ---- queue pairs ---- */
 
-const char *uroce_qp_state_name(int state);
+/* This and uroce_qp_num are also the public API's (uroce.h: its QP
+ * handle is the engine's QP), exported from liburoce.so. */
+UROCE_EXPORT const char *uroce_qp_state_name(int state);
 
 /* Creates a QP in RESET with a random unused 24-bit QPN. Its congestion
  * control state starts (cc->init, then cc->set_params with cfg.cc_params)
@@ -362,7 +398,8 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
                  struct uroce_qp **out);
 /* Destroys a QP (no completions are generated). */
 int uroce_qp_del(struct uroce_qp *qp);
-uint32_t uroce_qp_num(const struct uroce_qp *qp);
+UROCE_EXPORT uint32_t uroce_qp_num(const struct uroce_qp *qp);
+struct uroce_eng *uroce_qp_eng(const struct uroce_qp *qp);
 /* RC progress, for owners that report it (the simulator): *sq_una is the
  * oldest PSN of the send queue not yet acknowledged or answered (READ
  * responses advance it packet by packet), *rq_epsn the PSN the responder

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "transport/qp.h"
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 #include "util/bits.h"
 
 /* The ring of PSN states: four windows, so that new data goes on while

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "transport/qp.h"
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 #include "util/bits.h"
 
 const char *uroce_qp_state_name(int state) {
@@ -154,6 +154,10 @@ int uroce_qp_del(struct uroce_qp *qp) {
 
 uint32_t uroce_qp_num(const struct uroce_qp *qp) {
   return qp->qpn;
+}
+
+struct uroce_eng *uroce_qp_eng(const struct uroce_qp *qp) {
+  return qp->eng;
 }
 
 void uroce_qp_progress(const struct uroce_qp *qp, uint32_t *sq_una,

@@ -12,31 +12,8 @@
 #include "mem/mr.h"
 #include "transport/cc.h"
 #include "transport/engine.h"
+#include "util/list.h"
 #include "wire/psn.h"
-
-/* Intrusive doubly linked list. */
-struct ulist {
-  struct ulist *prev, *next;
-};
-static inline void ulist_init(struct ulist *l) {
-  l->prev = l->next = l;
-}
-static inline bool ulist_empty(const struct ulist *l) {
-  return l->next == l;
-}
-static inline void ulist_add_tail(struct ulist *head, struct ulist *n) {
-  n->prev = head->prev;
-  n->next = head;
-  head->prev->next = n;
-  head->prev = n;
-}
-static inline void ulist_del(struct ulist *n) {
-  n->prev->next = n->next;
-  n->next->prev = n->prev;
-  n->prev = n->next = n;
-}
-#define ULIST_ENTRY(p, type, member)                                           \
-  ((type *)(void *)((char *)(p)-offsetof(type, member)))
 
 struct uroce_pd {
   struct uroce_eng *eng;

@@ -4,7 +4,7 @@
  * were lost. In multipath mode it sends the PSNs the completer marked lost
  * first, one gap at a time, and new packets after them. */
 #include "transport/qp.h"
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 
 const char *const uroce_req_state_names[REQST_COUNT] = {
     [REQST_IDLE] = "IDLE",

@@ -4,7 +4,7 @@
  * READ responses and atomic acknowledgements, which resp_make_pkt() emits
  * in PSN order. */
 #include "transport/qp.h"
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 
 const char *const uroce_resp_state_names[RESPST_COUNT] = {
     [RESPST_CHK_PSN] = "CHK_PSN",

@@ -1,6 +1,7 @@
+/* uroce_strerror: every layer's error codes in words. */
 #include <string.h>
 
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 
 const char *uroce_strerror(int err) {
   switch (err) {
@@ -48,8 +49,4 @@ const char *uroce_strerror(int err) {
   if (err < 0 && err > -4096)
     return strerror(-err);
   return "unknown error";
-}
-
-const char *uroce_version(void) {
-  return UROCE_VERSION_STRING;
 }

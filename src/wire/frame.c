@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 #include "util/bytes.h"
 #include "wire/opcode.h"
 

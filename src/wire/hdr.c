@@ -1,6 +1,6 @@
 #include "wire/hdr.h"
 
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 
 /* IBA table 45 "Encoding for RNR NAK Timer Field", in nanoseconds. */
 static const uint64_t rnr_ns[32] = {

@@ -10,7 +10,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 #include "wire/cm_mad.h"
 #include "wire/frame.h"
 #include "wire/gso.h"

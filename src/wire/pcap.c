@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "uroce/uroce.h"
+#include "uroce/errors.h"
 
 struct uroce_pcap {
   pcap_t *dead;
