@@ -843,6 +843,7 @@ void uroce_device_close(struct uroce_device *dev) {
     }
     pthread_join(dev->thread, 0);
   }
+  dev_trace_close(dev); /* before the engine whose hook it is goes */
   if (dev->eng) {
     /* The engine frees what the application left; the device's own
      * per-CQ state goes with it. */
@@ -858,7 +859,6 @@ void uroce_device_close(struct uroce_device *dev) {
     uroce_udp_close(&dev->sock);
   if (dev->pcap)
     uroce_pcap_close(dev->pcap);
-  dev_trace_close(dev);
   if (dev->epfd >= 0)
     close(dev->epfd);
   if (dev->doorbell >= 0)

@@ -140,7 +140,8 @@ int uroce_device_app_turn(struct uroce_device *dev, bool found);
  * (blocks: the thread is woken). */
 void uroce_device_app_leaves(struct uroce_device *dev, bool blocks);
 /* trace.c: starts tracing to $UROCE_TRACE if set (0 or -errno, said on
- * stderr); stops and closes the trace (device lock held or not needed). */
+ * stderr); stops and closes the trace (the device lock held or not
+ * needed; the engine, if any, still there). */
 int dev_trace_env(struct uroce_device *dev);
 void dev_trace_close(struct uroce_device *dev);
 /* Progress helpers in verbs.c; device lock held. */

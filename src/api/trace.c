@@ -31,7 +31,8 @@ static void trace_line(void *ctx, const struct uroce_trace_ev *ev) {
 static int trace_stop(struct uroce_device *dev) {
   if (!dev->trace)
     return 0;
-  uroce_eng_set_trace(dev->eng, 0, 0);
+  if (dev->eng)
+    uroce_eng_set_trace(dev->eng, 0, 0);
   int e = jsonl_close(dev->trace);
   dev->trace = 0;
   if (e < 0)
@@ -74,9 +75,5 @@ int dev_trace_env(struct uroce_device *dev) {
 }
 
 void dev_trace_close(struct uroce_device *dev) {
-  if (dev->trace && dev->eng)
-    trace_stop(dev);
-  else if (dev->trace)
-    jsonl_close(dev->trace);
-  dev->trace = 0;
+  trace_stop(dev);
 }
