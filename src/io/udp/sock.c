@@ -323,8 +323,9 @@ int uroce_udp_send(struct uroce_udp_sock *s, struct uroce_udp_tx *tx,
         break;
       m->msg_iovlen = (size_t)(&iov[niov] - m->msg_iov);
       if (cnt > 1) {
-        m->msg_control = ctl[k].buf;
-        m->msg_controllen = sizeof(ctl[k].buf);
+        memset(ctl[k].buf, 0, sizeof(ctl[k].buf)); /* the padding too: */
+        m->msg_control = ctl[k].buf;               /* the kernel reads */
+        m->msg_controllen = sizeof(ctl[k].buf);    /* all of it */
         struct cmsghdr *cm = CMSG_FIRSTHDR(m);
         cm->cmsg_level = SOL_UDP;
         cm->cmsg_type = UDP_SEGMENT;
