@@ -49,6 +49,13 @@ int uroce_reg_mr(struct uroce_pd *pd, void *addr, size_t length,
                            out);
 }
 
+/* Access rights that let someone write the region: its pages must be
+ * writable when it is registered. */
+static bool mr_writes(uint32_t access) {
+  return access & (UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE |
+                   UROCE_ACCESS_REMOTE_ATOMIC);
+}
+
 int uroce_reg_mr_iova(struct uroce_pd *pd, void *addr, size_t length,
                       uint64_t iova, uint32_t access, struct uroce_mr **out) {
   if (!pd || !out)
@@ -57,9 +64,7 @@ int uroce_reg_mr_iova(struct uroce_pd *pd, void *addr, size_t length,
   /* As the kernel does for ibv_reg_mr: the whole range must be mapped now
    * (writable for any write right), and its pages are locked until the
    * region goes. */
-  bool write = access & (UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE |
-                         UROCE_ACCESS_REMOTE_ATOMIC);
-  int rv = uroce_pin_lock(addr, length, write);
+  int rv = uroce_pin_lock(addr, length, mr_writes(access));
   if (rv < 0)
     return rv;
   LOCK(dev);
@@ -95,9 +100,18 @@ int uroce_rereg_mr(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
   if (uroce_pd_eng(mr->pd) != eng)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_device *dev = dev_of(eng);
+  /* The new range is locked as a registration's is, before the region
+   * moves to it; the old one is unlocked once it has (the two may
+   * overlap: the pin module keeps what another registration covers). */
+  int rv = uroce_pin_lock(addr, length, mr_writes(access));
+  if (rv < 0)
+    return rv;
   LOCK(dev);
-  int rv = uroce_mr_rereg(mr, pd, addr, length, access);
+  const void *old = (const void *)(uintptr_t)mr->host;
+  uint64_t old_len = mr->length;
+  rv = uroce_mr_rereg(mr, pd, addr, length, access);
   UNLOCK(dev);
+  uroce_pin_unlock(rv < 0 ? addr : old, rv < 0 ? length : old_len);
   return rv;
 }
 

@@ -55,15 +55,19 @@ static struct uroce_mr *take_slot(struct uroce_mr_table *t) {
   return e;
 }
 
+bool uroce_mr_range_ok(uint64_t iova, uint64_t length, uint32_t access) {
+  if (access & ~UROCE_ACCESS_ALL)
+    return false;
+  if ((access & (UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_ATOMIC)) &&
+      !(access & UROCE_ACCESS_LOCAL_WRITE))
+    return false;
+  return iova + length >= iova;
+}
+
 int uroce_mr_table_add(struct uroce_mr_table *t, const void *pd, uint64_t iova,
                        uint64_t length, uint32_t access, uint64_t rnd,
                        struct uroce_mr **out) {
-  if (access & ~UROCE_ACCESS_ALL)
-    return UROCE_ERR_INVALID_ARGUMENT;
-  if ((access & (UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_ATOMIC)) &&
-      !(access & UROCE_ACCESS_LOCAL_WRITE))
-    return UROCE_ERR_INVALID_ARGUMENT;
-  if (iova + length < iova)
+  if (!uroce_mr_range_ok(iova, length, access))
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_mr *mr = take_slot(t);
   if (!mr)

@@ -75,6 +75,9 @@ struct uroce_mr_table {
 size_t uroce_mr_table_bytes(uint32_t n);
 uint32_t uroce_mr_table_init(struct uroce_mr_table *t, void *mem, uint32_t n);
 
+/* Whether a region may have these access bits over [iova, iova + length):
+ * known bits, no remote write or atomic without local write, no wrap. */
+bool uroce_mr_range_ok(uint64_t iova, uint64_t length, uint32_t access);
 /* Registers a region; rnd supplies the random key bits. Returns 0, or
  * UROCE_ERR_INVALID_ARGUMENT for unknown access bits, remote write or
  * atomic without local write, or iova + length overflowing;

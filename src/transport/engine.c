@@ -404,7 +404,8 @@ int uroce_mr_rereg(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
     return UROCE_ERR_INVALID_ARGUMENT;
   if (mr->binds)
     return UROCE_ERR_BUSY; /* windows are bound to it */
-  if (mr->state == MR_FREE)
+  if (mr->state == MR_FREE ||
+      !uroce_mr_range_ok((uint64_t)(uintptr_t)addr, length, access))
     return UROCE_ERR_INVALID_ARGUMENT;
   old->refs--;
   pd->refs++;

@@ -157,6 +157,50 @@ static void test_locked(void) {
   uroce_device_close(dev);
 }
 
+/* Re-registration moves the lock with the region: the new range is
+ * locked and the old one released (a range the region still shares keeps
+ * its pages locked); a new range that is not mapped fails with EFAULT and
+ * leaves the region where it was; bad access bits are refused with
+ * nothing locked. */
+static void test_rereg_locks(void) {
+  struct uroce_device *dev = open_dev("127.0.0.82");
+  if (!dev)
+    return;
+  struct uroce_pd *pd;
+  struct uroce_mr *mr;
+  CHECK_EQ(uroce_alloc_pd(dev, &pd), 0);
+  size_t n = 16;
+  uint8_t *p = map_pages(n, PROT_READ | PROT_WRITE);
+  uint8_t *q = map_pages(2 * n, PROT_READ | PROT_WRITE);
+  uint64_t base = uroce_pin_locked_bytes();
+  long base_k = vm_lck_kib();
+  CHECK_EQ(uroce_reg_mr(pd, p, n * pg, RW, &mr), 0);
+  CHECK_EQ(uroce_rereg_mr(mr, pd, q, 2 * n * pg, RW), 0);
+  CHECK_EQ(uroce_pin_locked_bytes() - base, 2 * n * pg);
+  if (MLOCK_OBSERVABLE)
+    CHECK_EQ(vm_lck_kib() - base_k, (long)(2 * n * pg / 1024));
+  /* access only, same range: still locked once */
+  CHECK_EQ(uroce_rereg_mr(mr, pd, q, 2 * n * pg, UROCE_ACCESS_LOCAL_WRITE), 0);
+  CHECK_EQ(uroce_pin_locked_bytes() - base, 2 * n * pg);
+  if (MLOCK_OBSERVABLE)
+    CHECK_EQ(vm_lck_kib() - base_k, (long)(2 * n * pg / 1024));
+  /* past the mapping (its guard page): EFAULT, the region stays on q */
+  CHECK_EQ(uroce_rereg_mr(mr, pd, q, (2 * n + 1) * pg, RW), -EFAULT);
+  CHECK_EQ(uroce_pin_locked_bytes() - base, 2 * n * pg);
+  /* remote write without local write */
+  CHECK_EQ(uroce_rereg_mr(mr, pd, p, n * pg, UROCE_ACCESS_REMOTE_WRITE),
+           UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_pin_locked_bytes() - base, 2 * n * pg);
+  CHECK_EQ(uroce_dereg_mr(mr), 0);
+  CHECK_EQ(uroce_pin_locked_bytes(), base);
+  if (MLOCK_OBSERVABLE)
+    CHECK_EQ(vm_lck_kib(), base_k);
+  munmap(p, (n + 1) * pg);
+  munmap(q, (2 * n + 1) * pg);
+  CHECK_EQ(uroce_dealloc_pd(pd), 0);
+  uroce_device_close(dev);
+}
+
 /* In a child: with RLIMIT_MEMLOCK at 256 KiB (or the hard limit, if
  * lower) and no privilege to pass it (root gives up CAP_IPC_LOCK by
  * becoming nobody), half the limit registers and four times it fails
@@ -374,6 +418,7 @@ int main(void) {
   T_RUN(test_probe);
   T_RUN(test_reg_unmapped);
   T_RUN(test_locked);
+  T_RUN(test_rereg_locks);
   T_RUN(test_memlock_limit);
   T_RUN(test_remote_unmapped);
   return T_DONE();
