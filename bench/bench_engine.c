@@ -20,10 +20,6 @@
 #define DEPTH 64
 #define GOAL_PPS 3e6
 
-static double now_s(void) {
-  return (double)mono_ns() * 1e-9;
-}
-
 struct end {
   struct uroce_eng *eng;
   struct uroce_pd *pd;
@@ -160,7 +156,7 @@ int main(int argc, char **argv) {
     post_write(&a, &b, id++);
   uint64_t pkts_a = 0, pkts_b = 0, msgs = 0, vnow = 0;
   struct uroce_wc wc[DEPTH];
-  double t0 = now_s(), t1 = t0;
+  double t0 = mono_s(), t1 = t0;
   while (t1 - t0 < secs) {
     for (int k = 0; k < 64; k++) {
       pkts_a += pump(&a, &b, vnow);
@@ -178,7 +174,7 @@ int main(int argc, char **argv) {
       }
       msgs += (uint64_t)n;
     }
-    t1 = now_s();
+    t1 = mono_s();
   }
   double el = t1 - t0;
   uint64_t total = pkts_a + pkts_b;

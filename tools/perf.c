@@ -23,6 +23,7 @@
 #include "perf_util.h"
 #include "tool.h"
 #include "uroce/uroce.h"
+#include "util/clock.h"
 
 enum op { OP_WRITE, OP_READ, OP_SEND, OP_ATOMIC };
 enum test { T_BW, T_LAT };
@@ -112,10 +113,6 @@ static void usage(FILE *out) {
       "                   receives (read it with uroce dump)\n");
 }
 
-static double now_s(void) {
-  return (double)perf_now_ns() / 1e9;
-}
-
 static int die(const char *what, int err) {
   fprintf(stderr, "uroce perf: %s: %s\n", what, uroce_strerror(err));
   return 1;
@@ -200,7 +197,7 @@ static int setup(struct ctx *x) {
     if ((rv = uroce_create_qp(x->pd, &ia, &x->c[q].qp)) < 0)
       return die("create_qp", rv);
     mine[q].qpn = uroce_qp_num(x->c[q].qp);
-    mine[q].psn = (uint32_t)(perf_now_ns() * 2654435761u + q) & 0xFFFFFF;
+    mine[q].psn = (uint32_t)(mono_ns() * 2654435761u + q) & 0xFFFFFF;
     mine[q].rkey = uroce_mr_rkey(x->mr);
     mine[q].vaddr = (uint64_t)(uintptr_t)(x->buf + q * x->buf_size);
     mine[q].size = x->buf_size;
@@ -430,7 +427,7 @@ static int client_bw(struct ctx *x, uint64_t size, struct result *r) {
     rv = -ENOMEM;
     goto out;
   }
-  double t0 = now_s();
+  double t0 = mono_s();
   bool expired = false;
   for (;;) {
     for (unsigned q = 0; q < o->qps; q++) {
@@ -457,7 +454,7 @@ static int client_bw(struct ctx *x, uint64_t size, struct result *r) {
       total_done += wc[i].wr_id & 0xFFFF;
     }
     if (o->duration > 0 && !expired)
-      expired = now_s() - t0 >= o->duration;
+      expired = mono_s() - t0 >= o->duration;
     bool idle = true;
     for (unsigned q = 0; q < o->qps; q++)
       if (done[q] < posted[q] || (o->duration == 0 && done[q] < o->iters))
@@ -465,7 +462,7 @@ static int client_bw(struct ctx *x, uint64_t size, struct result *r) {
     if (idle && (o->duration == 0 || expired))
       break;
   }
-  r->secs = now_s() - t0;
+  r->secs = mono_s() - t0;
   r->iters = total_done;
 out:
   free(posted);
@@ -487,14 +484,14 @@ static int server_send_bw(struct ctx *x, uint64_t size, uint64_t expect,
     if (n < 0)
       return n;
     if (n && t0 == 0)
-      t0 = now_s();
+      t0 = mono_s();
     for (int i = 0; i < n; i++) {
       got++;
       if (post_recv(x, (unsigned)wc[i].wr_id, size) < 0)
         return -EIO;
     }
   }
-  r->secs = now_s() - t0;
+  r->secs = mono_s() - t0;
   r->iters = got;
   return 0;
 }
@@ -525,7 +522,7 @@ static int run_lat(struct ctx *x, uint64_t size, struct result *r) {
   uint8_t *out_last = x->buf + size - 1;
   uint64_t i;
   for (i = 0; i < iters; i++) {
-    uint64_t t0 = perf_now_ns();
+    uint64_t t0 = mono_ns();
     if (o->op == OP_READ || o->op == OP_ATOMIC) {
       if (!client) {
         serve_until_peer_speaks(x); /* no verbs call: only the NIC works */
@@ -538,7 +535,7 @@ static int run_lat(struct ctx *x, uint64_t size, struct result *r) {
         rv = n;
         break;
       }
-      samples[i] = perf_now_ns() - t0;
+      samples[i] = mono_ns() - t0;
       continue;
     }
     /* Ping-pong: the client sends first; each side waits for the other's
@@ -590,7 +587,7 @@ static int run_lat(struct ctx *x, uint64_t size, struct result *r) {
         }
       }
     }
-    samples[i] = (perf_now_ns() - t0) / 2; /* one way: half the round trip */
+    samples[i] = (mono_ns() - t0) / 2; /* one way: half the round trip */
     /* Retire our own send completions without blocking. */
     if (o->op == OP_WRITE)
       while (poll_some(x, wc, 4) > 0) {
