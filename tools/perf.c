@@ -238,46 +238,26 @@ static int setup(struct ctx *x) {
   }
   for (unsigned q = 0; q < o->qps; q++) {
     x->c[q].remote = theirs[q];
-    struct uroce_qp_attr a = {0};
-    a.qp_state = UROCE_QPS_INIT;
-    a.qp_access_flags = UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_READ |
-                        UROCE_ACCESS_REMOTE_ATOMIC;
-    a.port_num = 1;
-    rv = uroce_modify_qp(x->c[q].qp, &a,
-                         UROCE_QP_STATE | UROCE_QP_PKEY_INDEX | UROCE_QP_PORT |
-                             UROCE_QP_ACCESS_FLAGS);
-    if (rv < 0)
-      return die("modify_qp INIT", rv);
-    memset(&a, 0, sizeof(a));
-    a.qp_state = UROCE_QPS_RTR;
-    a.path_mtu = o->mtu ? o->mtu : uroce_device_active_mtu(x->dev);
-    a.dest_qp_num = theirs[q].qpn;
-    a.rq_psn = theirs[q].psn;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.hop_limit = 64;
+    struct uroce_qp_attr a = {
+        .qp_state = UROCE_QPS_RTS,
+        .qp_access_flags = UROCE_ACCESS_REMOTE_WRITE |
+                           UROCE_ACCESS_REMOTE_READ |
+                           UROCE_ACCESS_REMOTE_ATOMIC,
+        .port_num = 1,
+        .path_mtu = o->mtu ? o->mtu : uroce_device_active_mtu(x->dev),
+        .dest_qp_num = theirs[q].qpn,
+        .rq_psn = theirs[q].psn,
+        .max_dest_rd_atomic = 16,
+        .min_rnr_timer = 12,
+        .ah_attr = {.is_global = 1, .hop_limit = 64},
+        .sq_psn = mine[q].psn,
+        .timeout = 14,
+        .retry_cnt = 6, /* 7 would retry forever (rxe semantics) */
+        .rnr_retry = 7,
+        .max_rd_atomic = 16};
     memcpy(a.ah_attr.dgid, theirs[q].gid, 16);
-    rv = uroce_modify_qp(x->c[q].qp, &a,
-                         UROCE_QP_STATE | UROCE_QP_AV | UROCE_QP_PATH_MTU |
-                             UROCE_QP_DEST_QPN | UROCE_QP_RQ_PSN |
-                             UROCE_QP_MAX_DEST_RD_ATOMIC |
-                             UROCE_QP_MIN_RNR_TIMER);
-    if (rv < 0)
-      return die("modify_qp RTR", rv);
-    memset(&a, 0, sizeof(a));
-    a.qp_state = UROCE_QPS_RTS;
-    a.sq_psn = mine[q].psn;
-    a.timeout = 14;
-    a.retry_cnt = 6; /* 7 would retry forever (rxe semantics) */
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 16;
-    rv = uroce_modify_qp(x->c[q].qp, &a,
-                         UROCE_QP_STATE | UROCE_QP_SQ_PSN | UROCE_QP_TIMEOUT |
-                             UROCE_QP_RETRY_CNT | UROCE_QP_RNR_RETRY |
-                             UROCE_QP_MAX_QP_RD_ATOMIC);
-    if (rv < 0)
-      return die("modify_qp RTS", rv);
+    if ((rv = uroce_connect_qp(x->c[q].qp, &a)) < 0)
+      return die("connect_qp", rv);
   }
   free(mine);
   free(theirs);
