@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "api/internal.h"
+#include "apihelp.h"
 #include "mem/pin.h"
 #include "t.h"
 #include "util/clock.h"
@@ -228,24 +229,11 @@ static void new_qp(struct side *s) {
 }
 
 static void connect_qp(struct side *s, struct side *peer) {
-  struct uroce_qp_attr a = {.qp_state = UROCE_QPS_RTS,
-                            .port_num = 1,
-                            .qp_access_flags = UROCE_ACCESS_REMOTE_WRITE |
-                                               UROCE_ACCESS_REMOTE_READ |
-                                               UROCE_ACCESS_REMOTE_ATOMIC,
-                            .path_mtu = UROCE_MTU_1024,
-                            .dest_qp_num = uroce_qp_num(peer->qp),
-                            .rq_psn = 1,
-                            .sq_psn = 1,
-                            .max_dest_rd_atomic = 4,
-                            .min_rnr_timer = 1,
-                            .ah_attr = {.is_global = 1, .hop_limit = 64},
-                            .timeout = 10,
-                            .retry_cnt = 7,
-                            .rnr_retry = 7,
-                            .max_rd_atomic = 4};
-  uroce_device_gid(peer->dev, a.ah_attr.dgid);
-  CHECK_EQ(uroce_connect_qp(s->qp, &a), 0);
+  CHECK_EQ(api_connect_rc(s->qp, peer->dev, peer->qp,
+                          UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_READ |
+                              UROCE_ACCESS_REMOTE_ATOMIC,
+                          1, 10),
+           0);
 }
 
 /* The status of one completion on s, or -1 after 5 s. */
