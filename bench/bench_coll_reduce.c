@@ -12,10 +12,6 @@
 #include "uroce/coll.h"
 #include "util/clock.h"
 
-static double now_s(void) {
-  return (double)mono_ns() * 1e-9;
-}
-
 static volatile char sink;
 
 /* bytes per second of f(bytes) over about secs */
@@ -23,12 +19,12 @@ static double rate(void (*f)(char *, const char *, size_t, int, int), char *d,
                    const char *s, size_t bytes, int dt, int op, double secs) {
   f(d, s, bytes, dt, op); /* warm */
   long it = 0;
-  double t0 = now_s(), t;
+  double t0 = mono_s(), t;
   do {
     for (int k = 0; k < 4; k++)
       f(d, s, bytes, dt, op);
     it += 4;
-    t = now_s() - t0;
+    t = mono_s() - t0;
   } while (t < secs);
   sink = d[bytes / 2];
   return (double)bytes * (double)it / t;

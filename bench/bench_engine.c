@@ -20,10 +20,6 @@
 #define DEPTH 64
 #define GOAL_PPS 3e6
 
-static double now_s(void) {
-  return (double)mono_ns() * 1e-9;
-}
-
 struct end {
   struct uroce_eng *eng;
   struct uroce_pd *pd;
@@ -72,41 +68,22 @@ static void make_end(struct end *e, uint8_t last_octet) {
 }
 
 static void bring_up(struct end *e, const struct end *peer, uint8_t peer_ip) {
-  struct uroce_qp_attr a;
-  memset(&a, 0, sizeof(a));
-  a.qp_state = UROCE_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = UROCE_ACCESS_ALL;
-  int rc = uroce_qp_modify(e->qp, &a,
-                           UROCE_QP_STATE | UROCE_QP_PKEY_INDEX |
-                               UROCE_QP_PORT | UROCE_QP_ACCESS_FLAGS);
-  memset(&a, 0, sizeof(a));
-  a.qp_state = UROCE_QPS_RTR;
-  a.path_mtu = UROCE_MTU_4096;
-  a.dest_qp_num = uroce_qp_num(peer->qp);
-  a.max_dest_rd_atomic = 16;
-  a.min_rnr_timer = 1;
-  a.ah_attr.is_global = 1;
+  struct uroce_qp_attr a = {.qp_state = UROCE_QPS_RTS,
+                            .port_num = 1,
+                            .qp_access_flags = UROCE_ACCESS_ALL,
+                            .path_mtu = UROCE_MTU_4096,
+                            .dest_qp_num = uroce_qp_num(peer->qp),
+                            .max_dest_rd_atomic = 16,
+                            .min_rnr_timer = 1,
+                            .ah_attr.is_global = 1,
+                            .timeout = 14,
+                            .retry_cnt = 7,
+                            .rnr_retry = 7,
+                            .max_rd_atomic = 16};
   a.ah_attr.dgid[10] = a.ah_attr.dgid[11] = 0xFF;
   a.ah_attr.dgid[12] = 10;
   a.ah_attr.dgid[15] = peer_ip;
-  rc = rc ? rc
-          : uroce_qp_modify(e->qp, &a,
-                            UROCE_QP_STATE | UROCE_QP_AV | UROCE_QP_PATH_MTU |
-                                UROCE_QP_DEST_QPN | UROCE_QP_RQ_PSN |
-                                UROCE_QP_MAX_DEST_RD_ATOMIC |
-                                UROCE_QP_MIN_RNR_TIMER);
-  memset(&a, 0, sizeof(a));
-  a.qp_state = UROCE_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 16;
-  rc = rc ? rc
-          : uroce_qp_modify(e->qp, &a,
-                            UROCE_QP_STATE | UROCE_QP_TIMEOUT |
-                                UROCE_QP_RETRY_CNT | UROCE_QP_RNR_RETRY |
-                                UROCE_QP_SQ_PSN | UROCE_QP_MAX_QP_RD_ATOMIC);
+  int rc = uroce_qp_connect(e->qp, &a);
   if (rc)
     die("modify_qp", rc);
 }
@@ -160,7 +137,7 @@ int main(int argc, char **argv) {
     post_write(&a, &b, id++);
   uint64_t pkts_a = 0, pkts_b = 0, msgs = 0, vnow = 0;
   struct uroce_wc wc[DEPTH];
-  double t0 = now_s(), t1 = t0;
+  double t0 = mono_s(), t1 = t0;
   while (t1 - t0 < secs) {
     for (int k = 0; k < 64; k++) {
       pkts_a += pump(&a, &b, vnow);
@@ -178,7 +155,7 @@ int main(int argc, char **argv) {
       }
       msgs += (uint64_t)n;
     }
-    t1 = now_s();
+    t1 = mono_s();
   }
   double el = t1 - t0;
   uint64_t total = pkts_a + pkts_b;

@@ -26,10 +26,6 @@
 #define PKT_PAYLOAD 4096
 #define REPS 9
 
-static double now_s(void) {
-  return (double)mono_ns() * 1e-9;
-}
-
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -123,7 +119,7 @@ static void run(size_t working_set, int have_vpclmul) {
         t[m][r] = 0;
         continue;
       }
-      double t0 = now_s();
+      double t0 = mono_s();
       if (m == M_MEMCPY) {
         for (size_t it = 0; it < iters; it++)
           for (size_t i = 0; i < n; i++)
@@ -138,7 +134,7 @@ static void run(size_t working_set, int have_vpclmul) {
           for (size_t i = 0; i < n; i++)
             acc += icrc_by(&frames[i], fns[m]);
       }
-      t[m][r] = now_s() - t0;
+      t[m][r] = mono_s() - t0;
     }
   }
   sink = acc;

@@ -25,6 +25,7 @@
 
 #include "args.h"
 #include "tool.h"
+#include "util/clock.h"
 
 static volatile sig_atomic_t got_signal;
 
@@ -69,12 +70,6 @@ static void usage(FILE *out) {
           "  -q, --quiet          do not report failed ranks\n\n"
           "Exits 0 if every rank exited 0; otherwise with the first failed\n"
           "rank's status (128 + signal if it was killed).\n");
-}
-
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* A TCP port that is free on addr now (the kernel's choice), other than

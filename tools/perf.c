@@ -23,6 +23,7 @@
 #include "perf_util.h"
 #include "tool.h"
 #include "uroce/uroce.h"
+#include "util/clock.h"
 
 enum op { OP_WRITE, OP_READ, OP_SEND, OP_ATOMIC };
 enum test { T_BW, T_LAT };
@@ -115,10 +116,6 @@ static void usage(FILE *out) {
       "                   JSON lines (read it with uroce trace)\n");
 }
 
-static double now_s(void) {
-  return (double)perf_now_ns() / 1e9;
-}
-
 static int die(const char *what, int err) {
   fprintf(stderr, "uroce perf: %s: %s\n", what, uroce_strerror(err));
   return 1;
@@ -208,7 +205,7 @@ static int setup(struct ctx *x) {
     if ((rv = uroce_create_qp(x->pd, &ia, &x->c[q].qp)) < 0)
       return die("create_qp", rv);
     mine[q].qpn = uroce_qp_num(x->c[q].qp);
-    mine[q].psn = (uint32_t)(perf_now_ns() * 2654435761u + q) & 0xFFFFFF;
+    mine[q].psn = (uint32_t)(mono_ns() * 2654435761u + q) & 0xFFFFFF;
     mine[q].rkey = uroce_mr_rkey(x->mr);
     mine[q].vaddr = (uint64_t)(uintptr_t)(x->buf + q * x->buf_size);
     mine[q].size = x->buf_size;
@@ -249,46 +246,26 @@ static int setup(struct ctx *x) {
   }
   for (unsigned q = 0; q < o->qps; q++) {
     x->c[q].remote = theirs[q];
-    struct uroce_qp_attr a = {0};
-    a.qp_state = UROCE_QPS_INIT;
-    a.qp_access_flags = UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_READ |
-                        UROCE_ACCESS_REMOTE_ATOMIC;
-    a.port_num = 1;
-    rv = uroce_modify_qp(x->c[q].qp, &a,
-                         UROCE_QP_STATE | UROCE_QP_PKEY_INDEX | UROCE_QP_PORT |
-                             UROCE_QP_ACCESS_FLAGS);
-    if (rv < 0)
-      return die("modify_qp INIT", rv);
-    memset(&a, 0, sizeof(a));
-    a.qp_state = UROCE_QPS_RTR;
-    a.path_mtu = o->mtu ? o->mtu : uroce_device_active_mtu(x->dev);
-    a.dest_qp_num = theirs[q].qpn;
-    a.rq_psn = theirs[q].psn;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.hop_limit = 64;
+    struct uroce_qp_attr a = {
+        .qp_state = UROCE_QPS_RTS,
+        .qp_access_flags = UROCE_ACCESS_REMOTE_WRITE |
+                           UROCE_ACCESS_REMOTE_READ |
+                           UROCE_ACCESS_REMOTE_ATOMIC,
+        .port_num = 1,
+        .path_mtu = o->mtu ? o->mtu : uroce_device_active_mtu(x->dev),
+        .dest_qp_num = theirs[q].qpn,
+        .rq_psn = theirs[q].psn,
+        .max_dest_rd_atomic = 16,
+        .min_rnr_timer = 12,
+        .ah_attr = {.is_global = 1, .hop_limit = 64},
+        .sq_psn = mine[q].psn,
+        .timeout = 14,
+        .retry_cnt = 6, /* 7 would retry forever (rxe semantics) */
+        .rnr_retry = 7,
+        .max_rd_atomic = 16};
     memcpy(a.ah_attr.dgid, theirs[q].gid, 16);
-    rv = uroce_modify_qp(x->c[q].qp, &a,
-                         UROCE_QP_STATE | UROCE_QP_AV | UROCE_QP_PATH_MTU |
-                             UROCE_QP_DEST_QPN | UROCE_QP_RQ_PSN |
-                             UROCE_QP_MAX_DEST_RD_ATOMIC |
-                             UROCE_QP_MIN_RNR_TIMER);
-    if (rv < 0)
-      return die("modify_qp RTR", rv);
-    memset(&a, 0, sizeof(a));
-    a.qp_state = UROCE_QPS_RTS;
-    a.sq_psn = mine[q].psn;
-    a.timeout = 14;
-    a.retry_cnt = 6; /* 7 would retry forever (rxe semantics) */
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 16;
-    rv = uroce_modify_qp(x->c[q].qp, &a,
-                         UROCE_QP_STATE | UROCE_QP_SQ_PSN | UROCE_QP_TIMEOUT |
-                             UROCE_QP_RETRY_CNT | UROCE_QP_RNR_RETRY |
-                             UROCE_QP_MAX_QP_RD_ATOMIC);
-    if (rv < 0)
-      return die("modify_qp RTS", rv);
+    if ((rv = uroce_connect_qp(x->c[q].qp, &a)) < 0)
+      return die("connect_qp", rv);
   }
   free(mine);
   free(theirs);
@@ -438,7 +415,7 @@ static int client_bw(struct ctx *x, uint64_t size, struct result *r) {
     rv = -ENOMEM;
     goto out;
   }
-  double t0 = now_s();
+  double t0 = mono_s();
   bool expired = false;
   for (;;) {
     for (unsigned q = 0; q < o->qps; q++) {
@@ -465,7 +442,7 @@ static int client_bw(struct ctx *x, uint64_t size, struct result *r) {
       total_done += wc[i].wr_id & 0xFFFF;
     }
     if (o->duration > 0 && !expired)
-      expired = now_s() - t0 >= o->duration;
+      expired = mono_s() - t0 >= o->duration;
     bool idle = true;
     for (unsigned q = 0; q < o->qps; q++)
       if (done[q] < posted[q] || (o->duration == 0 && done[q] < o->iters))
@@ -473,7 +450,7 @@ static int client_bw(struct ctx *x, uint64_t size, struct result *r) {
     if (idle && (o->duration == 0 || expired))
       break;
   }
-  r->secs = now_s() - t0;
+  r->secs = mono_s() - t0;
   r->iters = total_done;
 out:
   free(posted);
@@ -495,14 +472,14 @@ static int server_send_bw(struct ctx *x, uint64_t size, uint64_t expect,
     if (n < 0)
       return n;
     if (n && t0 == 0)
-      t0 = now_s();
+      t0 = mono_s();
     for (int i = 0; i < n; i++) {
       got++;
       if (post_recv(x, (unsigned)wc[i].wr_id, size) < 0)
         return -EIO;
     }
   }
-  r->secs = now_s() - t0;
+  r->secs = mono_s() - t0;
   r->iters = got;
   return 0;
 }
@@ -533,7 +510,7 @@ static int run_lat(struct ctx *x, uint64_t size, struct result *r) {
   uint8_t *out_last = x->buf + size - 1;
   uint64_t i;
   for (i = 0; i < iters; i++) {
-    uint64_t t0 = perf_now_ns();
+    uint64_t t0 = mono_ns();
     if (o->op == OP_READ || o->op == OP_ATOMIC) {
       if (!client) {
         serve_until_peer_speaks(x); /* no verbs call: only the NIC works */
@@ -546,7 +523,7 @@ static int run_lat(struct ctx *x, uint64_t size, struct result *r) {
         rv = n;
         break;
       }
-      samples[i] = perf_now_ns() - t0;
+      samples[i] = mono_ns() - t0;
       continue;
     }
     /* Ping-pong: the client sends first; each side waits for the other's
@@ -598,7 +575,7 @@ static int run_lat(struct ctx *x, uint64_t size, struct result *r) {
         }
       }
     }
-    samples[i] = (perf_now_ns() - t0) / 2; /* one way: half the round trip */
+    samples[i] = (mono_ns() - t0) / 2; /* one way: half the round trip */
     /* Retire our own send completions without blocking. */
     if (o->op == OP_WRITE)
       while (poll_some(x, wc, 4) > 0) {

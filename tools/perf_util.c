@@ -15,12 +15,7 @@
 #include <unistd.h>
 
 #include "util/bytes.h"
-
-uint64_t perf_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#include "util/clock.h"
 
 static int resolve(const char *host, uint16_t port, bool passive,
                    struct addrinfo **res) {
@@ -70,7 +65,7 @@ int perf_tcp_listen_accept(const char *bind_addr, uint16_t port,
 }
 
 int perf_tcp_connect(const char *host, uint16_t port, int timeout_ms) {
-  uint64_t deadline = perf_now_ns() + (uint64_t)timeout_ms * 1000000u;
+  uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000u;
   int last = -ECONNREFUSED;
   do {
     struct addrinfo *res;
@@ -92,7 +87,7 @@ int perf_tcp_connect(const char *host, uint16_t port, int timeout_ms) {
     last = -errno;
     close(fd);
     usleep(50000);
-  } while (perf_now_ns() < deadline);
+  } while (mono_ns() < deadline);
   return last;
 }
 

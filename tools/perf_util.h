@@ -45,7 +45,4 @@ struct perf_lat {
 };
 void perf_lat_compute(uint64_t *samples_ns, size_t n, struct perf_lat *out);
 
-/* Monotonic clock in ns. */
-uint64_t perf_now_ns(void);
-
 #endif

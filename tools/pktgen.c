@@ -15,6 +15,7 @@
 #include "args.h"
 #include "tool.h"
 #include "uroce/uroce.h"
+#include "util/rng.h"
 #include "wire/frame.h"
 #include "wire/hdr.h"
 #include "wire/pcap.h"
@@ -31,10 +32,7 @@ struct gen {
 };
 
 static uint64_t rnd(struct gen *g) {
-  uint64_t z = (g->rng += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return splitmix64(&g->rng);
 }
 
 static void expect_line(struct gen *g, const struct uroce_frame_params *fp,

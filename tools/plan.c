@@ -14,6 +14,7 @@
 
 #include "plan/plan.h"
 #include "tool.h"
+#include "util/clock.h"
 
 #define MAX_OPTIONS 512
 
@@ -72,12 +73,6 @@ static void usage(FILE *f) {
           "  -h, --help               this text\n\n"
           "The spec and catalogue formats are in docs/plan.md; examples are\n"
           "in examples/plan/.\n");
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
 }
 
 static void draw_bar(struct plan_run *pr) {
@@ -161,7 +156,7 @@ static int evaluate(struct plan_run *pr, const struct opts *op, char *err,
   }
   free(tmp);
   pr->bar = !op->quiet && isatty(2) && pr->total;
-  double t0 = now_s();
+  double t0 = mono_s();
   for (uint32_t i = 0; i < pr->n; i++) {
     struct result *r = &pr->r[i];
     if (!r->o.feasible)
@@ -195,7 +190,7 @@ static int evaluate(struct plan_run *pr, const struct opts *op, char *err,
   }
   if (pr->bar)
     fprintf(stderr, "\r%*s\r", 110, "");
-  pr->wall_s = now_s() - t0;
+  pr->wall_s = mono_s() - t0;
   qsort(pr->r, pr->n, sizeof *pr->r, by_step);
   mark_pareto(pr);
   return 0;
@@ -737,12 +732,12 @@ static int run_spec(const char *path, const char *extra_cat,
       snprintf(pr->sp.catalogues[pr->sp.ncatalogues++],
                sizeof pr->sp.catalogues[0], "%s", extra_cat);
   }
-  double t0 = now_s();
+  double t0 = mono_s();
   if (evaluate(pr, op, err, sizeof err)) {
     fprintf(stderr, "uroce plan: %s\n", err);
     return 2;
   }
-  pr->wall_s = now_s() - t0;
+  pr->wall_s = mono_s() - t0;
   char outdir[1024];
   if (dir)
     snprintf(outdir, sizeof outdir, "%s", dir);

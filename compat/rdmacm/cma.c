@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cma.h"
+#include "util/clock.h"
 #include "wire/cm_mad.h"
 
 struct ibv_qp *uroce_ibv_create_gsi_qp(struct ibv_pd *pd,
@@ -125,12 +126,6 @@ static struct {
   unsigned seed;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 static uint32_t rnd(void) {
   return (uint32_t)rand_r(&g.seed) ^ ((uint32_t)rand_r(&g.seed) << 16);
 }
@@ -206,7 +201,7 @@ static int dev_init_locked(void) {
     return g.inited < 0 ? g.inited : 0;
   int n = 0, err = ENODEV;
   struct ibv_device **list = ibv_get_device_list(&n);
-  g.seed = (unsigned)now_ns() ^ (unsigned)getpid();
+  g.seed = (unsigned)mono_ns() ^ (unsigned)getpid();
   if (!list || n < 1)
     goto out;
   g.ctx = ibv_open_device(list[0]);
@@ -330,7 +325,7 @@ static void send_retried(struct cma_id *p, struct uroce_cm_msg *m) {
   if (uroce_cm_build(m, p->mad))
     return;
   p->tries = 1;
-  p->deadline = now_ns() + CM_RETRY_MS * 1000000ull;
+  p->deadline = mono_ns() + CM_RETRY_MS * 1000000ull;
   send_mad(p->ah, p->mad);
   if (write(g.wake[1], "", 1) < 0) {
     /* full pipe: the thread is awake anyway */
@@ -794,7 +789,7 @@ static void on_mad(const uint8_t *buf, size_t len) {
   case UROCE_CM_MRA:
     if (p->deadline) { /* the peer needs longer: wait what it says */
       uint64_t t = 4096ull << (m.service_timeout < 31 ? m.service_timeout : 31);
-      p->deadline = now_ns() + t + CM_RETRY_MS * 1000000ull;
+      p->deadline = mono_ns() + t + CM_RETRY_MS * 1000000ull;
     }
     break;
   case UROCE_CM_REJ:
@@ -854,7 +849,7 @@ static void *cm_thread(void *arg) {
   (void)arg;
   for (;;) {
     pthread_mutex_lock(&g.lock);
-    uint64_t now = now_ns(), next = UINT64_MAX;
+    uint64_t now = mono_ns(), next = UINT64_MAX;
     for (struct cma_id *p = g.ids; p; p = p->next)
       if (p->deadline && p->deadline < next)
         next = p->deadline;
@@ -891,7 +886,7 @@ static void *cm_thread(void *arg) {
           on_mad(g.buf + (size_t)slot * RBUF, wc[i].byte_len);
         post_recv(slot);
       }
-    on_timers(now_ns());
+    on_timers(mono_ns());
     pthread_mutex_unlock(&g.lock);
   }
   return NULL;
@@ -930,8 +925,8 @@ __attribute__((destructor)) static void cm_fini(void) {
       sent++;
     p->state = ST_DISC;
   }
-  uint64_t end = now_ns() + 200000000ull;
-  while (sent > 0 && now_ns() < end) {
+  uint64_t end = mono_ns() + 200000000ull;
+  while (sent > 0 && mono_ns() < end) {
     struct ibv_wc wc[8];
     int n = ibv_poll_cq(g.cq, 8, wc);
     for (int i = 0; i < n; i++)

@@ -214,6 +214,19 @@ UROCE_EXPORT uint32_t uroce_qp_num(const struct uroce_qp *qp);
 UROCE_EXPORT const char *uroce_qp_state_name(int state);
 UROCE_EXPORT int uroce_modify_qp(struct uroce_qp *qp,
                                  const struct uroce_qp_attr *attr, int mask);
+/* Not a libibverbs call: the usual RESET -> INIT -> RTR -> RTS in one.
+ * Moves the QP from where it is up to attr->qp_state (normally RTS), one
+ * uroce_modify_qp a state, each with the attributes that step requires
+ * for the QP's type, read from attr: for INIT port_num (1), pkey_index and
+ * qp_access_flags (UD: qkey); for RTR (RC, UC) ah_attr, path_mtu,
+ * dest_qp_num, rq_psn and, for RC, max_dest_rd_atomic and min_rnr_timer;
+ * for RTS sq_psn and, for RC, timeout, retry_cnt, rnr_retry and
+ * max_rd_atomic. Returns 0 or the first step's error (the QP stays where
+ * it got); UROCE_ERR_BAD_STATE if the QP is past attr->qp_state or not on
+ * that path, UROCE_ERR_INVALID_ARGUMENT if attr->qp_state is not INIT, RTR
+ * or RTS. */
+UROCE_EXPORT int uroce_connect_qp(struct uroce_qp *qp,
+                                  const struct uroce_qp_attr *attr);
 UROCE_EXPORT int uroce_query_qp(struct uroce_qp *qp, struct uroce_qp_attr *attr,
                                 struct uroce_qp_init_attr *init);
 UROCE_EXPORT int uroce_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,

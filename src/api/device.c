@@ -136,11 +136,7 @@ static void capture(struct uroce_device *dev, const uint8_t src[16],
   if (start < 0)
     return;
   memcpy(bth + len - 4, icrc, 4);
-  uint64_t ts;
-  struct timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  ts = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-  uroce_pcap_write(dev->pcap, ts, dev->frame + start,
+  uroce_pcap_write(dev->pcap, real_ns(), dev->frame + start,
                    (size_t)(bth - dev->frame) + len - (size_t)start);
 }
 
@@ -153,8 +149,7 @@ static int do_rx(struct uroce_device *dev, uint64_t now) {
     dev->rx_first = dev->sock.rx_stamp;
   for (int i = 0; i < n; i++) {
     struct uroce_udp_rx *r = &dev->rx[i];
-    if (dev->rx_drop > 0 &&
-        (double)(splitmix64(&dev->rng) >> 11) * 0x1p-53 < dev->rx_drop) {
+    if (dev->rx_drop > 0 && splitmix64_01(&dev->rng) < dev->rx_drop) {
       dev->rx_dropped_impair++;
       continue;
     }

@@ -566,6 +566,17 @@ int uroce_modify_qp(struct uroce_qp *qp, const struct uroce_qp_attr *attr,
   return rv;
 }
 
+int uroce_connect_qp(struct uroce_qp *qp, const struct uroce_qp_attr *attr) {
+  if (!qp || !attr)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(uroce_qp_eng(qp));
+  LOCK(dev);
+  int rv = uroce_qp_connect(qp, attr);
+  UNLOCK(dev);
+  uroce_device_kick(dev);
+  return rv;
+}
+
 int uroce_query_qp(struct uroce_qp *qp, struct uroce_qp_attr *attr,
                    struct uroce_qp_init_attr *init) {
   if (!qp)

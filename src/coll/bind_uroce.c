@@ -487,47 +487,30 @@ int uroce_coll_native_ep(const uroce_coll_native *n, void *blob, size_t len) {
 static int connect_qp(uroce_coll_native *n, int peer, const uint8_t gid[16],
                       uint16_t port, uint32_t dest_qpn, uint32_t rq_psn) {
   struct uroce_qp *qp = n->qp[peer];
-  struct uroce_qp_attr a = {0};
-  a.qp_state = UROCE_QPS_INIT;
-  a.qp_access_flags = UROCE_ACCESS_REMOTE_WRITE;
-  a.port_num = 1;
-  int rc = uroce_modify_qp(qp, &a,
-                           UROCE_QP_STATE | UROCE_QP_PKEY_INDEX |
-                               UROCE_QP_PORT | UROCE_QP_ACCESS_FLAGS);
+  struct uroce_qp_attr a = {
+      .qp_state = UROCE_QPS_INIT,
+      .qp_access_flags = UROCE_ACCESS_REMOTE_WRITE,
+      .port_num = 1,
+      .path_mtu = (uint32_t)uroce_device_active_mtu(n->dev),
+      .dest_qp_num = dest_qpn,
+      .rq_psn = rq_psn,
+      .max_dest_rd_atomic = 1,
+      .min_rnr_timer = 12,
+      .ah_attr = {.is_global = 1, .hop_limit = 64, .dport = port},
+      .sq_psn = n->psn[peer],
+      .timeout = n->attr.qp_timeout,
+      .retry_cnt = n->attr.retry_cnt, /* 7 would retry forever */
+      .rnr_retry = 6,
+      .max_rd_atomic = 1};
+  memcpy(a.ah_attr.dgid, gid, 16);
+  int rc = uroce_connect_qp(qp, &a);
   if (rc < 0)
     return rc;
   /* receive WQEs first, so that the peer's first write finds one */
   if ((rc = post_recvs(n, peer, n->rq_depth)) < 0)
     return rc;
-  memset(&a, 0, sizeof a);
-  a.qp_state = UROCE_QPS_RTR;
-  a.path_mtu = (uint32_t)uroce_device_active_mtu(n->dev);
-  a.dest_qp_num = dest_qpn;
-  a.rq_psn = rq_psn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.hop_limit = 64;
-  a.ah_attr.dport = port;
-  memcpy(a.ah_attr.dgid, gid, 16);
-  rc =
-      uroce_modify_qp(qp, &a,
-                      UROCE_QP_STATE | UROCE_QP_AV | UROCE_QP_PATH_MTU |
-                          UROCE_QP_DEST_QPN | UROCE_QP_RQ_PSN |
-                          UROCE_QP_MAX_DEST_RD_ATOMIC | UROCE_QP_MIN_RNR_TIMER);
-  if (rc < 0)
-    return rc;
-  memset(&a, 0, sizeof a);
   a.qp_state = UROCE_QPS_RTS;
-  a.sq_psn = n->psn[peer];
-  a.timeout = n->attr.qp_timeout;
-  a.retry_cnt = n->attr.retry_cnt; /* 7 would retry forever */
-  a.rnr_retry = 6;
-  a.max_rd_atomic = 1;
-  return uroce_modify_qp(qp, &a,
-                         UROCE_QP_STATE | UROCE_QP_SQ_PSN | UROCE_QP_TIMEOUT |
-                             UROCE_QP_RETRY_CNT | UROCE_QP_RNR_RETRY |
-                             UROCE_QP_MAX_QP_RD_ATOMIC);
+  return uroce_connect_qp(qp, &a);
 }
 
 int uroce_coll_native_connect(uroce_coll_native *n, const void *eps,

@@ -11,6 +11,7 @@
 
 #include "plan/plan.h"
 #include "sim/sim.h"
+#include "util/clock.h"
 
 bool plan_probe_possible(const struct plan_spec *sp,
                          const struct plan_option *o, char *why, size_t len) {
@@ -166,8 +167,7 @@ int plan_probe(const struct plan_spec *sp, const struct plan_option *o,
   memset(st, 0, sizeof *st);
   struct sim_cfg cfg;
   build_cfg(sp, o, &cfg);
-  struct timespec w0, w1;
-  clock_gettime(CLOCK_MONOTONIC, &w0);
+  double w0 = mono_s();
   char serr[512];
   struct sim *s = sim_new(&cfg, serr, sizeof serr);
   sim_cfg_free(&cfg);
@@ -215,7 +215,6 @@ int plan_probe(const struct plan_spec *sp, const struct plan_option *o,
     st->pauses += ss->pause_frames[i];
   }
   sim_del(s);
-  clock_gettime(CLOCK_MONOTONIC, &w1);
-  st->wall_s = (w1.tv_sec - w0.tv_sec) + (w1.tv_nsec - w0.tv_nsec) / 1e9;
+  st->wall_s = mono_s() - w0;
   return 0;
 }

@@ -773,7 +773,7 @@ int sim_coll_new(struct sim *s, char *err, size_t errlen) {
   if (cc->placement) {
     uint64_t rng = sim_seed(s->cfg.seed, 8, 0);
     for (uint32_t i = servers - 1; i > 0; i--) {
-      uint32_t j = (uint32_t)(sim_rand(&rng) % (i + 1)), t = sc->rank_of[i];
+      uint32_t j = (uint32_t)(splitmix64(&rng) % (i + 1)), t = sc->rank_of[i];
       sc->rank_of[i] = sc->rank_of[j];
       sc->rank_of[j] = t;
     }

@@ -328,41 +328,23 @@ static void qp_drop(struct he_nic *m, struct uroce_qp *qp) {
 
 static int qp_connect(struct he_nic *m, struct uroce_qp *qp, uint32_t peer_nic,
                       uint32_t peer_qpn, uint16_t sport) {
-  struct uroce_qp_attr a = {0};
-  a.qp_state = UROCE_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_READ;
-  int rc = uroce_qp_modify(qp, &a,
-                           UROCE_QP_STATE | UROCE_QP_PKEY_INDEX |
-                               UROCE_QP_PORT | UROCE_QP_ACCESS_FLAGS);
-  if (rc)
-    return rc;
-  a.qp_state = UROCE_QPS_RTR;
+  struct uroce_qp_attr a = {
+      .qp_state = UROCE_QPS_RTS,
+      .port_num = 1,
+      .qp_access_flags = UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_READ,
+      .ah_attr = {.sport = sport, .is_global = 1},
+      .path_mtu = m->mtu_enum,
+      .dest_qp_num = peer_qpn,
+      .rq_psn = 0,
+      .sq_psn = 0,
+      .max_dest_rd_atomic = 16,
+      .min_rnr_timer = 1,
+      .timeout = m->timeout,
+      .retry_cnt = 7, /* unlimited: a simulated flow always finishes */
+      .rnr_retry = 7,
+      .max_rd_atomic = 16};
   gid_of(m->s, peer_nic, a.ah_attr.dgid);
-  a.ah_attr.sport = sport;
-  a.ah_attr.is_global = 1;
-  a.path_mtu = m->mtu_enum;
-  a.dest_qp_num = peer_qpn;
-  a.rq_psn = 0;
-  a.max_dest_rd_atomic = 16;
-  a.min_rnr_timer = 1;
-  rc =
-      uroce_qp_modify(qp, &a,
-                      UROCE_QP_STATE | UROCE_QP_AV | UROCE_QP_PATH_MTU |
-                          UROCE_QP_DEST_QPN | UROCE_QP_RQ_PSN |
-                          UROCE_QP_MAX_DEST_RD_ATOMIC | UROCE_QP_MIN_RNR_TIMER);
-  if (rc)
-    return rc;
-  a.qp_state = UROCE_QPS_RTS;
-  a.sq_psn = 0;
-  a.timeout = m->timeout;
-  a.retry_cnt = 7; /* unlimited: a simulated flow always finishes */
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 16;
-  return uroce_qp_modify(qp, &a,
-                         UROCE_QP_STATE | UROCE_QP_SQ_PSN | UROCE_QP_TIMEOUT |
-                             UROCE_QP_RETRY_CNT | UROCE_QP_RNR_RETRY |
-                             UROCE_QP_MAX_QP_RD_ATOMIC);
+  return uroce_qp_connect(qp, &a);
 }
 
 static void poll_cq(struct he_nic *m, sim_time_t now);

@@ -43,7 +43,7 @@ static void put_on_wire(struct sim *s, struct sim_port *p,
   /* Control frames are never lost: IB's FC packets carry cumulative
    * limits, so a lost one is repaired by the next. */
   if (p->loss > 0 && pkt->kind < SIM_PKT_PAUSE &&
-      sim_rand01(&p->rng) < p->loss) {
+      splitmix64_01(&p->rng) < p->loss) {
     s->st.drops_wire++;
     sim_pkt_free(s, pkt);
     return;
@@ -356,9 +356,9 @@ static uint16_t route_nh(struct sim *s, struct sim_switch *sw,
     return SIM_LFT_NONE;
   switch (s->cfg.routing) {
   case SIM_ROUTE_SPRAY:
-    return nth_bit(m, (uint32_t)(sim_rand(&sw->rng) % n));
+    return nth_bit(m, (uint32_t)(splitmix64(&sw->rng) % n));
   case SIM_ROUTE_ADAPTIVE: {
-    uint16_t best = nth_bit(m, (uint32_t)(sim_rand(&sw->rng) % n));
+    uint16_t best = nth_bit(m, (uint32_t)(splitmix64(&sw->rng) % n));
     for (uint64_t r = m; r; r &= r - 1) {
       uint16_t j = (uint16_t)__builtin_ctzll(r);
       if (sw->n.ports[j].qbytes < sw->n.ports[best].qbytes)
@@ -388,10 +388,10 @@ uint16_t sim_route(struct sim *s, struct sim_switch *sw,
   case SIM_ROUTE_STATIC:
     return (uint16_t)(base + (d / sw->up_div) % n);
   case SIM_ROUTE_SPRAY:
-    return (uint16_t)(base + sim_rand(&sw->rng) % n);
+    return (uint16_t)(base + splitmix64(&sw->rng) % n);
   case SIM_ROUTE_ADAPTIVE: {
     /* Ports whose link is down are not eligible: a switch knows at once. */
-    uint32_t start = (uint32_t)(sim_rand(&sw->rng) % n), best = UINT32_MAX;
+    uint32_t start = (uint32_t)(splitmix64(&sw->rng) % n), best = UINT32_MAX;
     uint64_t bq = UINT64_MAX;
     for (uint32_t i = 0; i < n && bq; i++) {
       uint32_t j = (start + i) % n;
@@ -460,7 +460,7 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
     if (!mark) {
       double pr =
           c->pmax * (double)(q->bytes - c->kmin) / (double)(c->kmax - c->kmin);
-      mark = sim_rand01(&sw->rng) < pr;
+      mark = splitmix64_01(&sw->rng) < pr;
     }
     if (mark) {
       pkt->ecn = SIM_ECN_CE;

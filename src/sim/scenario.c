@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ struct ctx {
   double cfactor;
   /* Keys that belong to one fabric, checked once 'fabric' is known. */
   yaml_node_t *eth_at, *ib_at, *routing_at;
-  const char *eth_key;
+  char eth_key[64];
   char *err;
   size_t errlen;
 };
@@ -175,13 +176,171 @@ static int get_path(struct ctx *x, const yaml_node_t *v, const char *key,
   return 0;
 }
 
-typedef int (*section_fn)(struct ctx *x, const char *key, yaml_node_t *v,
-                          void *arg);
+/* ---- the keys of each mapping ----
+ *
+ * A mapping of the scenario is parsed against a table of its keys: what
+ * each key's value is, where in the section's struct it goes, and its
+ * bounds. walk() rejects anything that is not a mapping, duplicate and
+ * unknown keys, and hands each value to the reader of its kind. */
 
-/* Walks a mapping, rejecting duplicates, handing each pair to fn, which
- * returns 1 for an unknown key. */
-static int walk(struct ctx *x, yaml_node_t *m, const char *where, section_fn fn,
-                void *arg) {
+enum key_kind {
+  K_UINT,   /* an integer in [ilo, ihi], into an unsigned of any size */
+  K_DOUBLE, /* a number in [dlo, dhi] */
+  K_SCALED, /* a number in [dlo, dhi] times scale, rounded, into a uint64_t */
+  K_TIME,   /* a number of units of scale ps, into a sim_time_t */
+  K_US_NS,  /* microseconds into a uint64_t of nanoseconds, at least 1 */
+  K_BYTES,  /* a byte count >= ilo, optionally with a unit */
+  K_BOOL,
+  K_ENUM, /* one of names: its index, into an enum or int */
+  K_PATH, /* a file, relative to the scenario's folder, into char[size] */
+  K_MAP,  /* a mapping of the keys sub, over the struct at off */
+  K_FN,   /* anything else: fn reads it into base + off */
+};
+
+enum {
+  F_ETH = 1,  /* only Ethernet has it: an error with 'fabric: infiniband' */
+  F_IB = 2,   /* only InfiniBand has it */
+  F_POW2 = 4, /* K_UINT: a power of two; what says which ones */
+};
+
+struct key {
+  const char *name;
+  enum key_kind kind;
+  unsigned flags;
+  size_t off, size;
+  uint64_t ilo, ihi;
+  double dlo, dhi, scale;
+  const char *const *names;
+  const struct key *sub;
+  int (*fn)(struct ctx *x, const char *key, yaml_node_t *v, void *dst);
+  const char *what; /* K_MAP: the mapping's name in messages; F_POW2 */
+};
+
+/* Entries of a table over struct T (#defined before each table). AT is
+ * offsetof that warns (incompatible pointer types) unless the member has
+ * the given type; SIZED gives the reader the member's size. */
+#define AT(m, type)                                                            \
+  .off = offsetof(T, m) + 0 * sizeof((type *){0} = &((T *)0)->m)
+#define SIZED(m) .off = offsetof(T, m), .size = sizeof(((T *)0)->m)
+#define UINT(k, m, lo, hi, ...)                                                \
+  { k, K_UINT, SIZED(m), .ilo = lo, .ihi = hi, __VA_ARGS__ }
+#define DOUBLE(k, m, lo, hi)                                                   \
+  { k, K_DOUBLE, AT(m, double), .dlo = lo, .dhi = hi }
+#define SCALED(k, m, lo, hi, mul)                                              \
+  { k, K_SCALED, AT(m, uint64_t), .dlo = lo, .dhi = hi, .scale = mul }
+#define US(k, m, ...)                                                          \
+  { k, K_TIME, AT(m, sim_time_t), .scale = 1e6, __VA_ARGS__ }
+#define NS(k, m)                                                               \
+  { k, K_TIME, AT(m, sim_time_t), .scale = 1e3 }
+#define US_NS(k, m)                                                            \
+  { k, K_US_NS, AT(m, uint64_t) }
+#define BYTES(k, m, lo, ...)                                                   \
+  { k, K_BYTES, AT(m, uint64_t), .ilo = lo, __VA_ARGS__ }
+#define BOOL(k, m, ...)                                                        \
+  { k, K_BOOL, AT(m, bool), __VA_ARGS__ }
+#define ENUM(k, m, list)                                                       \
+  { k, K_ENUM, SIZED(m), .names = list }
+#define PATH(k, m)                                                             \
+  { k, K_PATH, SIZED(m) }
+#define MAP(k, m, keys, where, ...)                                            \
+  { k, K_MAP, .off = offsetof(T, m), .sub = keys, .what = where, __VA_ARGS__ }
+#define SAME(k, keys, where, ...) /* a mapping over T itself */                \
+  { k, K_MAP, .sub = keys, .what = where, __VA_ARGS__ }
+#define FN(k, f, ...)                                                          \
+  { k, K_FN, .fn = f, __VA_ARGS__ } /* f gets T */
+#define FN_AT(k, m, f)                                                         \
+  { k, K_FN, .off = offsetof(T, m), .fn = f }
+#define END                                                                    \
+  { 0 }
+
+static int walk(struct ctx *x, yaml_node_t *m, const char *where,
+                const struct key *keys, void *base);
+
+static void store_uint(void *dst, size_t size, uint64_t u) {
+  switch (size) {
+  case 1:
+    *(uint8_t *)dst = (uint8_t)u;
+    break;
+  case 2:
+    *(uint16_t *)dst = (uint16_t)u;
+    break;
+  case 4:
+    *(uint32_t *)dst = (uint32_t)u;
+    break;
+  default:
+    *(uint64_t *)dst = u;
+    break;
+  }
+}
+
+/* Remembers the first key that only Ethernet has, for fabric_check. */
+static void eth_key(struct ctx *x, yaml_node_t *v, const char *where,
+                    const char *key) {
+  if (!x->eth_at) {
+    x->eth_at = v;
+    snprintf(x->eth_key, sizeof x->eth_key, "%s.%s", where, key);
+  }
+}
+
+/* Reads v, the value of key k of the mapping where, into dst. */
+static int read_key(struct ctx *x, const struct key *k, const char *where,
+                    yaml_node_t *v, void *dst) {
+  const char *key = k->name;
+  uint64_t u;
+  double d;
+  sim_time_t t;
+  int e;
+  if (k->flags & F_ETH)
+    eth_key(x, v, where, key);
+  if ((k->flags & F_IB) && !x->ib_at)
+    x->ib_at = v;
+  switch (k->kind) {
+  case K_UINT:
+    if (get_u64(x, v, key, k->ilo, k->ihi, &u))
+      return -1;
+    if ((k->flags & F_POW2) && (u & (u - 1)))
+      return fail(x, v, "'%s': %s", key, k->what);
+    store_uint(dst, k->size, u);
+    return 0;
+  case K_DOUBLE:
+    return get_double(x, v, key, k->dlo, k->dhi, dst);
+  case K_SCALED:
+    if (get_double(x, v, key, k->dlo, k->dhi, &d))
+      return -1;
+    *(uint64_t *)dst = (uint64_t)llround(d * k->scale);
+    return 0;
+  case K_TIME:
+    return get_time(x, v, key, k->scale, dst);
+  case K_US_NS:
+    if (get_time(x, v, key, 1e6, &t))
+      return -1;
+    if (!(t / 1000))
+      return fail(x, v, "'%s' must be at least 1 ns", key);
+    *(uint64_t *)dst = t / 1000;
+    return 0;
+  case K_BYTES:
+    return get_bytes(x, v, key, k->ilo, dst);
+  case K_BOOL:
+    return get_bool(x, v, key, dst);
+  case K_ENUM:
+    if (get_enum(x, v, key, k->names, &e))
+      return -1;
+    store_uint(dst, k->size, (uint64_t)e);
+    return 0;
+  case K_PATH:
+    return get_path(x, v, key, dst, k->size);
+  case K_MAP:
+    return walk(x, v, k->what, k->sub, dst);
+  case K_FN:
+    return k->fn(x, key, v, dst);
+  }
+  return -1;
+}
+
+/* Walks a mapping against its keys, rejecting duplicates and unknown
+ * keys; base is the struct the keys' offsets are in. */
+static int walk(struct ctx *x, yaml_node_t *m, const char *where,
+                const struct key *keys, void *base) {
   if (m->type != YAML_MAPPING_NODE)
     return fail(x, m, "'%s': expected a mapping of keys", where);
   for (yaml_node_pair_t *p = m->data.mapping.pairs.start;
@@ -196,411 +355,148 @@ static int walk(struct ctx *x, yaml_node_t *m, const char *where, section_fn fn,
       if (prev && !strcmp(prev, ks))
         return fail(x, k, "duplicate key '%s' in '%s'", ks, where);
     }
-    int rc = fn(x, ks, v, arg);
-    if (rc == 1)
+    const struct key *e = keys;
+    while (e->name && strcmp(e->name, ks))
+      e++;
+    if (!e->name)
       return fail(x, k, "unknown key '%s' in '%s'", ks, where);
-    if (rc)
-      return rc;
+    if (read_key(x, e, where, v, (char *)base + e->off))
+      return -1;
   }
   return 0;
 }
 
-#define KEY(s) (!strcmp(key, s))
+/* ---- the values that are more than a key of a kind ---- */
 
-static int link_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
-  struct sim_link_cfg *l = a;
-  double d;
-  if (KEY("rate_gbps")) {
-    if (get_double(x, v, key, 0.001, 100000, &d))
-      return -1;
-    l->rate_bps = (uint64_t)llround(d * 1e9);
-    return 0;
-  }
-  if (KEY("delay_us"))
-    return get_time(x, v, key, 1e6, &l->delay);
-  if (KEY("delay_ns"))
-    return get_time(x, v, key, 1e3, &l->delay);
-  if (KEY("loss"))
-    return get_double(x, v, key, 0, 0.999, &l->loss);
-  return 1;
+static int topo_k(struct ctx *x, const char *key, yaml_node_t *v, void *dst) {
+  uint32_t *k = dst;
+  if (get_u32(x, v, key, 2, 128, k))
+    return -1;
+  if (*k % 2)
+    return fail(x, v, "'k': a fat-tree needs an even k, got %u", *k);
+  return 0;
 }
 
-static int links_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
-  struct sim_topo_cfg *t = a;
-  if (KEY("host"))
-    return walk(x, v, "links.host", link_fn, &t->link[0]);
-  if (KEY("fabric"))
-    return walk(x, v, "links.fabric", link_fn, &t->link[1]);
-  if (KEY("core"))
-    return walk(x, v, "links.core", link_fn, &t->link[2]);
-  if (KEY("all")) {
-    struct sim_link_cfg l = t->link[0];
-    if (walk(x, v, "links.all", link_fn, &l))
-      return -1;
-    t->link[0] = t->link[1] = t->link[2] = l;
+static int pfc_headroom(struct ctx *x, const char *key, yaml_node_t *v,
+                        void *dst) {
+  int64_t *h = dst;
+  if (sval(v) && !strcmp(sval(v), "auto")) {
+    *h = -1;
     return 0;
   }
-  return 1;
+  uint64_t b;
+  if (get_bytes(x, v, key, 0, &b))
+    return -1;
+  *h = (int64_t)b;
+  return 0;
 }
 
-static int topo_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
-  struct sim_topo_cfg *t = a;
-  static const char *const kinds[] = {"leaf_spine", "fat_tree", 0};
+static int pfc_priorities(struct ctx *x, const char *key, yaml_node_t *v,
+                          void *dst) {
+  uint8_t *prios = dst;
+  if (v->type != YAML_SEQUENCE_NODE)
+    return fail(x, v, "'priorities': expected a list like [3]");
+  *prios = 0;
+  for (yaml_node_item_t *i = v->data.sequence.items.start;
+       i < v->data.sequence.items.top; i++) {
+    uint32_t p;
+    if (get_u32(x, yaml_document_get_node(x->doc, *i), "priorities", 0, 7, &p))
+      return -1;
+    *prios |= (uint8_t)(1u << p);
+  }
+  return 0;
+}
+
+static int dcqcn_preset(struct ctx *x, const char *key, yaml_node_t *v,
+                        void *dst) {
+  struct uroce_dcqcn_params *p = dst;
+  static const char *const presets[] = {"mellanox", "ns3", 0};
   int e;
-  if (KEY("kind")) {
-    if (get_enum(x, v, key, kinds, &e))
-      return -1;
-    t->kind = (enum sim_topo_kind)e;
-    return 0;
-  }
-  if (KEY("leaves"))
-    return get_u32(x, v, key, 1, 65535, &t->leaves);
-  if (KEY("hosts_per_leaf"))
-    return get_u32(x, v, key, 1, 4096, &t->hosts_per_leaf);
-  if (KEY("spines"))
-    return get_u32(x, v, key, 1, 4096, &t->spines);
-  if (KEY("oversubscription"))
-    return get_double(x, v, key, 0.01, 1000, &t->oversubscription);
-  if (KEY("rails"))
-    return get_u32(x, v, key, 1, 16, &t->rails);
-  if (KEY("k")) {
-    if (get_u32(x, v, key, 2, 128, &t->k))
-      return -1;
-    if (t->k % 2)
-      return fail(x, v, "'k': a fat-tree needs an even k, got %u", t->k);
-    return 0;
-  }
-  if (KEY("links"))
-    return walk(x, v, "topology.links", links_fn, t);
-  return 1;
+  if (get_enum(x, v, key, presets, &e))
+    return -1;
+  if (e == 0)
+    uroce_dcqcn_params_mlx(p, p->line_rate_bps);
+  else
+    uroce_dcqcn_params_ns3(p, p->line_rate_bps);
+  return 0;
 }
 
-static int ecn_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
-  struct sim_switch_cfg *s = a;
-  if (KEY("enabled"))
-    return get_bool(x, v, key, &s->ecn);
-  if (KEY("kmin"))
-    return get_bytes(x, v, key, 0, &s->kmin);
-  if (KEY("kmax"))
-    return get_bytes(x, v, key, 1, &s->kmax);
-  if (KEY("pmax"))
-    return get_double(x, v, key, 0, 1, &s->pmax);
-  return 1;
-}
-
-static int pfc_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
-  struct sim_switch_cfg *s = a;
-  if (KEY("enabled"))
-    return get_bool(x, v, key, &s->pfc);
-  if (KEY("xoff"))
-    return get_bytes(x, v, key, 1, &s->xoff);
-  if (KEY("xon"))
-    return get_bytes(x, v, key, 0, &s->xon);
-  if (KEY("headroom")) {
-    if (sval(v) && !strcmp(sval(v), "auto")) {
-      s->headroom = -1;
-      return 0;
-    }
-    uint64_t b;
-    if (get_bytes(x, v, key, 0, &b))
-      return -1;
-    s->headroom = (int64_t)b;
-    return 0;
-  }
-  if (KEY("priorities")) {
-    if (v->type != YAML_SEQUENCE_NODE)
-      return fail(x, v, "'priorities': expected a list like [3]");
-    s->pfc_prios = 0;
-    for (yaml_node_item_t *i = v->data.sequence.items.start;
-         i < v->data.sequence.items.top; i++) {
-      uint32_t p;
-      if (get_u32(x, yaml_document_get_node(x->doc, *i), "priorities", 0, 7,
-                  &p))
-        return -1;
-      s->pfc_prios |= (uint8_t)(1u << p);
-    }
-    return 0;
-  }
-  return 1;
-}
-
-/* Remembers the first key that only Ethernet has. */
-static void eth_key(struct ctx *x, yaml_node_t *v, const char *name) {
-  if (!x->eth_at) {
-    x->eth_at = v;
-    x->eth_key = name;
-  }
-}
-
-static int switch_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
-  struct sim_switch_cfg *s = a;
-  static const char *const names[] = {"switch.buffer", "switch.queue_max",
-                                      "switch.ecn", "switch.pfc"};
-  for (int i = 0; i < 4; i++)
-    if (!strcmp(key, names[i] + 7))
-      eth_key(x, v, names[i]);
-  if (KEY("buffer"))
-    return get_bytes(x, v, key, 1, &s->buffer_bytes);
-  if (KEY("queue_max"))
-    return get_bytes(x, v, key, 0, &s->qmax_bytes);
-  if (KEY("ecn"))
-    return walk(x, v, "switch.ecn", ecn_fn, s);
-  if (KEY("pfc"))
-    return walk(x, v, "switch.pfc", pfc_fn, s);
-  return 1;
-}
-
-static int dcqcn_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
-  struct uroce_dcqcn_params *p = a;
-  double d;
-  uint64_t u;
-  sim_time_t t;
-  if (KEY("preset")) {
-    static const char *const presets[] = {"mellanox", "ns3", 0};
-    int e;
-    if (get_enum(x, v, key, presets, &e))
-      return -1;
-    if (e == 0)
-      uroce_dcqcn_params_mlx(p, p->line_rate_bps);
-    else
-      uroce_dcqcn_params_ns3(p, p->line_rate_bps);
-    return 0;
-  }
-  if (KEY("g"))
-    return get_double(x, v, key, 1e-6, 1, &p->g);
-  if (KEY("initial_alpha"))
-    return get_double(x, v, key, 0, 1, &p->initial_alpha);
-  if (KEY("fast_recovery_steps"))
-    return get_u32(x, v, key, 0, 1000, &p->fast_recovery_steps);
-  if (KEY("byte_counter"))
-    return get_bytes(x, v, key, 0, &p->byte_counter);
-  struct {
-    const char *k;
-    uint64_t *dst;
-    int is_rate;
-  } f[] = {{"alpha_timer_us", &p->alpha_timer_ns, 0},
-           {"rate_decrease_us", &p->rate_decrease_ns, 0},
-           {"rate_increase_us", &p->rate_increase_ns, 0},
-           {"cnp_interval_us", &p->cnp_interval_ns, 0},
-           {"rai_mbps", &p->rai_bps, 1},
-           {"rhai_mbps", &p->rhai_bps, 1},
-           {"min_rate_mbps", &p->min_rate_bps, 1}};
-  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-    if (strcmp(key, f[i].k))
-      continue;
-    if (f[i].is_rate) {
-      if (get_double(x, v, key, 0, 1e7, &d))
-        return -1;
-      *f[i].dst = (uint64_t)llround(d * 1e6);
-    } else {
-      if (get_time(x, v, key, 1e6, &t))
-        return -1;
-      u = t / 1000;
-      if (!u)
-        return fail(x, v, "'%s' must be at least 1 ns", key);
-      *f[i].dst = u;
-    }
-    return 0;
-  }
-  return 1;
-}
-
-static int transport_fn(struct ctx *x, const char *key, yaml_node_t *v,
-                        void *a) {
-  struct sim_transport_cfg *t = a;
-  uint32_t u;
-  if (KEY("model")) {
-    static const char *const m[] = {"uroce", "simple", 0};
-    int e;
-    if (get_enum(x, v, key, m, &e))
-      return -1;
-    t->model = (enum sim_host_model)e;
-    return 0;
-  }
-  if (KEY("mtu")) {
-    if (get_u32(x, v, key, 256, 4096, &u))
-      return -1;
-    if (u & (u - 1))
-      return fail(x, v, "'mtu': expected 256, 512, 1024, 2048 or 4096");
-    t->mtu = u;
-    return 0;
-  }
-  if (KEY("window")) {
-    if (get_u32(x, v, key, 1, 65536, &u))
-      return -1;
-    if (u & (u - 1))
-      return fail(x, v, "'window': expected a power of two");
-    t->window = u;
-    return 0;
-  }
-  if (KEY("ack_every"))
-    return get_u32(x, v, key, 1, 65536, &t->ack_every);
-  if (KEY("paths"))
-    return get_u32(x, v, key, 1, 16384, &t->paths);
-  if (KEY("rto_us"))
-    return get_time(x, v, key, 1e6, &t->rto);
-  if (KEY("out_of_order")) {
-    static const char *const o[] = {"false", "true", "auto", 0};
-    int e;
-    if (get_enum(x, v, key, o, &e))
-      return -1;
-    t->ooo = e == 2 ? -1 : e;
-    return 0;
-  }
-  if (KEY("ipv6")) {
-    eth_key(x, v, "transport.ipv6");
-    return get_bool(x, v, key, &t->ipv6);
-  }
-  if (KEY("data_priority")) {
-    if (get_u32(x, v, key, 0, 7, &u))
-      return -1;
-    t->data_prio = (uint8_t)u;
-    return 0;
-  }
-  if (KEY("control_priority")) {
-    if (get_u32(x, v, key, 0, 7, &u))
-      return -1;
-    t->ctrl_prio = (uint8_t)u;
-    return 0;
-  }
-  if (KEY("cc")) {
-    static const char *const cc[] = {"none", "dcqcn", "swift", 0};
-    int e;
-    if (get_enum(x, v, key, cc, &e))
-      return -1;
-    t->cc = (enum sim_cc)e;
-    if (t->cc == SIM_CC_DCQCN)
-      eth_key(x, v, "transport.cc dcqcn");
-    return 0;
-  }
-  if (KEY("dcqcn")) {
-    eth_key(x, v, "transport.dcqcn");
-    if (v->type != YAML_MAPPING_NODE)
-      return fail(x, v, "'transport.dcqcn': expected a mapping of keys");
-    x->dcqcn = v;
-    return 0;
-  }
-  return 1;
-}
-
-static int workload_fn(struct ctx *x, const char *key, yaml_node_t *v,
-                       void *a) {
-  struct sim_workload_cfg *w = a;
-  struct sim_coll_cfg *cc = &w->coll;
+static int tp_ooo(struct ctx *x, const char *key, yaml_node_t *v, void *dst) {
+  static const char *const o[] = {"false", "true", "auto", 0};
   int e;
-  if (KEY("kind") || KEY("type")) {
-    static const char *const k[] = {
-        "none", "permutation", "incast", "all_to_all", "csv", "collective", 0};
-    if (get_enum(x, v, key, k, &e))
+  if (get_enum(x, v, key, o, &e))
+    return -1;
+  *(int *)dst = e == 2 ? -1 : e;
+  return 0;
+}
+
+static int tp_cc(struct ctx *x, const char *key, yaml_node_t *v, void *dst) {
+  static const char *const cc[] = {"none", "dcqcn", "swift", 0};
+  int e;
+  if (get_enum(x, v, key, cc, &e))
+    return -1;
+  *(enum sim_cc *)dst = (enum sim_cc)e;
+  if (e == SIM_CC_DCQCN)
+    eth_key(x, v, "transport", "cc dcqcn");
+  return 0;
+}
+
+/* transport.dcqcn is read last, over the preset at the final link rate. */
+static int tp_dcqcn(struct ctx *x, const char *key, yaml_node_t *v, void *dst) {
+  if (v->type != YAML_MAPPING_NODE)
+    return fail(x, v, "'transport.dcqcn': expected a mapping of keys");
+  x->dcqcn = v;
+  return 0;
+}
+
+static int wl_size_dist(struct ctx *x, const char *key, yaml_node_t *v,
+                        void *dst) {
+  struct sim_workload_cfg *w = dst;
+  if (get_path(x, v, key, w->dist_path, sizeof w->dist_path))
+    return -1;
+  char msg[400];
+  free(w->dist.bytes);
+  free(w->dist.cdf);
+  if (sim_size_dist_load(w->dist_path, &w->dist, msg, sizeof msg))
+    return fail(x, v, "'size_distribution': %s", msg);
+  return 0;
+}
+
+static int coll_ranks(struct ctx *x, const char *key, yaml_node_t *v,
+                      void *dst) {
+  if (sval(v) && !strcmp(sval(v), "all")) {
+    *(uint32_t *)dst = 0;
+    return 0;
+  }
+  return get_u32(x, v, key, 2, 1u << 20, dst);
+}
+
+static int coll_size_list(struct ctx *x, const char *key, yaml_node_t *v,
+                          void *dst) {
+  struct sim_coll_cfg *cc = dst;
+  if (v->type != YAML_SEQUENCE_NODE)
+    return fail(x, v, "'sizes': expected a list like [1MiB, 16MiB]");
+  cc->nsizes = 0;
+  for (yaml_node_item_t *i = v->data.sequence.items.start;
+       i < v->data.sequence.items.top; i++) {
+    yaml_node_t *n = yaml_document_get_node(x->doc, *i);
+    if (cc->nsizes == SIM_COLL_MAX_SIZES)
+      return fail(x, n, "'sizes': at most %d sizes", SIM_COLL_MAX_SIZES);
+    if (get_bytes(x, n, "sizes", 1, &cc->sizes[cc->nsizes]))
       return -1;
-    w->kind = (enum sim_workload_kind)e;
-    return 0;
+    cc->nsizes++;
   }
-  if (KEY("size"))
-    return get_bytes(x, v, key, 1, &w->bytes);
-  if (KEY("size_distribution")) {
-    if (get_path(x, v, key, w->dist_path, sizeof w->dist_path))
-      return -1;
-    char msg[400];
-    free(w->dist.bytes);
-    free(w->dist.cdf);
-    if (sim_size_dist_load(w->dist_path, &w->dist, msg, sizeof msg))
-      return fail(x, v, "'size_distribution': %s", msg);
-    return 0;
-  }
-  if (KEY("senders"))
-    return get_u32(x, v, key, 1, 1u << 20, &w->incast_senders);
-  if (KEY("receiver"))
-    return get_u32(x, v, key, 0, 1u << 20, &w->incast_receiver);
-  if (KEY("start_us"))
-    return get_time(x, v, key, 1e6, &w->start);
-  if (KEY("file"))
-    return get_path(x, v, key, w->csv_path, sizeof w->csv_path);
-  /* collective */
-  if (KEY("collective")) {
-    static const char *const k[] = {"allreduce",
-                                    "reduce_scatter",
-                                    "allgather",
-                                    "broadcast",
-                                    "reduce",
-                                    "all_to_all",
-                                    0};
-    if (get_enum(x, v, key, k, &e))
-      return -1;
-    cc->kind = e;
-    return 0;
-  }
-  if (KEY("algo")) {
-    static const char *const al[] = {"auto",     "ring", "tree", "rhd",
-                                     "pairwise", "hier", 0};
-    if (get_enum(x, v, key, al, &e))
-      return -1;
-    cc->algo = e;
-    return 0;
-  }
-  if (KEY("dtype")) {
-    static const char *const d[] = {"float32", "float16", "bfloat16", "int32",
-                                    "int64",   "float64", 0};
-    if (get_enum(x, v, key, d, &e))
-      return -1;
-    cc->dtype = e;
-    return 0;
-  }
-  if (KEY("ranks")) {
-    if (sval(v) && !strcmp(sval(v), "all")) {
-      cc->ranks = 0;
-      return 0;
-    }
-    return get_u32(x, v, key, 2, 1u << 20, &cc->ranks);
-  }
-  if (KEY("chunk"))
-    return get_bytes(x, v, key, 64, &cc->chunk_bytes);
-  if (KEY("placement")) {
-    static const char *const pl[] = {"linear", "random", 0};
-    if (get_enum(x, v, key, pl, &e))
-      return -1;
-    cc->placement = e;
-    return 0;
-  }
-  if (KEY("slots"))
-    return get_u32(x, v, key, 1, 64, &cc->slots);
-  if (KEY("ranks_per_host"))
-    return get_u32(x, v, key, 1, 1024, &cc->ranks_per_host);
-  if (KEY("nics_per_host"))
-    return get_u32(x, v, key, 1, 1024, &cc->nics_per_host);
-  if (KEY("intra_host_gbps"))
-    return get_double(x, v, key, 0.001, 1e6, &cc->intra_gbps);
-  if (KEY("intra_host_latency_us"))
-    return get_double(x, v, key, 0, 1e6, &cc->intra_latency_us);
-  if (KEY("sizes")) {
-    if (v->type != YAML_SEQUENCE_NODE)
-      return fail(x, v, "'sizes': expected a list like [1MiB, 16MiB]");
-    cc->nsizes = 0;
-    for (yaml_node_item_t *i = v->data.sequence.items.start;
-         i < v->data.sequence.items.top; i++) {
-      yaml_node_t *n = yaml_document_get_node(x->doc, *i);
-      if (cc->nsizes == SIM_COLL_MAX_SIZES)
-        return fail(x, n, "'sizes': at most %d sizes", SIM_COLL_MAX_SIZES);
-      if (get_bytes(x, n, "sizes", 1, &cc->sizes[cc->nsizes]))
-        return -1;
-      cc->nsizes++;
-    }
-    x->sizes_at = v;
-    return 0;
-  }
-  if (KEY("min")) {
-    x->range_at = v;
-    return get_bytes(x, v, key, 1, &x->cmin);
-  }
-  if (KEY("max")) {
-    x->range_at = v;
-    return get_bytes(x, v, key, 1, &x->cmax);
-  }
-  if (KEY("factor")) {
-    x->range_at = v;
+  x->sizes_at = v;
+  return 0;
+}
+
+/* min, max, factor: the collective's sizes, made by coll_sizes. */
+static int coll_range(struct ctx *x, const char *key, yaml_node_t *v,
+                      void *dst) {
+  x->range_at = v;
+  if (!strcmp(key, "factor"))
     return get_double(x, v, key, 1.01, 1024, &x->cfactor);
-  }
-  return 1;
+  return get_bytes(x, v, key, 1, !strcmp(key, "min") ? &x->cmin : &x->cmax);
 }
 
 /* The collective's sizes from min, max and factor, after the walk. */
@@ -628,9 +524,12 @@ static int coll_sizes(struct ctx *x) {
   return 0;
 }
 
-/* A VL arbitration table: a list of [vl, weight] pairs. */
-static int get_vlarb(struct ctx *x, yaml_node_t *v, const char *key,
-                     struct sim_vlarb_ent *t, uint8_t *n) {
+/* vlarb_high, vlarb_low: a list of [vl, weight] pairs. */
+static int ib_vlarb(struct ctx *x, const char *key, yaml_node_t *v, void *dst) {
+  struct sim_ib_cfg *ib = dst;
+  bool high = !strcmp(key, "vlarb_high");
+  struct sim_vlarb_ent *t = high ? ib->high : ib->low;
+  uint8_t *n = high ? &ib->nhigh : &ib->nlow;
   if (v->type != YAML_SEQUENCE_NODE)
     return fail(x, v, "'%s': expected a list of [vl, weight] pairs", key);
   *n = 0;
@@ -654,86 +553,315 @@ static int get_vlarb(struct ctx *x, yaml_node_t *v, const char *key,
   return 0;
 }
 
-static int sm_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
-  struct sim_sm_cfg *sm = a;
+static int fail_port(struct ctx *x, const char *key, yaml_node_t *v,
+                     void *dst) {
+  struct sim_failure *f = dst;
   uint32_t u;
-  if (KEY("routing_engine")) {
-    static const char *const e[] = {"ftree", "minhop", "updn", 0};
-    int i;
-    if (get_enum(x, v, key, e, &i))
-      return -1;
-    sm->engine = (enum sim_sm_engine)i;
-    return 0;
-  }
-  if (KEY("lmc")) {
-    if (get_u32(x, v, key, 0, 7, &u))
-      return -1;
-    sm->lmc = (uint8_t)u;
-    return 0;
-  }
-  if (KEY("max_wire_smps"))
-    return get_u32(x, v, key, 1, 4096, &sm->max_wire_smps);
-  if (KEY("smp_processing_ns"))
-    return get_time(x, v, key, 1e3, &sm->smp_proc);
-  if (KEY("route_ns"))
-    return get_time(x, v, key, 1e3, &sm->route_time);
-  return 1;
+  if (get_u32(x, v, key, 0, 65535, &u))
+    return -1;
+  f->port = (uint16_t)u;
+  f->kind = SIM_FAIL_LINK;
+  return 0;
 }
 
-static int ibcc_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
-  struct sim_ibcc_cfg *cc = a;
-  if (KEY("enabled"))
-    return get_bool(x, v, key, &cc->enabled);
-  if (KEY("threshold"))
-    return get_bytes(x, v, key, 0, &cc->threshold);
-  if (KEY("marking_rate"))
-    return get_u32(x, v, key, 1, 65535, &cc->marking_rate);
-  if (KEY("ccti_increase"))
-    return get_u32(x, v, key, 0, 16383, &cc->ccti_increase);
-  if (KEY("ccti_limit"))
-    return get_u32(x, v, key, 0, 16383, &cc->ccti_limit);
-  if (KEY("ccti_timer_us"))
-    return get_time(x, v, key, 1e6, &cc->ccti_timer);
-  if (KEY("ird_step_ns"))
-    return get_time(x, v, key, 1e3, &cc->ird_step);
-  return 1;
+static int top_name(struct ctx *x, const char *key, yaml_node_t *v, void *dst) {
+  if (need_scalar(x, v, key))
+    return -1;
+  for (const char *p = sval(v); *p; p++)
+    if (!(*p == '-' || *p == '_' || *p == '.' || (*p >= '0' && *p <= '9') ||
+          (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+      return fail(x, v, "'name': letters, digits, '-', '_' and '.' only");
+  snprintf(x->name, x->namelen, "%s", sval(v));
+  return 0;
 }
 
-static int ib_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
-  struct sim_ib_cfg *ib = a;
-  uint32_t u;
-  if (KEY("sm"))
-    return walk(x, v, "infiniband.sm", sm_fn, &ib->sm);
-  if (KEY("cc"))
-    return walk(x, v, "infiniband.cc", ibcc_fn, &ib->cc);
-  if (KEY("vlarb_high"))
-    return get_vlarb(x, v, key, ib->high, &ib->nhigh);
-  if (KEY("vlarb_low"))
-    return get_vlarb(x, v, key, ib->low, &ib->nlow);
-  if (KEY("high_limit")) {
-    if (get_u32(x, v, key, 0, 255, &u))
-      return -1;
-    ib->high_limit = (uint8_t)u;
-    return 0;
-  }
-  if (KEY("vl_buffer"))
-    return get_bytes(x, v, key, SIM_IB_BLOCK, &ib->vl_buffer);
-  if (KEY("fc_latency_ns"))
-    return get_time(x, v, key, 1e3, &ib->fc_latency);
-  if (KEY("fc_period_ns"))
-    return get_time(x, v, key, 1e3, &ib->fc_period);
-  if (KEY("grh"))
-    return get_bool(x, v, key, &ib->grh);
-  if (KEY("vls")) {
-    if (get_u32(x, v, key, 1, 8, &u))
-      return -1;
-    if (u & (u - 1))
-      return fail(x, v, "'vls': expected 1, 2, 4 or 8");
-    ib->vls = (uint8_t)u;
-    return 0;
-  }
-  return 1;
+static int top_mem_limit(struct ctx *x, const char *key, yaml_node_t *v,
+                         void *dst) {
+  uint64_t mb = 0;
+  int rc = get_u64(x, v, key, 1, 1ull << 30, &mb);
+  *(uint64_t *)dst = mb << 20;
+  return rc;
 }
+
+static int top_routing(struct ctx *x, const char *key, yaml_node_t *v,
+                       void *dst) {
+  static const char *const r[] = {"ecmp", "adaptive", "spray", "static", 0};
+  int e;
+  if (get_enum(x, v, key, r, &e))
+    return -1;
+  *(enum sim_routing *)dst = (enum sim_routing)e;
+  x->routing_at = v;
+  return 0;
+}
+
+/* ---- the tables ---- */
+
+#define T struct sim_link_cfg
+static const struct key link_keys[] = {
+    SCALED("rate_gbps", rate_bps, 0.001, 100000, 1e9),
+    US("delay_us", delay),
+    NS("delay_ns", delay),
+    DOUBLE("loss", loss, 0, 0.999),
+    END,
+};
+#undef T
+
+/* links.all: the host link's values with these keys, on every tier. */
+static int links_all(struct ctx *x, const char *key, yaml_node_t *v,
+                     void *dst) {
+  struct sim_topo_cfg *t = dst;
+  struct sim_link_cfg l = t->link[0];
+  if (walk(x, v, "links.all", link_keys, &l))
+    return -1;
+  t->link[0] = t->link[1] = t->link[2] = l;
+  return 0;
+}
+
+#define T struct sim_topo_cfg
+static const struct key links_keys[] = {
+    MAP("host", link[0], link_keys, "links.host"),
+    MAP("fabric", link[1], link_keys, "links.fabric"),
+    MAP("core", link[2], link_keys, "links.core"),
+    FN("all", links_all),
+    END,
+};
+
+static const char *const topo_kinds[] = {"leaf_spine", "fat_tree", 0};
+static const struct key topo_keys[] = {
+    ENUM("kind", kind, topo_kinds),
+    UINT("leaves", leaves, 1, 65535),
+    UINT("hosts_per_leaf", hosts_per_leaf, 1, 4096),
+    UINT("spines", spines, 1, 4096),
+    DOUBLE("oversubscription", oversubscription, 0.01, 1000),
+    UINT("rails", rails, 1, 16),
+    FN_AT("k", k, topo_k),
+    SAME("links", links_keys, "topology.links"),
+    END,
+};
+#undef T
+
+#define T struct sim_switch_cfg
+static const struct key ecn_keys[] = {
+    BOOL("enabled", ecn),
+    BYTES("kmin", kmin, 0),
+    BYTES("kmax", kmax, 1),
+    DOUBLE("pmax", pmax, 0, 1),
+    END,
+};
+
+static const struct key pfc_keys[] = {
+    BOOL("enabled", pfc),
+    BYTES("xoff", xoff, 1),
+    BYTES("xon", xon, 0),
+    FN_AT("headroom", headroom, pfc_headroom),
+    FN_AT("priorities", pfc_prios, pfc_priorities),
+    END,
+};
+
+static const struct key switch_keys[] = {
+    BYTES("buffer", buffer_bytes, 1, .flags = F_ETH),
+    BYTES("queue_max", qmax_bytes, 0, .flags = F_ETH),
+    SAME("ecn", ecn_keys, "switch.ecn", .flags = F_ETH),
+    SAME("pfc", pfc_keys, "switch.pfc", .flags = F_ETH),
+    END,
+};
+#undef T
+
+#define T struct uroce_dcqcn_params
+static const struct key dcqcn_keys[] = {
+    FN("preset", dcqcn_preset),
+    DOUBLE("g", g, 1e-6, 1),
+    DOUBLE("initial_alpha", initial_alpha, 0, 1),
+    UINT("fast_recovery_steps", fast_recovery_steps, 0, 1000),
+    BYTES("byte_counter", byte_counter, 0),
+    US_NS("alpha_timer_us", alpha_timer_ns),
+    US_NS("rate_decrease_us", rate_decrease_ns),
+    US_NS("rate_increase_us", rate_increase_ns),
+    US_NS("cnp_interval_us", cnp_interval_ns),
+    SCALED("rai_mbps", rai_bps, 0, 1e7, 1e6),
+    SCALED("rhai_mbps", rhai_bps, 0, 1e7, 1e6),
+    SCALED("min_rate_mbps", min_rate_bps, 0, 1e7, 1e6),
+    END,
+};
+#undef T
+
+#define T struct sim_transport_cfg
+static const char *const tp_models[] = {"uroce", "simple", 0};
+static const struct key transport_keys[] = {
+    ENUM("model", model, tp_models),
+    UINT("mtu", mtu, 256, 4096, .flags = F_POW2,
+         .what = "expected 256, 512, 1024, 2048 or 4096"),
+    UINT("window", window, 1, 65536, .flags = F_POW2,
+         .what = "expected a power of two"),
+    UINT("ack_every", ack_every, 1, 65536),
+    UINT("paths", paths, 1, 16384),
+    US("rto_us", rto),
+    FN_AT("out_of_order", ooo, tp_ooo),
+    BOOL("ipv6", ipv6, .flags = F_ETH),
+    UINT("data_priority", data_prio, 0, 7),
+    UINT("control_priority", ctrl_prio, 0, 7),
+    FN_AT("cc", cc, tp_cc),
+    FN("dcqcn", tp_dcqcn, .flags = F_ETH),
+    END,
+};
+#undef T
+
+#define T struct sim_workload_cfg
+static const char *const wl_kinds[] = {
+    "none", "permutation", "incast", "all_to_all", "csv", "collective", 0};
+static const char *const coll_kinds[] = {"allreduce",
+                                         "reduce_scatter",
+                                         "allgather",
+                                         "broadcast",
+                                         "reduce",
+                                         "all_to_all",
+                                         0};
+static const char *const coll_algos[] = {"auto",     "ring", "tree", "rhd",
+                                         "pairwise", "hier", 0};
+static const char *const coll_dtypes[] = {
+    "float32", "float16", "bfloat16", "int32", "int64", "float64", 0};
+static const char *const coll_placements[] = {"linear", "random", 0};
+static const struct key workload_keys[] = {
+    ENUM("kind", kind, wl_kinds),
+    ENUM("type", kind, wl_kinds),
+    BYTES("size", bytes, 1),
+    FN("size_distribution", wl_size_dist),
+    UINT("senders", incast_senders, 1, 1u << 20),
+    UINT("receiver", incast_receiver, 0, 1u << 20),
+    US("start_us", start),
+    PATH("file", csv_path),
+    /* collective */
+    ENUM("collective", coll.kind, coll_kinds),
+    ENUM("algo", coll.algo, coll_algos),
+    ENUM("dtype", coll.dtype, coll_dtypes),
+    FN_AT("ranks", coll.ranks, coll_ranks),
+    BYTES("chunk", coll.chunk_bytes, 64),
+    ENUM("placement", coll.placement, coll_placements),
+    UINT("slots", coll.slots, 1, 64),
+    UINT("ranks_per_host", coll.ranks_per_host, 1, 1024),
+    UINT("nics_per_host", coll.nics_per_host, 1, 1024),
+    DOUBLE("intra_host_gbps", coll.intra_gbps, 0.001, 1e6),
+    DOUBLE("intra_host_latency_us", coll.intra_latency_us, 0, 1e6),
+    FN_AT("sizes", coll, coll_size_list),
+    FN("min", coll_range),
+    FN("max", coll_range),
+    FN("factor", coll_range),
+    END,
+};
+#undef T
+
+static int top_workload(struct ctx *x, const char *key, yaml_node_t *v,
+                        void *dst) {
+  x->wl = v;
+  return walk(x, v, "workload", workload_keys, dst);
+}
+
+#define T struct sim_sm_cfg
+static const char *const sm_engines[] = {"ftree", "minhop", "updn", 0};
+static const struct key sm_keys[] = {
+    ENUM("routing_engine", engine, sm_engines),
+    UINT("lmc", lmc, 0, 7),
+    UINT("max_wire_smps", max_wire_smps, 1, 4096),
+    NS("smp_processing_ns", smp_proc),
+    NS("route_ns", route_time),
+    END,
+};
+#undef T
+
+#define T struct sim_ibcc_cfg
+static const struct key ibcc_keys[] = {
+    BOOL("enabled", enabled),
+    BYTES("threshold", threshold, 0),
+    UINT("marking_rate", marking_rate, 1, 65535),
+    UINT("ccti_increase", ccti_increase, 0, 16383),
+    UINT("ccti_limit", ccti_limit, 0, 16383),
+    US("ccti_timer_us", ccti_timer),
+    NS("ird_step_ns", ird_step),
+    END,
+};
+#undef T
+
+#define T struct sim_ib_cfg
+static const struct key ib_keys[] = {
+    MAP("sm", sm, sm_keys, "infiniband.sm"),
+    MAP("cc", cc, ibcc_keys, "infiniband.cc"),
+    FN("vlarb_high", ib_vlarb),
+    FN("vlarb_low", ib_vlarb),
+    UINT("high_limit", high_limit, 0, 255),
+    BYTES("vl_buffer", vl_buffer, SIM_IB_BLOCK),
+    NS("fc_latency_ns", fc_latency),
+    NS("fc_period_ns", fc_period),
+    BOOL("grh", grh),
+    UINT("vls", vls, 1, 8, .flags = F_POW2, .what = "expected 1, 2, 4 or 8"),
+    END,
+};
+#undef T
+
+#define T struct sim_failure
+static const struct key fail_keys[] = {
+    US("at_us", at),
+    US("up_after_us", up_after),
+    UINT("switch", sw, 0, UINT32_MAX - 1),
+    FN("port", fail_port),
+    END,
+};
+#undef T
+
+/* failures: a list of {at_us, switch, port[, up_after_us]}; without
+ * port, the whole switch fails. */
+static int failures(struct ctx *x, const char *key, yaml_node_t *v, void *dst) {
+  struct sim_cfg *c = dst;
+  if (v->type != YAML_SEQUENCE_NODE)
+    return fail(x, v, "'failures': expected a list of {at_us, switch, port}");
+  c->nfail = 0;
+  for (yaml_node_item_t *i = v->data.sequence.items.start;
+       i < v->data.sequence.items.top; i++) {
+    yaml_node_t *e = yaml_document_get_node(x->doc, *i);
+    if (c->nfail == SIM_FAIL_MAX)
+      return fail(x, e, "'failures': at most %d", SIM_FAIL_MAX);
+    struct sim_failure *f = &c->fail[c->nfail++];
+    *f = (struct sim_failure){.kind = SIM_FAIL_SWITCH, .sw = UINT32_MAX};
+    if (walk(x, e, "failures", fail_keys, f))
+      return -1;
+    if (f->sw == UINT32_MAX)
+      return fail(x, e,
+                  "'failures': each needs 'switch' (and 'port' for a "
+                  "link)");
+  }
+  return 0;
+}
+
+#define T struct sim_recovery_cfg
+static const struct key recovery_keys[] = {
+    US("detection_us", detection, .flags = F_ETH),
+    US("convergence_us", convergence, .flags = F_ETH),
+    US("trap_us", trap, .flags = F_IB),
+    END,
+};
+#undef T
+
+#define T struct sim_cfg
+static const char *const fabrics[] = {"roce", "infiniband", 0};
+static const struct key top_keys[] = {
+    FN("name", top_name),
+    UINT("seed", seed, 0, UINT64_MAX),
+    US("stop_time_us", stop_time),
+    US("sample_interval_us", sample_interval),
+    UINT("threads", threads, 0, 256),
+    UINT("series_flows", series_flows, 0, 4096),
+    FN_AT("memory_limit_mb", mem_limit, top_mem_limit),
+    MAP("topology", topo, topo_keys, "topology"),
+    MAP("switch", sw, switch_keys, "switch"),
+    FN_AT("routing", routing, top_routing),
+    ENUM("fabric", fabric, fabrics),
+    FN("failures", failures),
+    MAP("recovery", recovery, recovery_keys, "recovery"),
+    MAP("infiniband", ib, ib_keys, "infiniband", .flags = F_IB),
+    MAP("transport", tp, transport_keys, "transport"),
+    FN_AT("workload", wl, top_workload),
+    END,
+};
+#undef T
 
 /* Keys of the other fabric are errors naming them; InfiniBand routes
  * by its static LFTs unless 'routing' says adaptive. */
@@ -760,134 +888,6 @@ static int fabric_check(struct ctx *x) {
                 "static or adaptive",
                 c->routing == SIM_ROUTE_ECMP ? "ecmp" : "spray");
   return 0;
-}
-
-static int fail_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
-  struct sim_failure *f = a;
-  uint32_t u;
-  if (KEY("at_us"))
-    return get_time(x, v, key, 1e6, &f->at);
-  if (KEY("up_after_us"))
-    return get_time(x, v, key, 1e6, &f->up_after);
-  if (KEY("switch"))
-    return get_u32(x, v, key, 0, UINT32_MAX - 1, &f->sw);
-  if (KEY("port")) {
-    if (get_u32(x, v, key, 0, 65535, &u))
-      return -1;
-    f->port = (uint16_t)u;
-    f->kind = SIM_FAIL_LINK;
-    return 0;
-  }
-  return 1;
-}
-
-/* failures: a list of {at_us, switch, port[, up_after_us]}; without
- * port, the whole switch fails. */
-static int get_failures(struct ctx *x, yaml_node_t *v, struct sim_cfg *c) {
-  if (v->type != YAML_SEQUENCE_NODE)
-    return fail(x, v, "'failures': expected a list of {at_us, switch, port}");
-  c->nfail = 0;
-  for (yaml_node_item_t *i = v->data.sequence.items.start;
-       i < v->data.sequence.items.top; i++) {
-    yaml_node_t *e = yaml_document_get_node(x->doc, *i);
-    if (c->nfail == SIM_FAIL_MAX)
-      return fail(x, e, "'failures': at most %d", SIM_FAIL_MAX);
-    struct sim_failure *f = &c->fail[c->nfail++];
-    *f = (struct sim_failure){.kind = SIM_FAIL_SWITCH, .sw = UINT32_MAX};
-    if (walk(x, e, "failures", fail_fn, f))
-      return -1;
-    if (f->sw == UINT32_MAX)
-      return fail(x, e,
-                  "'failures': each needs 'switch' (and 'port' for a "
-                  "link)");
-  }
-  return 0;
-}
-
-static int recovery_fn(struct ctx *x, const char *key, yaml_node_t *v,
-                       void *a) {
-  struct sim_recovery_cfg *r = a;
-  if (KEY("detection_us")) {
-    eth_key(x, v, "recovery.detection_us");
-    return get_time(x, v, key, 1e6, &r->detection);
-  }
-  if (KEY("convergence_us")) {
-    eth_key(x, v, "recovery.convergence_us");
-    return get_time(x, v, key, 1e6, &r->convergence);
-  }
-  if (KEY("trap_us")) {
-    if (!x->ib_at)
-      x->ib_at = v;
-    return get_time(x, v, key, 1e6, &r->trap);
-  }
-  return 1;
-}
-
-static int top_fn(struct ctx *x, const char *key, yaml_node_t *v, void *a) {
-  struct sim_cfg *c = x->c;
-  if (KEY("name")) {
-    if (need_scalar(x, v, key))
-      return -1;
-    for (const char *p = sval(v); *p; p++)
-      if (!(*p == '-' || *p == '_' || *p == '.' || (*p >= '0' && *p <= '9') ||
-            (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
-        return fail(x, v, "'name': letters, digits, '-', '_' and '.' only");
-    snprintf(x->name, x->namelen, "%s", sval(v));
-    return 0;
-  }
-  if (KEY("seed"))
-    return get_u64(x, v, key, 0, UINT64_MAX, &c->seed);
-  if (KEY("stop_time_us"))
-    return get_time(x, v, key, 1e6, &c->stop_time);
-  if (KEY("sample_interval_us"))
-    return get_time(x, v, key, 1e6, &c->sample_interval);
-  if (KEY("threads"))
-    return get_u32(x, v, key, 0, 256, &c->threads);
-  if (KEY("series_flows"))
-    return get_u32(x, v, key, 0, 4096, &c->series_flows);
-  if (KEY("memory_limit_mb")) {
-    uint64_t mb = 0;
-    int rc = get_u64(x, v, key, 1, 1ull << 30, &mb);
-    c->mem_limit = mb << 20;
-    return rc;
-  }
-  if (KEY("topology"))
-    return walk(x, v, "topology", topo_fn, &c->topo);
-  if (KEY("switch"))
-    return walk(x, v, "switch", switch_fn, &c->sw);
-  if (KEY("routing")) {
-    static const char *const r[] = {"ecmp", "adaptive", "spray", "static", 0};
-    int e;
-    if (get_enum(x, v, key, r, &e))
-      return -1;
-    c->routing = (enum sim_routing)e;
-    x->routing_at = v;
-    return 0;
-  }
-  if (KEY("fabric")) {
-    static const char *const f[] = {"roce", "infiniband", 0};
-    int e;
-    if (get_enum(x, v, key, f, &e))
-      return -1;
-    c->fabric = (enum sim_fabric)e;
-    return 0;
-  }
-  if (KEY("failures"))
-    return get_failures(x, v, c);
-  if (KEY("recovery"))
-    return walk(x, v, "recovery", recovery_fn, &c->recovery);
-  if (KEY("infiniband")) {
-    if (!x->ib_at)
-      x->ib_at = v;
-    return walk(x, v, "infiniband", ib_fn, &c->ib);
-  }
-  if (KEY("transport"))
-    return walk(x, v, "transport", transport_fn, &c->tp);
-  if (KEY("workload")) {
-    x->wl = v;
-    return walk(x, v, "workload", workload_fn, &c->wl);
-  }
-  return 1;
 }
 
 int sim_scenario_parse(const char *text, size_t len, const char *label,
@@ -922,12 +922,12 @@ int sim_scenario_parse(const char *text, size_t len, const char *label,
   if (!root)
     rc = fail(&x, 0, "empty scenario");
   else
-    rc = walk(&x, root, "scenario", top_fn, 0);
+    rc = walk(&x, root, "scenario", top_keys, cfg);
   /* DCQCN starts from the Mellanox preset at the host link rate (its rate
    * steps scale with it); 'preset:' and single keys override it. */
   uroce_dcqcn_params_mlx(&cfg->tp.dcqcn, cfg->topo.link[0].rate_bps);
   if (!rc && x.dcqcn)
-    rc = walk(&x, x.dcqcn, "transport.dcqcn", dcqcn_fn, &cfg->tp.dcqcn);
+    rc = walk(&x, x.dcqcn, "transport.dcqcn", dcqcn_keys, &cfg->tp.dcqcn);
   if (!rc)
     rc = fabric_check(&x);
   if (!rc)

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "sim/sim_int.h"
+#include "util/clock.h"
 
 void sim_cfg_default(struct sim_cfg *c) {
   memset(c, 0, sizeof(*c));
@@ -131,12 +132,6 @@ void sim_schedule_min(struct sim *s, struct sim_ev *ev, sim_time_t t) {
   if (ev->at <= t)
     return;
   sim_schedule(s, ev, t);
-}
-
-static double wall(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* VL arbitration tables: by default the control SL's VL alone in the
@@ -878,7 +873,7 @@ static void sample(struct sim *s) {
 
 /* events: those run so far (sim_run adds its count at the end). */
 void sim_progress(struct sim *s, bool last, uint64_t events) {
-  double now = wall(), el = now - s->wall_start;
+  double now = mono_s(), el = now - s->wall_start;
   if (!last && now - s->last_progress < 0.5)
     return;
   s->last_progress = now;
@@ -995,7 +990,7 @@ static uint64_t run_seq(struct sim *s, sim_time_t lim) {
 
 int sim_run(struct sim *s, sim_time_t until) {
   sim_time_t lim = until < s->cfg.stop_time ? until : s->cfg.stop_time;
-  double t0 = wall();
+  double t0 = mono_s();
   if (!s->wall_start)
     s->wall_start = s->last_progress = t0;
   if (!sim_run_done(s)) /* flows were added since it finished */
@@ -1016,7 +1011,7 @@ int sim_run(struct sim *s, sim_time_t until) {
     s->now = lim;
   if (done && s->cfg.sample_interval)
     sample(s); /* the final state */
-  s->st.wall_s += wall() - t0;
+  s->st.wall_s += mono_s() - t0;
   if (s->cfg.progress)
     sim_progress(s, true, s->st.events);
   return done;

@@ -8,6 +8,7 @@
 #include "sim/heap.h"
 #include "sim/sim.h"
 #include "util/jsonl.h"
+#include "util/rng.h"
 
 #define container_of(p, T, m) ((T *)((char *)(p)-offsetof(T, m)))
 
@@ -547,21 +548,12 @@ int sim_topo_build(struct sim *s, char *err, size_t errlen);
 /* workload.c */
 int sim_workload_add(struct sim *s, char *err, size_t errlen);
 
-/* splitmix64: the per-component RNG. */
-static inline uint64_t sim_rand(uint64_t *st) {
-  uint64_t z = (*st += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static inline double sim_rand01(uint64_t *st) {
-  return (double)(sim_rand(st) >> 11) * (1.0 / 9007199254740992.0);
-}
-/* Seed of component (kind, index) derived from the run seed. */
+/* Each component draws from its own splitmix64 stream (util/rng.h),
+ * seeded with sim_seed(run seed, kind, index). */
 static inline uint64_t sim_seed(uint64_t seed, uint64_t kind, uint64_t idx) {
   uint64_t x =
       seed ^ (kind * 0xD1B54A32D192ED03ull) ^ (idx * 0xABC98388FB8FAC03ull);
-  return sim_rand(&x);
+  return splitmix64(&x);
 }
 
 #endif

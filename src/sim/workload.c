@@ -11,7 +11,7 @@ static uint64_t draw_size(struct sim *s, uint64_t *rng) {
   const struct sim_size_dist *d = &s->cfg.wl.dist;
   if (!d->n)
     return s->cfg.wl.bytes;
-  double u = sim_rand01(rng);
+  double u = splitmix64_01(rng);
   uint32_t i = 0;
   while (i + 1 < d->n && d->cdf[i] < u)
     i++;
@@ -45,7 +45,7 @@ static int permutation(struct sim *s, uint64_t *rng, char *err, size_t errlen) {
   for (uint32_t i = 0; i < H; i++)
     perm[i] = i;
   for (uint32_t i = H - 1; i > 0; i--) {
-    uint32_t j = (uint32_t)(sim_rand(rng) % (i + 1));
+    uint32_t j = (uint32_t)(splitmix64(rng) % (i + 1));
     uint32_t t = perm[i];
     perm[i] = perm[j];
     perm[j] = t;

@@ -420,6 +420,18 @@ const void *uroce_qp_cc_state(const struct uroce_qp *qp);
  * UROCE_ERR_NOT_SUPPORTED for UROCE_QP_CAP. */
 int uroce_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *attr,
                     int mask);
+/* Moves the QP up RESET -> INIT -> RTR -> RTS from where it is to
+ * attr->qp_state, one uroce_qp_modify a state, each with the attributes
+ * the spec requires of that step for the QP's type, read from attr:
+ *   INIT: pkey_index, port_num, qp_access_flags (UD: qkey);
+ *   RTR:  RC and UC: ah_attr, path_mtu, dest_qp_num, rq_psn; RC also
+ *         max_dest_rd_atomic, min_rnr_timer;
+ *   RTS:  sq_psn; RC also timeout, retry_cnt, rnr_retry, max_rd_atomic.
+ * Nothing to do if it is there already. Stops at the first error and
+ * returns it (the QP stays where it got); UROCE_ERR_BAD_STATE if the QP is past
+ * attr->qp_state or off that path, UROCE_ERR_INVALID_ARGUMENT if attr->qp_state
+ * is not INIT, RTR or RTS. */
+int uroce_qp_connect(struct uroce_qp *qp, const struct uroce_qp_attr *attr);
 int uroce_qp_query(struct uroce_qp *qp, struct uroce_qp_attr *attr,
                    struct uroce_qp_init_attr *init);
 

@@ -295,6 +295,11 @@ static const struct trans *transition(int from, int to) {
   return t[from][to].valid ? &t[from][to] : 0;
 }
 
+/* The QP's column in the transition table. */
+static int type_index(const struct uroce_qp *qp) {
+  return qp->type == UROCE_QPT_RC ? 0 : qp->type == UROCE_QPT_UC ? 1 : 2;
+}
+
 /* Checks the values of the attributes named in mask. */
 static int check_values(const struct uroce_qp *qp,
                         const struct uroce_qp_attr *a, int mask) {
@@ -356,7 +361,7 @@ int uroce_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *a,
   const struct trans *t = transition(cur, next);
   if (!t)
     return UROCE_ERR_BAD_STATE;
-  int ti = qp->type == UROCE_QPT_RC ? 0 : qp->type == UROCE_QPT_UC ? 1 : 2;
+  int ti = type_index(qp);
   uint32_t attrs = (uint32_t)mask & ~(uint32_t)M_(STATE);
   if (next != UROCE_QPS_RESET && next != UROCE_QPS_ERR) {
     if ((attrs & t->req[ti]) != t->req[ti])
@@ -451,6 +456,22 @@ int uroce_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *a,
   eng_sched(qp->eng, qp);
   if (next == UROCE_QPS_SQD)
     qp_drain_sq(qp); /* may already be drained */
+  return 0;
+}
+
+int uroce_qp_connect(struct uroce_qp *qp, const struct uroce_qp_attr *a) {
+  if (!qp || !a || a->qp_state < UROCE_QPS_INIT || a->qp_state > UROCE_QPS_RTS)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (qp->state > a->qp_state)
+    return UROCE_ERR_BAD_STATE;
+  struct uroce_qp_attr step = *a;
+  for (int s = qp->state + 1; s <= (int)a->qp_state; s++) {
+    step.qp_state = (uint32_t)s;
+    int rc = uroce_qp_modify(
+        qp, &step, M_(STATE) | (int)transition(s - 1, s)->req[type_index(qp)]);
+    if (rc)
+      return rc;
+  }
   return 0;
 }
 

@@ -13,6 +13,11 @@ static inline uint64_t mono_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The monotonic clock in seconds, for timing a run or a benchmark. */
+static inline double mono_s(void) {
+  return (double)mono_ns() * 1e-9;
+}
+
 /* Wall-clock time, in nanoseconds: the clock the kernel stamps received
  * packets with (SO_TIMESTAMPNS). */
 static inline uint64_t real_ns(void) {

@@ -1,5 +1,6 @@
 /* splitmix64: the small seeded generator everything here uses where it
- * needs reproducible randomness (QPNs, PSNs, loss patterns, test data). */
+ * needs reproducible randomness (QPNs, PSNs, loss patterns, test data, the
+ * simulator's per-component streams). */
 #ifndef UROCE_UTIL_RNG_H
 #define UROCE_UTIL_RNG_H
 
@@ -10,6 +11,12 @@ static inline uint64_t splitmix64(uint64_t *s) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
+}
+
+/* The next value as a double in [0, 1): its top 53 bits, so that every
+ * value is exact and equally likely. */
+static inline double splitmix64_01(uint64_t *s) {
+  return (double)(splitmix64(s) >> 11) * 0x1p-53;
 }
 
 #endif

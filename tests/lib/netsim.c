@@ -20,7 +20,7 @@ struct ns_pkt {
 };
 
 static double rnd01(struct netsim *ns) {
-  return (double)(t_rand(&ns->rng) >> 11) * (1.0 / 9007199254740992.0);
+  return splitmix64_01(&ns->rng);
 }
 
 static int eng_make(struct netsim *ns, int i, const struct uroce_eng_cfg *cfg) {

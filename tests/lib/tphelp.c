@@ -87,55 +87,28 @@ void tp_end_free(struct tp_end *e) {
 
 int tp_bring_up(struct tp_end *e, const struct tp_end *peer,
                 const struct tp_opts *o) {
-  struct uroce_qp_attr a;
-  int rc;
-  bool ud = o->type == UROCE_QPT_UD;
-  memset(&a, 0, sizeof(a));
-  a.qp_state = UROCE_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = o->access;
-  a.qkey = o->qkey;
-  rc = uroce_qp_modify(e->qp, &a,
-                       UROCE_QP_STATE | UROCE_QP_PKEY_INDEX | UROCE_QP_PORT |
-                           (ud ? UROCE_QP_QKEY : UROCE_QP_ACCESS_FLAGS));
-  if (rc || o->stop_state == UROCE_QPS_INIT)
-    return rc;
-  memset(&a, 0, sizeof(a));
-  a.qp_state = UROCE_QPS_RTR;
-  if (ud) {
-    rc = uroce_qp_modify(e->qp, &a, UROCE_QP_STATE);
-  } else {
-    a.path_mtu = o->mtu;
+  /* uroce_qp_connect gives each step what the QP's type requires (UD:
+   * the qkey, and no peer). */
+  struct uroce_qp_attr a = {.qp_state = o->stop_state ? (uint32_t)o->stop_state
+                                                      : UROCE_QPS_RTS,
+                            .port_num = 1,
+                            .qp_access_flags = o->access,
+                            .qkey = o->qkey,
+                            .path_mtu = o->mtu,
+                            .rq_psn = 0xFFFFF0, /* near the wrap on purpose */
+                            .sq_psn = 0xFFFFF0,
+                            .max_dest_rd_atomic = 16,
+                            .min_rnr_timer = o->min_rnr_timer,
+                            .ah_attr.is_global = 1,
+                            .timeout = o->timeout,
+                            .retry_cnt = o->retry_cnt,
+                            .rnr_retry = o->rnr_retry,
+                            .max_rd_atomic = o->max_rd_atomic};
+  if (peer) {
     a.dest_qp_num = uroce_qp_num(peer->qp);
-    a.rq_psn = 0xFFFFF0 & 0xFFFFFF; /* near the wrap on purpose */
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = o->min_rnr_timer;
     memcpy(a.ah_attr.dgid, peer->gid, 16);
-    a.ah_attr.is_global = 1;
-    rc = uroce_qp_modify(
-        e->qp, &a,
-        UROCE_QP_STATE | UROCE_QP_AV | UROCE_QP_PATH_MTU | UROCE_QP_DEST_QPN |
-            UROCE_QP_RQ_PSN |
-            (o->type == UROCE_QPT_RC
-                 ? UROCE_QP_MAX_DEST_RD_ATOMIC | UROCE_QP_MIN_RNR_TIMER
-                 : 0));
   }
-  if (rc || o->stop_state == UROCE_QPS_RTR)
-    return rc;
-  memset(&a, 0, sizeof(a));
-  a.qp_state = UROCE_QPS_RTS;
-  a.sq_psn = 0xFFFFF0;
-  a.timeout = o->timeout;
-  a.retry_cnt = o->retry_cnt;
-  a.rnr_retry = o->rnr_retry;
-  a.max_rd_atomic = o->max_rd_atomic;
-  return uroce_qp_modify(e->qp, &a,
-                         UROCE_QP_STATE | UROCE_QP_SQ_PSN |
-                             (o->type == UROCE_QPT_RC
-                                  ? UROCE_QP_TIMEOUT | UROCE_QP_RETRY_CNT |
-                                        UROCE_QP_RNR_RETRY |
-                                        UROCE_QP_MAX_QP_RD_ATOMIC
-                                  : 0));
+  return uroce_qp_connect(e->qp, &a);
 }
 
 int tp_connect(struct tp_end *a, struct tp_end *b, const struct tp_opts *o) {

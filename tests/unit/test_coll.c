@@ -546,7 +546,7 @@ static void test_real_tolerance(void) {
       uint64_t s = 42;
       for (int r = 0; r < n; r++)
         for (size_t i = 0; i < count; i++) {
-          double v = (double)(t_rand(&s) >> 11) * 0x1p-53 * 2.0 - 1.0;
+          double v = splitmix64_01(&s) * 2.0 - 1.0;
           uroce_coll_store_f64(dts[d], buf + (size_t)r * count * es, i, v);
           v = uroce_coll_load_f64(dts[d], buf + (size_t)r * count * es, i);
           ref[i] += v;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "api/internal.h"
+#include "apihelp.h"
 #include "t.h"
 #include "util/clock.h"
 #include "uroce/uroce.h"
@@ -43,41 +44,9 @@ static void open_side(struct side *s, const char *addr) {
 }
 
 static void connect_qp(struct side *s, struct side *peer) {
-  struct uroce_qp_attr a = {0};
-  a.qp_state = UROCE_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_READ;
-  CHECK_EQ(uroce_modify_qp(s->qp, &a,
-                           UROCE_QP_STATE | UROCE_QP_PKEY_INDEX |
-                               UROCE_QP_PORT | UROCE_QP_ACCESS_FLAGS),
-           0);
-  memset(&a, 0, sizeof(a));
-  a.qp_state = UROCE_QPS_RTR;
-  a.path_mtu = UROCE_MTU_1024;
-  a.dest_qp_num = uroce_qp_num(peer->qp);
-  a.rq_psn = 1;
-  a.max_dest_rd_atomic = 4;
-  a.min_rnr_timer = 1;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.hop_limit = 64;
-  uroce_device_gid(peer->dev, a.ah_attr.dgid);
-  CHECK_EQ(uroce_modify_qp(s->qp, &a,
-                           UROCE_QP_STATE | UROCE_QP_AV | UROCE_QP_PATH_MTU |
-                               UROCE_QP_DEST_QPN | UROCE_QP_RQ_PSN |
-                               UROCE_QP_MAX_DEST_RD_ATOMIC |
-                               UROCE_QP_MIN_RNR_TIMER),
-           0);
-  memset(&a, 0, sizeof(a));
-  a.qp_state = UROCE_QPS_RTS;
-  a.sq_psn = 1;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 4;
-  CHECK_EQ(uroce_modify_qp(s->qp, &a,
-                           UROCE_QP_STATE | UROCE_QP_SQ_PSN | UROCE_QP_TIMEOUT |
-                               UROCE_QP_RETRY_CNT | UROCE_QP_RNR_RETRY |
-                               UROCE_QP_MAX_QP_RD_ATOMIC),
+  CHECK_EQ(api_connect_rc(s->qp, peer->dev, peer->qp,
+                          UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_READ,
+                          1, 14),
            0);
 }
 

@@ -351,8 +351,48 @@ static void test_qpn_table_grows(void) {
   uroce_eng_del(e);
 }
 
+/* uroce_qp_connect: up from where the QP is to attr->qp_state, each step
+ * with what it requires; a failing step leaves the QP where it got. */
+static void test_connect_helper(void) {
+  setup(UROCE_QPT_RC);
+  struct uroce_qp_attr a = {.qp_state = UROCE_QPS_RESET,
+                            .port_num = 1,
+                            .qp_access_flags = UROCE_ACCESS_REMOTE_WRITE,
+                            .path_mtu = UROCE_MTU_1024,
+                            .dest_qp_num = uroce_qp_num(E.qp),
+                            .ah_attr.is_global = 1,
+                            .timeout = 10,
+                            .retry_cnt = 7,
+                            .rnr_retry = 7};
+  memcpy(a.ah_attr.dgid, gid, 16);
+  CHECK_EQ(uroce_qp_connect(E.qp, &a), UROCE_ERR_INVALID_ARGUMENT);
+  a.qp_state = UROCE_QPS_SQD;
+  CHECK_EQ(uroce_qp_connect(E.qp, &a), UROCE_ERR_INVALID_ARGUMENT);
+  a.qp_state = UROCE_QPS_INIT;
+  CHECK_EQ(uroce_qp_connect(E.qp, &a), 0);
+  CHECK_EQ(state(), UROCE_QPS_INIT);
+  a.qp_state = UROCE_QPS_INIT; /* there already: nothing to do */
+  CHECK_EQ(uroce_qp_connect(E.qp, &a), 0);
+  /* A bad value in the RTR step: stays in INIT. */
+  a.qp_state = UROCE_QPS_RTS;
+  a.path_mtu = 9;
+  CHECK_EQ(uroce_qp_connect(E.qp, &a), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(state(), UROCE_QPS_INIT);
+  a.path_mtu = UROCE_MTU_1024;
+  CHECK_EQ(uroce_qp_connect(E.qp, &a), 0);
+  CHECK_EQ(state(), UROCE_QPS_RTS);
+  a.qp_state = UROCE_QPS_RTR; /* past it */
+  CHECK_EQ(uroce_qp_connect(E.qp, &a), UROCE_ERR_BAD_STATE);
+  struct uroce_qp_attr e = {.qp_state = UROCE_QPS_ERR};
+  CHECK_EQ(uroce_qp_modify(E.qp, &e, UROCE_QP_STATE), 0);
+  a.qp_state = UROCE_QPS_RTS; /* off the path */
+  CHECK_EQ(uroce_qp_connect(E.qp, &a), UROCE_ERR_BAD_STATE);
+  teardown();
+}
+
 int main(void) {
   T_RUN(test_rc_transitions);
+  T_RUN(test_connect_helper);
   T_RUN(test_ud_and_posting);
   T_RUN(test_alloc_failures);
   T_RUN(test_path_mtu_above_active);

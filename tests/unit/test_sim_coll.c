@@ -37,10 +37,6 @@ static struct sim *make(const char *y) {
   return s;
 }
 
-static double wall(void) {
-  return (double)mono_ns() * 1e-9;
-}
-
 /* 16 ranks on a k = 4 fat-tree, 100 Gb/s, 1 us per link. */
 #define FAT_TREE(routing)                                                      \
   "seed: 3\n"                                                                  \
@@ -53,7 +49,7 @@ static double wall(void) {
   "workload: {type: collective, collective: allreduce, algo: ring, "
 
 static void test_ring_allreduce_bound(void) {
-  double t0 = wall();
+  double t0 = mono_s();
   struct sim *s =
       make(FAT_TREE("spray") RING_AR "sizes: [256KiB, 2MiB, 16MiB]}\n");
   CHECK(s != NULL);
@@ -89,7 +85,7 @@ static void test_ring_allreduce_bound(void) {
     CHECK(r[i].ratio >= 1.0);
     CHECK(r[i].ratio < 1.05);
   }
-  printf("  (%.2f s wall, %llu events)\n", wall() - t0,
+  printf("  (%.2f s wall, %llu events)\n", mono_s() - t0,
          (unsigned long long)sim_stats(s)->events);
   sim_del(s);
 }
@@ -123,13 +119,13 @@ static double run_time(const char *y, uint64_t *events) {
 }
 
 static void test_ecmp_oversub_slower(void) {
-  double t0 = wall();
+  double t0 = mono_s();
   double spray = run_time(LS("8", "spray"), 0);
   double ecmp = run_time(LS("8", "ecmp"), 0);
   double over = run_time(LS("4", "spray"), 0);
   printf("64 ranks, 4 MiB: spray %.1f us, ecmp %.1f us (x%.2f), 2:1 "
          "oversubscribed %.1f us (x%.2f); %.2f s wall\n",
-         spray, ecmp, ecmp / spray, over, over / spray, wall() - t0);
+         spray, ecmp, ecmp / spray, over, over / spray, mono_s() - t0);
   CHECK(ecmp > 1.15 * spray);
   CHECK(over > 1.15 * spray);
 }

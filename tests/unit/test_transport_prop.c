@@ -89,7 +89,7 @@ static uint32_t rnd(uint32_t n) {
   return n ? (uint32_t)(t_rand(&rng) % n) : 0;
 }
 static double rnd01(void) {
-  return (double)(t_rand(&rng) >> 11) * (1.0 / 9007199254740992.0);
+  return splitmix64_01(&rng);
 }
 
 static uint32_t pick_len(uint32_t mtu_bytes, bool big_ok) {
