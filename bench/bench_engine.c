@@ -47,12 +47,12 @@ static void make_end(struct end *e, uint8_t last_octet) {
   int rc;
   if ((rc = uroce_eng_new(&e->eng, &cfg)))
     die("eng_new", rc);
-  if ((rc = uroce_pd_new(e->eng, &e->pd)))
+  if ((rc = uroce_eng_pd_new(e->eng, &e->pd)))
     die("pd_new", rc);
-  if ((rc = uroce_cq_new(e->eng, 4 * DEPTH, &e->cq)))
+  if ((rc = uroce_eng_cq_new(e->eng, 4 * DEPTH, &e->cq)))
     die("cq_new", rc);
-  if ((rc = uroce_mr_reg(e->pd, (void *)(uintptr_t)0x10000000ull, 1u << 30,
-                         UROCE_ACCESS_ALL, &e->mr)))
+  if ((rc = uroce_eng_mr_reg(e->pd, (void *)(uintptr_t)0x10000000ull, 1u << 30,
+                             UROCE_ACCESS_ALL, &e->mr)))
     die("mr_reg", rc);
   struct uroce_qp_init_attr ia = {
       .send_cq = e->cq,
@@ -63,7 +63,7 @@ static void make_end(struct end *e, uint8_t last_octet) {
               .max_recv_sge = 1},
       .qp_type = UROCE_QPT_RC,
   };
-  if ((rc = uroce_qp_new(e->pd, &ia, &e->qp)))
+  if ((rc = uroce_eng_qp_new(e->pd, &ia, &e->qp)))
     die("qp_new", rc);
 }
 
@@ -83,7 +83,7 @@ static void bring_up(struct end *e, const struct end *peer, uint8_t peer_ip) {
   a.ah_attr.dgid[10] = a.ah_attr.dgid[11] = 0xFF;
   a.ah_attr.dgid[12] = 10;
   a.ah_attr.dgid[15] = peer_ip;
-  int rc = uroce_qp_connect(e->qp, &a);
+  int rc = uroce_eng_qp_connect(e->qp, &a);
   if (rc)
     die("modify_qp", rc);
 }
@@ -100,7 +100,7 @@ static void post_write(struct end *e, const struct end *peer, uint64_t id) {
   wr.send_flags = UROCE_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = peer->mr->iova;
   wr.wr.rdma.rkey = peer->mr->rkey;
-  int rc = uroce_qp_post_send(e->qp, &wr, &bad);
+  int rc = uroce_eng_qp_post_send(e->qp, &wr, &bad);
   if (rc)
     die("post_send", rc);
 }
@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
         uroce_eng_handle_expiry(a.eng, vnow);
       if (uroce_eng_next_expiry(b.eng) <= vnow)
         uroce_eng_handle_expiry(b.eng, vnow);
-      int n = uroce_cq_poll(a.cq, DEPTH, wc);
+      int n = uroce_eng_cq_poll(a.cq, DEPTH, wc);
       for (int i = 0; i < n; i++) {
         if (wc[i].status != UROCE_WC_SUCCESS)
           die("completion", (int)wc[i].status);

@@ -112,7 +112,7 @@ static void post_ud_send(int side, struct tp_end *e, const struct tp_end *to,
   wr.wr.ud.remote_qkey = 0x11111111;
   struct uroce_send_wr *bad;
   if (wr.wr_id)
-    uroce_qp_post_send(e->qp, &wr, &bad);
+    uroce_eng_qp_post_send(e->qp, &wr, &bad);
 }
 
 /* One send WR of kind k on side's end of pair i (k picks the opcode). */
@@ -144,7 +144,7 @@ static void post_send(int side, int i, uint8_t k, uint32_t len) {
 
 static void modify_state(struct tp_end *e, int state) {
   struct uroce_qp_attr a = {.qp_state = state};
-  uroce_qp_modify(e->qp, &a, UROCE_QP_STATE);
+  uroce_eng_qp_modify(e->qp, &a, UROCE_QP_STATE);
 }
 
 /* A send whose SGE names no region: a local protection error when the
@@ -166,7 +166,7 @@ static void post_bad_send(int side, int i) {
   }
   struct uroce_send_wr *bad;
   if (wr.wr_id)
-    uroce_qp_post_send(e->qp, &wr, &bad);
+    uroce_eng_qp_post_send(e->qp, &wr, &bad);
 }
 
 /* RESET (its work flushed away, its completions dropped from the CQs as
@@ -175,9 +175,9 @@ static void post_bad_send(int side, int i) {
 static void reconnect(int side, int i) {
   struct tp_end *e = &w.ep[side][i];
   modify_state(e, UROCE_QPS_RESET);
-  uroce_cq_clean(e->scq, uroce_qp_num(e->qp));
+  uroce_eng_cq_clean(e->scq, uroce_qp_num(e->qp));
   if (e->rcq != e->scq)
-    uroce_cq_clean(e->rcq, uroce_qp_num(e->qp));
+    uroce_eng_cq_clean(e->rcq, uroce_qp_num(e->qp));
   if (tp_bring_up(e, &w.ep[!side][i], &w.o) == 0)
     for (uint32_t k = 0; k < 2; k++)
       post_recv(e, k * RECV_LEN);
@@ -216,7 +216,7 @@ static int setup(uint32_t flags) {
       for (int s = 0; s < 2; s++) {
         struct uroce_ah_attr aa = {.is_global = 1};
         memcpy(aa.dgid, w.gid[!s], 16);
-        if (uroce_ah_new(w.ep[s][i].pd, &aa, &w.ah[s]) ||
+        if (uroce_eng_ah_new(w.ep[s][i].pd, &aa, &w.ah[s]) ||
             tp_bring_up(&w.ep[s][i], &w.ep[!s][i], &o))
           return -1;
       }
@@ -239,9 +239,9 @@ static int setup(uint32_t flags) {
   for (int i = 0; i < NPAIR; i++)
     for (int s = 0; pairs[i].type != UROCE_QPT_UD && s < 2; s++) {
       struct tp_end *e = &w.ep[s][i];
-      if (uroce_mw_alloc(e->pd, UROCE_MW_TYPE_2, &w.mw[s][i]) ||
-          uroce_mw_bind(mw_entry(w.mw[s][i]), e->pd, e->qp,
-                        e->mr, e->mr->iova, e->mr->length,
+      if (uroce_eng_mw_alloc(e->pd, UROCE_MW_TYPE_2, &w.mw[s][i]) ||
+          uroce_mw_bind(mw_entry(w.mw[s][i]), e->pd, e->qp, e->mr, e->mr->iova,
+                        e->mr->length,
                         UROCE_ACCESS_REMOTE_READ | UROCE_ACCESS_REMOTE_WRITE |
                             UROCE_ACCESS_REMOTE_ATOMIC,
                         uroce_mw_rkey(w.mw[s][i]) ^ 1))
@@ -257,7 +257,7 @@ static void teardown(void) {
   for (int s = 0; s < 2; s++) {
     for (int i = 0; i < NPAIR; i++) {
       if (w.mw[s][i])
-        uroce_mw_dealloc(w.mw[s][i]);
+        uroce_eng_mw_dealloc(w.mw[s][i]);
       w.mw[s][i] = NULL;
       tp_end_free(&w.ep[s][i]);
     }
@@ -376,7 +376,7 @@ static void found(const char *what, const struct uroce_wc *wc) {
 static void check_cq(struct uroce_cq *cq) {
   struct uroce_wc wc[16];
   int k;
-  while ((k = uroce_cq_poll(cq, 16, wc)) > 0) {
+  while ((k = uroce_eng_cq_poll(cq, 16, wc)) > 0) {
     for (int i = 0; i < k; i++) {
       uint64_t id = wc[i].wr_id;
       if (id == 0 || id >= w.next_wr_id)

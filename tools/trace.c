@@ -100,7 +100,7 @@ static void member(struct rec *r, const char *key, const char *v) {
     r->has_qpn = !*end && *v;
   } else if (!strcmp(key, "ev")) {
     for (int k = 0; k < UROCE_TR_COUNT; k++)
-      if (!strcmp(v, uroce_trace_kind_name(k)))
+      if (!strcmp(v, uroce_eng_trace_kind_name(k)))
         r->kind = k;
   } else if (!strcmp(key, "rate_bps")) {
     r->rate = strtoull(v, 0, 10);
@@ -255,7 +255,7 @@ static int account(struct view *v, const struct rec *r) {
   case UROCE_TR_RESEND:
   case UROCE_TR_TIMEOUT: {
     char name[40];
-    snprintf(name, sizeof name, "%s/%s", uroce_trace_kind_name(r->kind),
+    snprintf(name, sizeof name, "%s/%s", uroce_eng_trace_kind_name(r->kind),
              r->cause);
     tally(v->causes, name, 0);
     break;

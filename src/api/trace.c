@@ -20,7 +20,7 @@ static void trace_line(void *ctx, const struct uroce_trace_ev *ev) {
   char line[512];
   int n = snprintf(line, sizeof line, "{\"t_us\": %" PRIu64 ".%03u, %s, ",
                    t / 1000, (unsigned)(t % 1000), dev->trace_who);
-  int m = uroce_trace_json(ev, line + n, sizeof line - (size_t)n - 1);
+  int m = uroce_eng_trace_json(ev, line + n, sizeof line - (size_t)n - 1);
   if (m < 0)
     return; /* cannot happen: the longest event is far shorter */
   line[n + m] = '}';

@@ -26,7 +26,7 @@ int uroce_alloc_pd(struct uroce_device *dev, struct uroce_pd **out) {
   if (!dev || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
   LOCK(dev);
-  int rv = uroce_pd_new(dev->eng, out);
+  int rv = uroce_eng_pd_new(dev->eng, out);
   UNLOCK(dev);
   return rv;
 }
@@ -34,9 +34,9 @@ int uroce_alloc_pd(struct uroce_device *dev, struct uroce_pd **out) {
 int uroce_dealloc_pd(struct uroce_pd *pd) {
   if (!pd)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_pd_eng(pd));
+  struct uroce_device *dev = dev_of(uroce_eng_of_pd(pd));
   LOCK(dev);
-  int rv = uroce_pd_del(pd);
+  int rv = uroce_eng_pd_del(pd);
   UNLOCK(dev);
   return rv;
 }
@@ -60,7 +60,7 @@ int uroce_reg_mr_iova(struct uroce_pd *pd, void *addr, size_t length,
                       uint64_t iova, uint32_t access, struct uroce_mr **out) {
   if (!pd || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_pd_eng(pd));
+  struct uroce_device *dev = dev_of(uroce_eng_of_pd(pd));
   /* As the kernel does for ibv_reg_mr: the whole range must be mapped now
    * (writable for any write right), and its pages are locked until the
    * region goes. */
@@ -68,7 +68,7 @@ int uroce_reg_mr_iova(struct uroce_pd *pd, void *addr, size_t length,
   if (rv < 0)
     return rv;
   LOCK(dev);
-  rv = uroce_mr_reg_iova(pd, addr, length, iova, access, out);
+  rv = uroce_eng_mr_reg_iova(pd, addr, length, iova, access, out);
   UNLOCK(dev);
   if (rv < 0)
     uroce_pin_unlock(addr, length);
@@ -80,11 +80,11 @@ int uroce_dereg_mr(struct uroce_mr *mr) {
     return UROCE_ERR_INVALID_ARGUMENT;
   if (!mr->pd)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_pd_eng(mr->pd));
+  struct uroce_device *dev = dev_of(uroce_eng_of_pd(mr->pd));
   const void *addr = (const void *)(uintptr_t)mr->host;
   uint64_t length = mr->length;
   LOCK(dev);
-  int rv = uroce_mr_dereg(mr);
+  int rv = uroce_eng_mr_dereg(mr);
   UNLOCK(dev);
   if (rv == 0)
     uroce_pin_unlock(addr, length);
@@ -96,8 +96,8 @@ int uroce_rereg_mr(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
   if (!mr || !pd || !mr->pd || (!addr && length))
     return UROCE_ERR_INVALID_ARGUMENT;
   /* Both PDs of one device, whose lock then covers the region. */
-  struct uroce_eng *eng = uroce_pd_eng(pd);
-  if (uroce_pd_eng(mr->pd) != eng)
+  struct uroce_eng *eng = uroce_eng_of_pd(pd);
+  if (uroce_eng_of_pd(mr->pd) != eng)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_device *dev = dev_of(eng);
   /* The new range is locked as a registration's is, before the region
@@ -109,7 +109,7 @@ int uroce_rereg_mr(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
   LOCK(dev);
   const void *old = (const void *)(uintptr_t)mr->host;
   uint64_t old_len = mr->length;
-  rv = uroce_mr_rereg(mr, pd, addr, length, access);
+  rv = uroce_eng_mr_rereg(mr, pd, addr, length, access);
   UNLOCK(dev);
   uroce_pin_unlock(rv < 0 ? addr : old, rv < 0 ? length : old_len);
   return rv;
@@ -120,9 +120,9 @@ int uroce_rereg_mr(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
 int uroce_alloc_mw(struct uroce_pd *pd, int type, struct uroce_mw **out) {
   if (!pd || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_pd_eng(pd));
+  struct uroce_device *dev = dev_of(uroce_eng_of_pd(pd));
   LOCK(dev);
-  int rv = uroce_mw_alloc(pd, type, out);
+  int rv = uroce_eng_mw_alloc(pd, type, out);
   UNLOCK(dev);
   return rv;
 }
@@ -130,9 +130,9 @@ int uroce_alloc_mw(struct uroce_pd *pd, int type, struct uroce_mw **out) {
 int uroce_dealloc_mw(struct uroce_mw *mw) {
   if (!mw || !mw_entry(mw)->pd)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_pd_eng(mw_entry(mw)->pd));
+  struct uroce_device *dev = dev_of(uroce_eng_of_pd(mw_entry(mw)->pd));
   LOCK(dev);
-  int rv = uroce_mw_dealloc(mw);
+  int rv = uroce_eng_mw_dealloc(mw);
   UNLOCK(dev);
   return rv;
 }
@@ -160,9 +160,9 @@ int uroce_create_ah(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
                     struct uroce_ah **out) {
   if (!pd || !attr || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_pd_eng(pd));
+  struct uroce_device *dev = dev_of(uroce_eng_of_pd(pd));
   LOCK(dev);
-  int rv = uroce_ah_new(pd, attr, out);
+  int rv = uroce_eng_ah_new(pd, attr, out);
   UNLOCK(dev);
   return rv;
 }
@@ -170,9 +170,9 @@ int uroce_create_ah(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
 int uroce_destroy_ah(struct uroce_ah *ah) {
   if (!ah)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_ah_eng(ah));
+  struct uroce_device *dev = dev_of(uroce_eng_of_ah(ah));
   LOCK(dev);
-  int rv = uroce_ah_del(ah);
+  int rv = uroce_eng_ah_del(ah);
   UNLOCK(dev);
   return rv;
 }
@@ -248,7 +248,7 @@ int uroce_get_cq_event(struct uroce_comp_channel *ch, struct uroce_cq **cq,
 }
 
 void uroce_ack_cq_events(struct uroce_cq *cq, unsigned n) {
-  struct dcq *d = uroce_cq_user(cq);
+  struct dcq *d = uroce_eng_cq_user(cq);
   pthread_mutex_lock(&d->ch->lock);
   d->acked += n;
   pthread_mutex_unlock(&d->ch->lock);
@@ -259,7 +259,7 @@ void uroce_ack_cq_events(struct uroce_cq *cq, unsigned n) {
 void dev_fire_cq_events(struct uroce_device *dev) {
   for (unsigned i = 0; i < dev->narmed;) {
     struct dcq *d = dev->armed[i];
-    if (!uroce_cq_added_since(d->cq, d->arm_head)) {
+    if (!uroce_eng_cq_added_since(d->cq, d->arm_head)) {
       i++;
       continue;
     }
@@ -303,9 +303,9 @@ int uroce_create_cq(struct uroce_device *dev, uint32_t cqe,
     free(d);
     return UROCE_ERR_CAPS;
   }
-  int rv = uroce_cq_new(dev->eng, cqe, &d->cq);
+  int rv = uroce_eng_cq_new(dev->eng, cqe, &d->cq);
   if (rv == 0) {
-    uroce_cq_set_user(d->cq, d);
+    uroce_eng_cq_set_user(d->cq, d);
     ulist_add_tail(&dev->cqs, &d->link);
     if (ch)
       ch->refs++;
@@ -322,7 +322,7 @@ int uroce_create_cq(struct uroce_device *dev, uint32_t cqe,
 int uroce_destroy_cq(struct uroce_cq *cq) {
   if (!cq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct dcq *d = uroce_cq_user(cq);
+  struct dcq *d = uroce_eng_cq_user(cq);
   struct uroce_device *dev = d->dev;
   LOCK(dev);
   /* The channel lock is held from the check to the removal of the CQ's
@@ -335,7 +335,7 @@ int uroce_destroy_cq(struct uroce_cq *cq) {
       return UROCE_ERR_BUSY; /* ibv: every event taken must be acked */
     }
   }
-  int rv = uroce_cq_del(cq);
+  int rv = uroce_eng_cq_del(cq);
   if (d->ch) {
     struct uroce_comp_channel *ch = d->ch;
     /* Events queued and not taken go with the CQ (the device lock keeps
@@ -367,7 +367,7 @@ int uroce_destroy_cq(struct uroce_cq *cq) {
 int uroce_resize_cq(struct uroce_cq *cq, uint32_t cqe) {
   if (!cq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct dcq *d = uroce_cq_user(cq);
+  struct dcq *d = uroce_eng_cq_user(cq);
   struct uroce_device *dev = d->dev;
   /* Work posted before the resize completes first, as on a NIC that had
    * the time meanwhile; then the device lock holds off the engine (the
@@ -375,7 +375,7 @@ int uroce_resize_cq(struct uroce_cq *cq, uint32_t cqe) {
   uroce_device_progress(dev);
   LOCK(dev);
   pthread_mutex_lock(&d->poll_lock);
-  int rv = uroce_cq_resize(cq, cqe);
+  int rv = uroce_eng_cq_resize(cq, cqe);
   pthread_mutex_unlock(&d->poll_lock);
   UNLOCK(dev);
   return rv;
@@ -384,24 +384,24 @@ int uroce_resize_cq(struct uroce_cq *cq, uint32_t cqe) {
 int uroce_clean_cq(struct uroce_cq *cq, uint32_t qp_num) {
   if (!cq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct dcq *d = uroce_cq_user(cq);
+  struct dcq *d = uroce_eng_cq_user(cq);
   struct uroce_device *dev = d->dev;
   LOCK(dev);
   pthread_mutex_lock(&d->poll_lock);
-  int n = (int)uroce_cq_clean(cq, qp_num);
+  int n = (int)uroce_eng_cq_clean(cq, qp_num);
   pthread_mutex_unlock(&d->poll_lock);
   UNLOCK(dev);
   return n;
 }
 
 void *uroce_cq_context(const struct uroce_cq *cq) {
-  return ((struct dcq *)uroce_cq_user(cq))->context;
+  return ((struct dcq *)uroce_eng_cq_user(cq))->context;
 }
 
 int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
   if (!cq || n < 0 || (n && !wc))
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct dcq *d = uroce_cq_user(cq);
+  struct dcq *d = uroce_eng_cq_user(cq);
   struct uroce_device *dev = d->dev;
   /* Inline mode: every poll makes progress (sends what was posted,
    * receives, runs timers), as a NIC would have meanwhile; once polls
@@ -410,11 +410,11 @@ int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
   if (dev->progress == UROCE_PROGRESS_INLINE) {
     int work = uroce_device_progress(dev);
     pthread_mutex_lock(&d->poll_lock);
-    int rv = uroce_cq_poll(cq, n, wc);
+    int rv = uroce_eng_cq_poll(cq, n, wc);
     pthread_mutex_unlock(&d->poll_lock);
     if (rv == 0 && n > 0 && !work && uroce_device_app_turn(dev, false)) {
       pthread_mutex_lock(&d->poll_lock);
-      rv = uroce_cq_poll(cq, n, wc);
+      rv = uroce_eng_cq_poll(cq, n, wc);
       pthread_mutex_unlock(&d->poll_lock);
     } else if (rv > 0 || work) {
       uroce_device_app_leaves(dev, false);
@@ -422,7 +422,7 @@ int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
     return rv;
   }
   pthread_mutex_lock(&d->poll_lock);
-  int rv = uroce_cq_poll(cq, n, wc);
+  int rv = uroce_eng_cq_poll(cq, n, wc);
   pthread_mutex_unlock(&d->poll_lock);
   /* Nothing yet with a progress thread: the polling application makes
    * progress itself while it polls (the thread backs off), as a NIC would
@@ -431,7 +431,7 @@ int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
     if (rv == 0) {
       uroce_device_app_poll(dev);
       pthread_mutex_lock(&d->poll_lock);
-      rv = uroce_cq_poll(cq, n, wc);
+      rv = uroce_eng_cq_poll(cq, n, wc);
       pthread_mutex_unlock(&d->poll_lock);
     }
     /* With work in hand the application goes off to do it: the thread
@@ -445,7 +445,7 @@ int uroce_poll_cq(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
 int uroce_req_notify_cq(struct uroce_cq *cq, int solicited_only) {
   if (!cq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct dcq *d = uroce_cq_user(cq);
+  struct dcq *d = uroce_eng_cq_user(cq);
   if (!d->ch)
     return UROCE_ERR_INVALID_ARGUMENT; /* no channel to notify */
   struct uroce_device *dev = d->dev;
@@ -466,7 +466,7 @@ int uroce_req_notify_cq(struct uroce_cq *cq, int solicited_only) {
   if (!d->is_armed) {
     /* An event fires for the first completion added after this call;
      * completions already in the ring do not count (ibv semantics). */
-    d->arm_head = uroce_cq_mark(cq);
+    d->arm_head = uroce_eng_cq_mark(cq);
     d->is_armed = true;
     d->solicited_only = solicited_only != 0;
     dev->armed[dev->narmed++] = d;
@@ -481,9 +481,9 @@ int uroce_create_srq(struct uroce_pd *pd, const struct uroce_srq_attr *attr,
                      struct uroce_srq **out) {
   if (!pd || !attr || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_pd_eng(pd));
+  struct uroce_device *dev = dev_of(uroce_eng_of_pd(pd));
   LOCK(dev);
-  int rv = uroce_srq_new(pd, attr, out);
+  int rv = uroce_eng_srq_new(pd, attr, out);
   UNLOCK(dev);
   return rv;
 }
@@ -492,9 +492,9 @@ int uroce_modify_srq(struct uroce_srq *srq, const struct uroce_srq_attr *attr,
                      int mask) {
   if (!srq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_srq_eng(srq));
+  struct uroce_device *dev = dev_of(uroce_eng_of_srq(srq));
   LOCK(dev);
-  int rv = uroce_srq_modify(srq, attr, mask);
+  int rv = uroce_eng_srq_modify(srq, attr, mask);
   UNLOCK(dev);
   return rv;
 }
@@ -502,9 +502,9 @@ int uroce_modify_srq(struct uroce_srq *srq, const struct uroce_srq_attr *attr,
 int uroce_query_srq(struct uroce_srq *srq, struct uroce_srq_attr *attr) {
   if (!srq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_srq_eng(srq));
+  struct uroce_device *dev = dev_of(uroce_eng_of_srq(srq));
   LOCK(dev);
-  int rv = uroce_srq_query(srq, attr);
+  int rv = uroce_eng_srq_query(srq, attr);
   UNLOCK(dev);
   return rv;
 }
@@ -512,9 +512,9 @@ int uroce_query_srq(struct uroce_srq *srq, struct uroce_srq_attr *attr) {
 int uroce_destroy_srq(struct uroce_srq *srq) {
   if (!srq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_srq_eng(srq));
+  struct uroce_device *dev = dev_of(uroce_eng_of_srq(srq));
   LOCK(dev);
-  int rv = uroce_srq_del(srq);
+  int rv = uroce_eng_srq_del(srq);
   UNLOCK(dev);
   return rv;
 }
@@ -523,9 +523,9 @@ int uroce_post_srq_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
                         struct uroce_recv_wr **bad) {
   if (!srq)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_srq_eng(srq));
+  struct uroce_device *dev = dev_of(uroce_eng_of_srq(srq));
   LOCK(dev);
-  int rv = uroce_srq_post_recv(srq, wr, bad);
+  int rv = uroce_eng_srq_post_recv(srq, wr, bad);
   UNLOCK(dev);
   uroce_device_kick(dev); /* an RNR-waiting sender may now proceed */
   return rv;
@@ -537,9 +537,9 @@ int uroce_create_qp(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
                     struct uroce_qp **out) {
   if (!pd || !attr || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_pd_eng(pd));
+  struct uroce_device *dev = dev_of(uroce_eng_of_pd(pd));
   LOCK(dev);
-  int rv = uroce_qp_new(pd, attr, out);
+  int rv = uroce_eng_qp_new(pd, attr, out);
   UNLOCK(dev);
   return rv;
 }
@@ -547,9 +547,9 @@ int uroce_create_qp(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
 int uroce_destroy_qp(struct uroce_qp *qp) {
   if (!qp)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_qp_eng(qp));
+  struct uroce_device *dev = dev_of(uroce_eng_of_qp(qp));
   LOCK(dev);
-  int rv = uroce_qp_del(qp);
+  int rv = uroce_eng_qp_del(qp);
   UNLOCK(dev);
   return rv;
 }
@@ -558,9 +558,9 @@ int uroce_modify_qp(struct uroce_qp *qp, const struct uroce_qp_attr *attr,
                     int mask) {
   if (!qp || !attr)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_qp_eng(qp));
+  struct uroce_device *dev = dev_of(uroce_eng_of_qp(qp));
   LOCK(dev);
-  int rv = uroce_qp_modify(qp, attr, mask);
+  int rv = uroce_eng_qp_modify(qp, attr, mask);
   UNLOCK(dev);
   uroce_device_kick(dev); /* e.g. to ERR: flushed completions to deliver */
   return rv;
@@ -569,9 +569,9 @@ int uroce_modify_qp(struct uroce_qp *qp, const struct uroce_qp_attr *attr,
 int uroce_connect_qp(struct uroce_qp *qp, const struct uroce_qp_attr *attr) {
   if (!qp || !attr)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_qp_eng(qp));
+  struct uroce_device *dev = dev_of(uroce_eng_of_qp(qp));
   LOCK(dev);
-  int rv = uroce_qp_connect(qp, attr);
+  int rv = uroce_eng_qp_connect(qp, attr);
   UNLOCK(dev);
   uroce_device_kick(dev);
   return rv;
@@ -581,9 +581,9 @@ int uroce_query_qp(struct uroce_qp *qp, struct uroce_qp_attr *attr,
                    struct uroce_qp_init_attr *init) {
   if (!qp)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_qp_eng(qp));
+  struct uroce_device *dev = dev_of(uroce_eng_of_qp(qp));
   LOCK(dev);
-  int rv = uroce_qp_query(qp, attr, init);
+  int rv = uroce_eng_qp_query(qp, attr, init);
   UNLOCK(dev);
   return rv;
 }
@@ -592,9 +592,9 @@ int uroce_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
                     struct uroce_send_wr **bad) {
   if (!qp)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_qp_eng(qp));
+  struct uroce_device *dev = dev_of(uroce_eng_of_qp(qp));
   LOCK(dev);
-  int rv = uroce_qp_post_send(qp, wr, bad);
+  int rv = uroce_eng_qp_post_send(qp, wr, bad);
   UNLOCK(dev);
   uroce_device_kick(dev);
   return rv;
@@ -604,9 +604,9 @@ int uroce_post_recv(struct uroce_qp *qp, struct uroce_recv_wr *wr,
                     struct uroce_recv_wr **bad) {
   if (!qp)
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_qp_eng(qp));
+  struct uroce_device *dev = dev_of(uroce_eng_of_qp(qp));
   LOCK(dev);
-  int rv = uroce_qp_post_recv(qp, wr, bad);
+  int rv = uroce_eng_qp_post_recv(qp, wr, bad);
   UNLOCK(dev);
   uroce_device_kick(dev);
   return rv;

@@ -155,7 +155,7 @@ static void trace_line(void *ctx, const struct uroce_trace_ev *ev) {
   int n = snprintf(line, sizeof line, "{\"t_us\": %llu.%03u, \"nic\": %u, ",
                    (unsigned long long)(t / 1000), (unsigned)(t % 1000),
                    m->nic->n.id);
-  int k = uroce_trace_json(ev, line + n, sizeof line - (size_t)n - 1);
+  int k = uroce_eng_trace_json(ev, line + n, sizeof line - (size_t)n - 1);
   if (k < 0)
     return;
   line[n + k] = '}';
@@ -244,12 +244,13 @@ static void *nic_new(struct sim *s, struct sim_nic *nic) {
       .port_mtu = m->mtu_enum,
   };
   gid_of(s, nic->n.id, ec.gid);
-  if (!m->map || uroce_eng_new(&m->eng, &ec) || uroce_pd_new(m->eng, &m->pd) ||
-      uroce_mr_reg(m->pd, (void *)(uintptr_t)PHANTOM_VA, UROCE_MAX_MSG,
-                   UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE |
-                       UROCE_ACCESS_REMOTE_READ,
-                   &m->mr) ||
-      uroce_cq_new(m->eng, m->cq_size = CQ_MIN, &m->cq)) {
+  if (!m->map || uroce_eng_new(&m->eng, &ec) ||
+      uroce_eng_pd_new(m->eng, &m->pd) ||
+      uroce_eng_mr_reg(m->pd, (void *)(uintptr_t)PHANTOM_VA, UROCE_MAX_MSG,
+                       UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_WRITE |
+                           UROCE_ACCESS_REMOTE_READ,
+                       &m->mr) ||
+      uroce_eng_cq_new(m->eng, m->cq_size = CQ_MIN, &m->cq)) {
     nic_del(m);
     return 0;
   }
@@ -298,21 +299,22 @@ static void try_start(struct he_flow *hf, sim_time_t now);
 static uint32_t qp_wrs(struct uroce_qp *qp) {
   struct uroce_qp_attr a;
   struct uroce_qp_init_attr ia;
-  return uroce_qp_query(qp, &a, &ia) ? 0
-                                     : ia.cap.max_send_wr + ia.cap.max_recv_wr;
+  return uroce_eng_qp_query(qp, &a, &ia)
+             ? 0
+             : ia.cap.max_send_wr + ia.cap.max_recv_wr;
 }
 
 static int qp_make(struct he_nic *m, struct uroce_qp_init_attr *ia,
                    struct uroce_qp **qp) {
-  int rc = uroce_qp_new(m->pd, ia, qp);
+  int rc = uroce_eng_qp_new(m->pd, ia, qp);
   if (rc)
     return rc;
   uint64_t need = m->cq_need + qp_wrs(*qp);
   uint32_t size = m->cq_size;
   while (size < need && size < (1u << 22))
     size *= 2;
-  if (size < need || (size != m->cq_size && uroce_cq_resize(m->cq, size))) {
-    uroce_qp_del(*qp);
+  if (size < need || (size != m->cq_size && uroce_eng_cq_resize(m->cq, size))) {
+    uroce_eng_qp_del(*qp);
     *qp = 0;
     return -ENOMEM;
   }
@@ -323,7 +325,7 @@ static int qp_make(struct he_nic *m, struct uroce_qp_init_attr *ia,
 
 static void qp_drop(struct he_nic *m, struct uroce_qp *qp) {
   m->cq_need -= qp_wrs(qp);
-  uroce_qp_del(qp);
+  uroce_eng_qp_del(qp);
 }
 
 static int qp_connect(struct he_nic *m, struct uroce_qp *qp, uint32_t peer_nic,
@@ -344,7 +346,7 @@ static int qp_connect(struct he_nic *m, struct uroce_qp *qp, uint32_t peer_nic,
       .rnr_retry = 7,
       .max_rd_atomic = 16};
   gid_of(m->s, peer_nic, a.ah_attr.dgid);
-  return uroce_qp_connect(qp, &a);
+  return uroce_eng_qp_connect(qp, &a);
 }
 
 static void poll_cq(struct he_nic *m, sim_time_t now);
@@ -393,7 +395,7 @@ static int connect_flow(struct he_flow *hf, sim_time_t now) {
       struct uroce_sge rs = {PHANTOM_VA, UROCE_MAX_MSG, b->mr->lkey};
       struct uroce_recv_wr rw = {
           .wr_id = RECV_TAG | f->id, .sg_list = &rs, .num_sge = 1};
-      rc = uroce_qp_post_recv(hf->rqp, &rw, &rbad);
+      rc = uroce_eng_qp_post_recv(hf->rqp, &rw, &rbad);
       if (rc)
         break;
     }
@@ -409,7 +411,7 @@ static int connect_flow(struct he_flow *hf, sim_time_t now) {
     };
     w.wr.rdma.remote_addr = PHANTOM_VA;
     w.wr.rdma.rkey = b->mr->rkey;
-    rc = uroce_qp_post_send(hf->sqp, &w, &bad);
+    rc = uroce_eng_qp_post_send(hf->sqp, &w, &bad);
   }
   if (rc) {
     qp_drop(a, hf->sqp);
@@ -494,7 +496,7 @@ static int post(void *mp, struct sim_flow *f, sim_time_t now) {
 static void rx_progress(struct he_flow *hf, uint32_t mtu) {
   struct sim_flow *f = hf->f;
   uint32_t epsn;
-  uroce_qp_progress(hf->rqp, 0, &epsn);
+  uroce_eng_qp_progress(hf->rqp, 0, &epsn);
   hf->rx_pkts += (epsn - hf->epsn) & UROCE_PSN_MASK;
   hf->epsn = epsn;
   uint64_t b = hf->rx_pkts * mtu;
@@ -513,7 +515,7 @@ static void progress(struct he_flow *hf, bool snd) {
       rx_progress(hf, mtu);
     return;
   }
-  uroce_qp_progress(hf->sqp, &una, 0);
+  uroce_eng_qp_progress(hf->sqp, &una, 0);
   hf->acked_pkts += (una - hf->una) & UROCE_PSN_MASK;
   hf->una = una;
   uint64_t b = hf->acked_pkts * mtu;
@@ -568,7 +570,7 @@ static int post_coll_recv(struct he_nic *m, struct uroce_qp *qp) {
   struct uroce_recv_wr rw = {
       .wr_id = SIM_COLL_WRID | SIM_COLL_RECV, .sg_list = &sg, .num_sge = 1};
   struct uroce_recv_wr *bad;
-  return uroce_qp_post_recv(qp, &rw, &bad);
+  return uroce_eng_qp_post_recv(qp, &rw, &bad);
 }
 
 static struct he_flow *conn_make(struct sim *s, struct he_nic *a,
@@ -679,7 +681,7 @@ int sim_eng_write_imm(struct sim *s, struct he_flow *c, uint32_t from,
   struct uroce_send_wr *bad;
   /* The QP's congestion-control clock follows the engine's time. */
   uroce_eng_handle_expiry(m->eng, s->now / SIM_NS);
-  int rc = uroce_qp_post_send(fwd ? c->sqp : c->rqp, &w, &bad);
+  int rc = uroce_eng_qp_post_send(fwd ? c->sqp : c->rqp, &w, &bad);
   if (!rc)
     sim_schedule_min(s, &m->nic->ev, s->now);
   return rc;
@@ -702,7 +704,7 @@ static void coll_wc(struct he_nic *m, const struct uroce_wc *wc) {
 static void poll_cq(struct he_nic *m, sim_time_t now) {
   struct sim *s = m->s;
   int n;
-  while ((n = uroce_cq_poll(m->cq, POLL_N, m->wc)) > 0) {
+  while ((n = uroce_eng_cq_poll(m->cq, POLL_N, m->wc)) > 0) {
     for (int i = 0; i < n; i++) {
       const struct uroce_wc *wc = &m->wc[i];
       if (wc->wr_id & SIM_COLL_WRID) {
@@ -927,7 +929,7 @@ static double cc_rate_bps(void *m, const struct sim_flow *f) {
   const struct he_flow *hf = f->st;
   if (n->s->cfg.tp.cc != SIM_CC_DCQCN || !hf || !hf->sqp)
     return -1;
-  const void *st = uroce_qp_cc_state(hf->sqp);
+  const void *st = uroce_eng_qp_cc_state(hf->sqp);
   return st ? uroce_cc_dcqcn_rate(st) : -1;
 }
 
@@ -966,7 +968,7 @@ static uint64_t conn_bytes(struct sim *s, struct he_nic *a, struct he_nic *b) {
                          *bad;
     w.wr.rdma.remote_addr = PHANTOM_VA;
     w.wr.rdma.rkey = m[!i]->mr->rkey;
-    uroce_qp_post_send(qp[i], &w, &bad);
+    uroce_eng_qp_post_send(qp[i], &w, &bad);
   }
   probe_first_pkt(a, b);
   probe_first_pkt(b, a);

@@ -140,23 +140,23 @@ void uroce_eng_del(struct uroce_eng *eng) {
   if (!eng)
     return;
   while (!ulist_empty(&eng->qps))
-    uroce_qp_del(ULIST_ENTRY(eng->qps.next, struct uroce_qp, link));
+    uroce_eng_qp_del(ULIST_ENTRY(eng->qps.next, struct uroce_qp, link));
   while (!ulist_empty(&eng->srqs))
-    uroce_srq_del(ULIST_ENTRY(eng->srqs.next, struct uroce_srq, link));
+    uroce_eng_srq_del(ULIST_ENTRY(eng->srqs.next, struct uroce_srq, link));
   while (!ulist_empty(&eng->ahs))
-    uroce_ah_del(ULIST_ENTRY(eng->ahs.next, struct uroce_ah, link));
+    uroce_eng_ah_del(ULIST_ENTRY(eng->ahs.next, struct uroce_ah, link));
   while (!ulist_empty(&eng->cqs))
-    uroce_cq_del(ULIST_ENTRY(eng->cqs.next, struct uroce_cq, link));
+    uroce_eng_cq_del(ULIST_ENTRY(eng->cqs.next, struct uroce_cq, link));
   for (uint32_t i = 0; i < eng->mrs.n; i++)
     if (eng->mrs.mr[i].state != MR_FREE && eng->mrs.mr[i].kind != MR_KIND_MR)
-      uroce_mw_dealloc((struct uroce_mw *)(void *)&eng->mrs.mr[i]);
+      uroce_eng_mw_dealloc((struct uroce_mw *)(void *)&eng->mrs.mr[i]);
   for (uint32_t i = 0; i < eng->mrs.n; i++)
     if (eng->mrs.mr[i].state != MR_FREE)
-      uroce_mr_dereg(&eng->mrs.mr[i]);
+      uroce_eng_mr_dereg(&eng->mrs.mr[i]);
   while (!ulist_empty(&eng->pds)) {
     struct uroce_pd *pd = ULIST_ENTRY(eng->pds.next, struct uroce_pd, link);
     pd->refs = 0;
-    uroce_pd_del(pd);
+    uroce_eng_pd_del(pd);
   }
   eng_free(eng, eng->mrs.mr);
   eng_free(eng, eng->qp_hash);
@@ -173,7 +173,7 @@ const struct uroce_eng_stats *uroce_eng_stats(const struct uroce_eng *eng) {
   return &eng->stats;
 }
 
-const char *uroce_drop_name(enum uroce_drop d) {
+const char *uroce_eng_drop_name(enum uroce_drop d) {
   static const char *const names[UROCE_DROP_COUNT] = {
       "malformed", "no-qp",      "qp-state",  "transport",  "pkey",
       "qkey",      "psn",        "duplicate", "opcode-seq", "length",
@@ -336,7 +336,7 @@ bool eng_room(struct uroce_eng *eng, struct uroce_qp *qp, uint64_t n) {
 
 /* ---- PD, MR, AH ---- */
 
-int uroce_pd_new(struct uroce_eng *eng, struct uroce_pd **out) {
+int uroce_eng_pd_new(struct uroce_eng *eng, struct uroce_pd **out) {
   if (!eng || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_pd *pd = eng_alloc(eng, sizeof(*pd));
@@ -348,7 +348,7 @@ int uroce_pd_new(struct uroce_eng *eng, struct uroce_pd **out) {
   return 0;
 }
 
-int uroce_pd_del(struct uroce_pd *pd) {
+int uroce_eng_pd_del(struct uroce_pd *pd) {
   if (!pd)
     return UROCE_ERR_INVALID_ARGUMENT;
   if (pd->refs)
@@ -358,18 +358,19 @@ int uroce_pd_del(struct uroce_pd *pd) {
   return 0;
 }
 
-struct uroce_eng *uroce_pd_eng(const struct uroce_pd *pd) {
+struct uroce_eng *uroce_eng_of_pd(const struct uroce_pd *pd) {
   return pd->eng;
 }
 
-int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length,
-                 uint32_t access, struct uroce_mr **out) {
-  return uroce_mr_reg_iova(pd, addr, length, (uint64_t)(uintptr_t)addr, access,
-                           out);
+int uroce_eng_mr_reg(struct uroce_pd *pd, void *addr, size_t length,
+                     uint32_t access, struct uroce_mr **out) {
+  return uroce_eng_mr_reg_iova(pd, addr, length, (uint64_t)(uintptr_t)addr,
+                               access, out);
 }
 
-int uroce_mr_reg_iova(struct uroce_pd *pd, void *addr, size_t length,
-                      uint64_t iova, uint32_t access, struct uroce_mr **out) {
+int uroce_eng_mr_reg_iova(struct uroce_pd *pd, void *addr, size_t length,
+                          uint64_t iova, uint32_t access,
+                          struct uroce_mr **out) {
   if (!pd || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_eng *eng = pd->eng;
@@ -384,7 +385,7 @@ int uroce_mr_reg_iova(struct uroce_pd *pd, void *addr, size_t length,
   return rc;
 }
 
-int uroce_mr_dereg(struct uroce_mr *mr) {
+int uroce_eng_mr_dereg(struct uroce_mr *mr) {
   if (!mr || mr->state == MR_FREE || !mr->pd || mr->kind != MR_KIND_MR)
     return UROCE_ERR_INVALID_ARGUMENT;
   if (mr->binds)
@@ -395,8 +396,8 @@ int uroce_mr_dereg(struct uroce_mr *mr) {
   return 0;
 }
 
-int uroce_mr_rereg(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
-                   size_t length, uint32_t access) {
+int uroce_eng_mr_rereg(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
+                       size_t length, uint32_t access) {
   if (!mr || !pd || !mr->pd || (!addr && !pd->eng->phantom && length))
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_pd *old = (struct uroce_pd *)mr->pd;
@@ -417,7 +418,7 @@ int uroce_mr_rereg(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
   return 0;
 }
 
-int uroce_mw_alloc(struct uroce_pd *pd, int type, struct uroce_mw **out) {
+int uroce_eng_mw_alloc(struct uroce_pd *pd, int type, struct uroce_mw **out) {
   if (!pd || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_mr *mw;
@@ -429,7 +430,7 @@ int uroce_mw_alloc(struct uroce_pd *pd, int type, struct uroce_mw **out) {
   return 0;
 }
 
-int uroce_mw_dealloc(struct uroce_mw *h) {
+int uroce_eng_mw_dealloc(struct uroce_mw *h) {
   struct uroce_mr *mw = mw_entry(h);
   if (!h || mw->state == MR_FREE || !mw->pd || mw->kind == MR_KIND_MR)
     return UROCE_ERR_INVALID_ARGUMENT;
@@ -439,8 +440,8 @@ int uroce_mw_dealloc(struct uroce_mw *h) {
   return 0;
 }
 
-int uroce_ah_new(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
-                 struct uroce_ah **out) {
+int uroce_eng_ah_new(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
+                     struct uroce_ah **out) {
   if (!pd || !attr || !out || !attr->is_global)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_ah *ah = eng_alloc(pd->eng, sizeof(*ah));
@@ -454,7 +455,7 @@ int uroce_ah_new(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
   return 0;
 }
 
-int uroce_ah_del(struct uroce_ah *ah) {
+int uroce_eng_ah_del(struct uroce_ah *ah) {
   if (!ah)
     return UROCE_ERR_INVALID_ARGUMENT;
   ah->pd->refs--;
@@ -463,13 +464,14 @@ int uroce_ah_del(struct uroce_ah *ah) {
   return 0;
 }
 
-struct uroce_eng *uroce_ah_eng(const struct uroce_ah *ah) {
+struct uroce_eng *uroce_eng_of_ah(const struct uroce_ah *ah) {
   return ah->pd->eng;
 }
 
 /* ---- CQ ---- */
 
-int uroce_cq_new(struct uroce_eng *eng, uint32_t cqe, struct uroce_cq **out) {
+int uroce_eng_cq_new(struct uroce_eng *eng, uint32_t cqe,
+                     struct uroce_cq **out) {
   if (!eng || !out || cqe == 0 || cqe > (1u << 22))
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_cq *cq = eng_alloc(eng, sizeof(*cq));
@@ -487,7 +489,7 @@ int uroce_cq_new(struct uroce_eng *eng, uint32_t cqe, struct uroce_cq **out) {
   return 0;
 }
 
-int uroce_cq_del(struct uroce_cq *cq) {
+int uroce_eng_cq_del(struct uroce_cq *cq) {
   if (!cq)
     return UROCE_ERR_INVALID_ARGUMENT;
   if (cq->refs)
@@ -498,24 +500,24 @@ int uroce_cq_del(struct uroce_cq *cq) {
   return 0;
 }
 
-void *uroce_cq_user(const struct uroce_cq *cq) {
+void *uroce_eng_cq_user(const struct uroce_cq *cq) {
   return cq->user;
 }
 
-void uroce_cq_set_user(struct uroce_cq *cq, void *user) {
+void uroce_eng_cq_set_user(struct uroce_cq *cq, void *user) {
   cq->user = user;
 }
 
-uint32_t uroce_cq_mark(const struct uroce_cq *cq) {
+uint32_t uroce_eng_cq_mark(const struct uroce_cq *cq) {
   return __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE);
 }
 
-bool uroce_cq_added_since(const struct uroce_cq *cq, uint32_t mark) {
+bool uroce_eng_cq_added_since(const struct uroce_cq *cq, uint32_t mark) {
   return __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE) != mark ||
          __atomic_load_n(&cq->overflow, __ATOMIC_ACQUIRE);
 }
 
-int uroce_cq_resize(struct uroce_cq *cq, uint32_t cqe) {
+int uroce_eng_cq_resize(struct uroce_cq *cq, uint32_t cqe) {
   if (!cq || cqe == 0 || cqe > (1u << 22) || cq->head - cq->tail > cqe)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_wc *ring = eng_alloc(cq->eng, (size_t)cqe * sizeof(*ring));
@@ -530,7 +532,7 @@ int uroce_cq_resize(struct uroce_cq *cq, uint32_t cqe) {
   return 0;
 }
 
-uint32_t uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn) {
+uint32_t uroce_eng_cq_clean(struct uroce_cq *cq, uint32_t qpn) {
   /* From the newest back, the kept ones packed against head: the tail
    * moves forward past the dropped ones, as a poll would move it. */
   uint32_t keep = cq->head;
@@ -563,7 +565,7 @@ bool cq_push(struct uroce_cq *cq, const struct uroce_wc *wc) {
   return true;
 }
 
-int uroce_cq_poll(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
+int uroce_eng_cq_poll(struct uroce_cq *cq, int n, struct uroce_wc *wc) {
   if (!cq || n < 0 || (n && !wc))
     return UROCE_ERR_INVALID_ARGUMENT;
   uint32_t tail = cq->tail;
@@ -637,8 +639,8 @@ int rq_post(struct rq *q, struct uroce_recv_wr *wr,
   return 0;
 }
 
-int uroce_srq_new(struct uroce_pd *pd, const struct uroce_srq_attr *attr,
-                  struct uroce_srq **out) {
+int uroce_eng_srq_new(struct uroce_pd *pd, const struct uroce_srq_attr *attr,
+                      struct uroce_srq **out) {
   if (!pd || !attr || !out || attr->max_wr == 0 || attr->max_wr > 65536 ||
       attr->max_sge > UROCE_MAX_SGE || attr->srq_limit >= attr->max_wr)
     return attr && (attr->max_wr > 65536 || attr->max_sge > UROCE_MAX_SGE)
@@ -661,8 +663,8 @@ int uroce_srq_new(struct uroce_pd *pd, const struct uroce_srq_attr *attr,
   return 0;
 }
 
-int uroce_srq_modify(struct uroce_srq *srq, const struct uroce_srq_attr *attr,
-                     int mask) {
+int uroce_eng_srq_modify(struct uroce_srq *srq,
+                         const struct uroce_srq_attr *attr, int mask) {
   if (!srq || !attr || (mask & ~(UROCE_SRQ_MAX_WR | UROCE_SRQ_LIMIT)))
     return UROCE_ERR_INVALID_ARGUMENT;
   if (mask & UROCE_SRQ_MAX_WR)
@@ -675,7 +677,7 @@ int uroce_srq_modify(struct uroce_srq *srq, const struct uroce_srq_attr *attr,
   return 0;
 }
 
-int uroce_srq_query(struct uroce_srq *srq, struct uroce_srq_attr *attr) {
+int uroce_eng_srq_query(struct uroce_srq *srq, struct uroce_srq_attr *attr) {
   if (!srq || !attr)
     return UROCE_ERR_INVALID_ARGUMENT;
   attr->max_wr = srq->rq.max_wr;
@@ -684,7 +686,7 @@ int uroce_srq_query(struct uroce_srq *srq, struct uroce_srq_attr *attr) {
   return 0;
 }
 
-int uroce_srq_del(struct uroce_srq *srq) {
+int uroce_eng_srq_del(struct uroce_srq *srq) {
   if (!srq)
     return UROCE_ERR_INVALID_ARGUMENT;
   if (srq->refs)
@@ -696,12 +698,12 @@ int uroce_srq_del(struct uroce_srq *srq) {
   return 0;
 }
 
-struct uroce_eng *uroce_srq_eng(const struct uroce_srq *srq) {
+struct uroce_eng *uroce_eng_of_srq(const struct uroce_srq *srq) {
   return srq->eng;
 }
 
-int uroce_srq_post_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
-                        struct uroce_recv_wr **bad) {
+int uroce_eng_srq_post_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
+                            struct uroce_recv_wr **bad) {
   struct uroce_recv_wr *dummy;
   if (!bad)
     bad = &dummy;

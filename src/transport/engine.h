@@ -203,9 +203,9 @@ void uroce_eng_set_trace(struct uroce_eng *eng, uroce_trace_fn fn, void *ctx);
 /* Writes ev's fields as JSON members without the braces ("ev": "nak_rx",
  * "qpn": 1234, ...; names, not numbers) into buf; returns the length, or
  * -1 if n was too small. The time is left to the caller. */
-int uroce_trace_json(const struct uroce_trace_ev *ev, char *buf, size_t n);
+int uroce_eng_trace_json(const struct uroce_trace_ev *ev, char *buf, size_t n);
 /* The name of an event kind ("qp_state", ...), "?" if out of range. */
-const char *uroce_trace_kind_name(int kind);
+const char *uroce_eng_trace_kind_name(int kind);
 
 /* Creates an engine. Returns 0, UROCE_ERR_INVALID_ARGUMENT, -ENOMEM. */
 int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg);
@@ -214,7 +214,7 @@ void uroce_eng_del(struct uroce_eng *eng);
 /* The owner's pointer, cfg.user. */
 void *uroce_eng_user(const struct uroce_eng *eng);
 const struct uroce_eng_stats *uroce_eng_stats(const struct uroce_eng *eng);
-const char *uroce_drop_name(enum uroce_drop d);
+const char *uroce_eng_drop_name(enum uroce_drop d);
 
 /* One received packet. The caller verified the ICRC and parsed it with
  * uroce_pkt_parse (pi.bth..payload must stay valid during the call; in
@@ -290,26 +290,27 @@ int uroce_eng_get_async_event(struct uroce_eng *eng,
 
 /* ---- protection domains, memory regions, address handles ---- */
 
-int uroce_pd_new(struct uroce_eng *eng, struct uroce_pd **out);
+int uroce_eng_pd_new(struct uroce_eng *eng, struct uroce_pd **out);
 /* Returns 0, or UROCE_ERR_BUSY while MRs, QPs, SRQs or AHs use it. */
-int uroce_pd_del(struct uroce_pd *pd);
+int uroce_eng_pd_del(struct uroce_pd *pd);
 /* The engine an object belongs to (its owner finds itself through
  * uroce_eng_user). */
-struct uroce_eng *uroce_pd_eng(const struct uroce_pd *pd);
-struct uroce_eng *uroce_ah_eng(const struct uroce_ah *ah);
+struct uroce_eng *uroce_eng_of_pd(const struct uroce_pd *pd);
+struct uroce_eng *uroce_eng_of_ah(const struct uroce_ah *ah);
 
 /* Registers [addr, addr + length) with UROCE_ACCESS_* rights. In phantom
  * mode addr is only a number. Returns 0, UROCE_ERR_INVALID_ARGUMENT (bad
  * access bits, remote write/atomic without local write, zero length with
  * NULL addr overflow), UROCE_ERR_CAPS (table full). */
-int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length,
-                 uint32_t access, struct uroce_mr **out);
+int uroce_eng_mr_reg(struct uroce_pd *pd, void *addr, size_t length,
+                     uint32_t access, struct uroce_mr **out);
 /* The same, with work requests and peers naming the region's bytes from
  * iova on (0: zero-based) while they lie at addr. */
-int uroce_mr_reg_iova(struct uroce_pd *pd, void *addr, size_t length,
-                      uint64_t iova, uint32_t access, struct uroce_mr **out);
+int uroce_eng_mr_reg_iova(struct uroce_pd *pd, void *addr, size_t length,
+                          uint64_t iova, uint32_t access,
+                          struct uroce_mr **out);
 /* UROCE_ERR_BUSY while memory windows are bound to it. */
-int uroce_mr_dereg(struct uroce_mr *mr);
+int uroce_eng_mr_dereg(struct uroce_mr *mr);
 /* Changes a region in place to [addr, addr + length) of pd (the same
  * engine's), which work requests and peers name from addr on, with
  * access rights (ibv_rereg_mr changing all three). Its keys stay, as
@@ -318,68 +319,69 @@ int uroce_mr_dereg(struct uroce_mr *mr);
  * UROCE_ERR_BUSY while windows are bound to it,
  * UROCE_ERR_INVALID_ARGUMENT (not a registered region, another engine's
  * PD, no addr with a length). */
-int uroce_mr_rereg(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
-                   size_t length, uint32_t access);
+int uroce_eng_mr_rereg(struct uroce_mr *mr, struct uroce_pd *pd, void *addr,
+                       size_t length, uint32_t access);
 
 /* A memory window of type 1 or 2 (enum uroce_mw_type) in the region table
  * (mem/mr.h); bound by a UROCE_WR_BIND_MW work request. Freeing a bound
  * window unbinds it. */
-int uroce_mw_alloc(struct uroce_pd *pd, int type, struct uroce_mw **out);
-int uroce_mw_dealloc(struct uroce_mw *mw);
+int uroce_eng_mw_alloc(struct uroce_pd *pd, int type, struct uroce_mw **out);
+int uroce_eng_mw_dealloc(struct uroce_mw *mw);
 /* The table entry behind a window handle (handles are table entries). */
 static inline struct uroce_mr *mw_entry(struct uroce_mw *mw) {
   return (struct uroce_mr *)(void *)mw;
 }
 
-int uroce_ah_new(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
-                 struct uroce_ah **out);
-int uroce_ah_del(struct uroce_ah *ah);
+int uroce_eng_ah_new(struct uroce_pd *pd, const struct uroce_ah_attr *attr,
+                     struct uroce_ah **out);
+int uroce_eng_ah_del(struct uroce_ah *ah);
 
 /* ---- completion queues ---- */
 
 /* A ring of cqe completions. When it overruns, the completion is lost, a
  * UROCE_EVENT_CQ_ERR event is raised and poll reports the overflow. */
-int uroce_cq_new(struct uroce_eng *eng, uint32_t cqe, struct uroce_cq **out);
+int uroce_eng_cq_new(struct uroce_eng *eng, uint32_t cqe,
+                     struct uroce_cq **out);
 /* Returns 0, or UROCE_ERR_BUSY while a QP uses it. */
-int uroce_cq_del(struct uroce_cq *cq);
+int uroce_eng_cq_del(struct uroce_cq *cq);
 /* The owner's per-CQ state (NULL until set). */
-void *uroce_cq_user(const struct uroce_cq *cq);
-void uroce_cq_set_user(struct uroce_cq *cq, void *user);
+void *uroce_eng_cq_user(const struct uroce_cq *cq);
+void uroce_eng_cq_set_user(struct uroce_cq *cq, void *user);
 /* For completion events: a mark of how many completions the CQ has had
  * so far, and whether one came after the mark was taken (or was lost to
  * an overrun since). Safe beside the engine's thread (the count is read
  * with acquire); a resize keeps the mark meaningful. */
-uint32_t uroce_cq_mark(const struct uroce_cq *cq);
-bool uroce_cq_added_since(const struct uroce_cq *cq, uint32_t mark);
+uint32_t uroce_eng_cq_mark(const struct uroce_cq *cq);
+bool uroce_eng_cq_added_since(const struct uroce_cq *cq, uint32_t mark);
 /* New capacity cqe, keeping the completions not yet polled, which the
  * caller keeps the producer and consumers away from meanwhile.
  * UROCE_ERR_INVALID_ARGUMENT if more than cqe wait or cqe is out of
  * range; -ENOMEM. */
-int uroce_cq_resize(struct uroce_cq *cq, uint32_t cqe);
+int uroce_eng_cq_resize(struct uroce_cq *cq, uint32_t cqe);
 /* Drops the completions of QP qpn not yet polled (a QP moved to RESET),
  * keeping the others in order; the caller holds the producer and
  * consumers off. Returns how many were dropped. */
-uint32_t uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn);
+uint32_t uroce_eng_cq_clean(struct uroce_cq *cq, uint32_t qpn);
 /* Takes up to n completions; returns how many, or UROCE_ERR_CQ_OVERFLOW
  * once the ring is empty after an overrun. */
-int uroce_cq_poll(struct uroce_cq *cq, int n, struct uroce_wc *wc);
+int uroce_eng_cq_poll(struct uroce_cq *cq, int n, struct uroce_wc *wc);
 
 /* ---- work requests ---- */
 
 /* ---- shared receive queues ---- */
 
-int uroce_srq_new(struct uroce_pd *pd, const struct uroce_srq_attr *attr,
-                  struct uroce_srq **out);
+int uroce_eng_srq_new(struct uroce_pd *pd, const struct uroce_srq_attr *attr,
+                      struct uroce_srq **out);
 /* Only UROCE_SRQ_LIMIT can change (resizing: UROCE_ERR_NOT_SUPPORTED). */
-int uroce_srq_modify(struct uroce_srq *srq, const struct uroce_srq_attr *attr,
-                     int mask);
-int uroce_srq_query(struct uroce_srq *srq, struct uroce_srq_attr *attr);
-int uroce_srq_del(struct uroce_srq *srq);
-struct uroce_eng *uroce_srq_eng(const struct uroce_srq *srq);
+int uroce_eng_srq_modify(struct uroce_srq *srq,
+                         const struct uroce_srq_attr *attr, int mask);
+int uroce_eng_srq_query(struct uroce_srq *srq, struct uroce_srq_attr *attr);
+int uroce_eng_srq_del(struct uroce_srq *srq);
+struct uroce_eng *uroce_eng_of_srq(const struct uroce_srq *srq);
 /* Returns 0; UROCE_ERR_QUEUE_FULL or UROCE_ERR_INVALID_ARGUMENT (too many
  * SGEs) with *bad set to the first WR not posted. */
-int uroce_srq_post_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
-                        struct uroce_recv_wr **bad);
+int uroce_eng_srq_post_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
+                            struct uroce_recv_wr **bad);
 
 /* ---- queue pairs ---- */
 
@@ -394,34 +396,34 @@ UROCE_EXPORT const char *uroce_qp_state_name(int state);
  * UROCE_ERR_INVALID_ARGUMENT (missing CQs, bad type), UROCE_ERR_CAPS (caps
  * above the limits: UROCE_MAX_SGE, UROCE_MAX_INLINE, 65536 WRs; or no free
  * QPN), -ENOMEM. */
-int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
-                 struct uroce_qp **out);
+int uroce_eng_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
+                     struct uroce_qp **out);
 /* Destroys a QP (no completions are generated). */
-int uroce_qp_del(struct uroce_qp *qp);
+int uroce_eng_qp_del(struct uroce_qp *qp);
 UROCE_EXPORT uint32_t uroce_qp_num(const struct uroce_qp *qp);
-struct uroce_eng *uroce_qp_eng(const struct uroce_qp *qp);
+struct uroce_eng *uroce_eng_of_qp(const struct uroce_qp *qp);
 /* RC progress, for owners that report it (the simulator): *sq_una is the
  * oldest PSN of the send queue not yet acknowledged or answered (READ
  * responses advance it packet by packet), *rq_epsn the PSN the responder
  * expects next. Either pointer may be NULL. */
-void uroce_qp_progress(const struct uroce_qp *qp, uint32_t *sq_una,
-                       uint32_t *rq_epsn);
+void uroce_eng_qp_progress(const struct uroce_qp *qp, uint32_t *sq_una,
+                           uint32_t *rq_epsn);
 /* Whether the QP's peer announced multipath and both ends use it. */
-bool uroce_qp_multipath(const struct uroce_qp *qp);
+bool uroce_eng_qp_multipath(const struct uroce_qp *qp);
 /* The congestion-control module's state of this QP, for owners that
  * report it (the simulator's rate series): read it only through the
  * module's own accessors (uroce_cc_dcqcn_rate). */
-const void *uroce_qp_cc_state(const struct uroce_qp *qp);
+const void *uroce_eng_qp_cc_state(const struct uroce_qp *qp);
 
 /* Changes attributes and/or state (ibv_modify_qp). Returns 0,
  * UROCE_ERR_BAD_STATE for a transition the spec does not allow or a
  * cur_qp_state that is not the current one, UROCE_ERR_INVALID_ARGUMENT for
  * a missing required or a disallowed attribute or a value out of range,
  * UROCE_ERR_NOT_SUPPORTED for UROCE_QP_CAP. */
-int uroce_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *attr,
-                    int mask);
+int uroce_eng_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *attr,
+                        int mask);
 /* Moves the QP up RESET -> INIT -> RTR -> RTS from where it is to
- * attr->qp_state, one uroce_qp_modify a state, each with the attributes
+ * attr->qp_state, one uroce_eng_qp_modify a state, each with the attributes
  * the spec requires of that step for the QP's type, read from attr:
  *   INIT: pkey_index, port_num, qp_access_flags (UD: qkey);
  *   RTR:  RC and UC: ah_attr, path_mtu, dest_qp_num, rq_psn; RC also
@@ -431,9 +433,9 @@ int uroce_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *attr,
  * returns it (the QP stays where it got); UROCE_ERR_BAD_STATE if the QP is past
  * attr->qp_state or off that path, UROCE_ERR_INVALID_ARGUMENT if attr->qp_state
  * is not INIT, RTR or RTS. */
-int uroce_qp_connect(struct uroce_qp *qp, const struct uroce_qp_attr *attr);
-int uroce_qp_query(struct uroce_qp *qp, struct uroce_qp_attr *attr,
-                   struct uroce_qp_init_attr *init);
+int uroce_eng_qp_connect(struct uroce_qp *qp, const struct uroce_qp_attr *attr);
+int uroce_eng_qp_query(struct uroce_qp *qp, struct uroce_qp_attr *attr,
+                       struct uroce_qp_init_attr *init);
 
 /* Posts a list of send WRs. Returns 0, or with *bad = the first WR not
  * posted: UROCE_ERR_BAD_STATE (QP in RESET, INIT or RTR),
@@ -441,11 +443,11 @@ int uroce_qp_query(struct uroce_qp *qp, struct uroce_qp_attr *attr,
  * QP type, too many SGEs, inline data too long, message over UROCE_MAX_MSG,
  * atomic without one 8-byte SGE, UD without an AH). In ERR and SQE the WRs
  * are accepted and complete with UROCE_WC_WR_FLUSH_ERR. */
-int uroce_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
-                       struct uroce_send_wr **bad);
+int uroce_eng_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
+                           struct uroce_send_wr **bad);
 /* Posts receive WRs: UROCE_ERR_BAD_STATE (RESET, or the QP uses an SRQ),
  * UROCE_ERR_QUEUE_FULL, UROCE_ERR_INVALID_ARGUMENT (too many SGEs). */
-int uroce_qp_post_recv(struct uroce_qp *qp, struct uroce_recv_wr *wr,
-                       struct uroce_recv_wr **bad);
+int uroce_eng_qp_post_recv(struct uroce_qp *qp, struct uroce_recv_wr *wr,
+                           struct uroce_recv_wr **bad);
 
 #endif

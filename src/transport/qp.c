@@ -43,8 +43,8 @@ static void qp_reset(struct uroce_qp *qp) {
   qp->last_cnp = UINT64_MAX;
 }
 
-int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
-                 struct uroce_qp **out) {
+int uroce_eng_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
+                     struct uroce_qp **out) {
   if (!pd || !attr || !out || !attr->send_cq || !attr->recv_cq)
     return UROCE_ERR_INVALID_ARGUMENT;
   if (attr->qp_type != UROCE_QPT_RC && attr->qp_type != UROCE_QPT_UC &&
@@ -131,7 +131,7 @@ int uroce_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
   return 0;
 }
 
-int uroce_qp_del(struct uroce_qp *qp) {
+int uroce_eng_qp_del(struct uroce_qp *qp) {
   if (!qp)
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_eng *eng = qp->eng;
@@ -156,23 +156,23 @@ uint32_t uroce_qp_num(const struct uroce_qp *qp) {
   return qp->qpn;
 }
 
-struct uroce_eng *uroce_qp_eng(const struct uroce_qp *qp) {
+struct uroce_eng *uroce_eng_of_qp(const struct uroce_qp *qp) {
   return qp->eng;
 }
 
-void uroce_qp_progress(const struct uroce_qp *qp, uint32_t *sq_una,
-                       uint32_t *rq_epsn) {
+void uroce_eng_qp_progress(const struct uroce_qp *qp, uint32_t *sq_una,
+                           uint32_t *rq_epsn) {
   if (sq_una)
     *sq_una = qp->comp.psn;
   if (rq_epsn)
     *rq_epsn = qp->resp.epsn;
 }
 
-bool uroce_qp_multipath(const struct uroce_qp *qp) {
+bool uroce_eng_qp_multipath(const struct uroce_qp *qp) {
   return qp_mp(qp);
 }
 
-const void *uroce_qp_cc_state(const struct uroce_qp *qp) {
+const void *uroce_eng_qp_cc_state(const struct uroce_qp *qp) {
   return qp->cc_state;
 }
 
@@ -347,8 +347,8 @@ static uint16_t flow_sport(uint32_t a, uint32_t b) {
   return (uint16_t)(0xC000 | (h & 0x3FFF));
 }
 
-int uroce_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *a,
-                    int mask) {
+int uroce_eng_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *a,
+                        int mask) {
   if (!qp || !a || (mask & ~0x1FFFFF))
     return UROCE_ERR_INVALID_ARGUMENT;
   if (mask & M_(CAP))
@@ -459,7 +459,7 @@ int uroce_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *a,
   return 0;
 }
 
-int uroce_qp_connect(struct uroce_qp *qp, const struct uroce_qp_attr *a) {
+int uroce_eng_qp_connect(struct uroce_qp *qp, const struct uroce_qp_attr *a) {
   if (!qp || !a || a->qp_state < UROCE_QPS_INIT || a->qp_state > UROCE_QPS_RTS)
     return UROCE_ERR_INVALID_ARGUMENT;
   if (qp->state > a->qp_state)
@@ -467,7 +467,7 @@ int uroce_qp_connect(struct uroce_qp *qp, const struct uroce_qp_attr *a) {
   struct uroce_qp_attr step = *a;
   for (int s = qp->state + 1; s <= (int)a->qp_state; s++) {
     step.qp_state = (uint32_t)s;
-    int rc = uroce_qp_modify(
+    int rc = uroce_eng_qp_modify(
         qp, &step, M_(STATE) | (int)transition(s - 1, s)->req[type_index(qp)]);
     if (rc)
       return rc;
@@ -475,8 +475,8 @@ int uroce_qp_connect(struct uroce_qp *qp, const struct uroce_qp_attr *a) {
   return 0;
 }
 
-int uroce_qp_query(struct uroce_qp *qp, struct uroce_qp_attr *a,
-                   struct uroce_qp_init_attr *init) {
+int uroce_eng_qp_query(struct uroce_qp *qp, struct uroce_qp_attr *a,
+                       struct uroce_qp_init_attr *init) {
   if (!qp || !a)
     return UROCE_ERR_INVALID_ARGUMENT;
   memset(a, 0, sizeof(*a));
@@ -702,8 +702,8 @@ static int check_send_wr(const struct uroce_qp *qp,
   return 0;
 }
 
-int uroce_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
-                       struct uroce_send_wr **bad) {
+int uroce_eng_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
+                           struct uroce_send_wr **bad) {
   struct uroce_send_wr *dummy;
   if (!bad)
     bad = &dummy;
@@ -809,8 +809,8 @@ int uroce_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
   return rc;
 }
 
-int uroce_qp_post_recv(struct uroce_qp *qp, struct uroce_recv_wr *wr,
-                       struct uroce_recv_wr **bad) {
+int uroce_eng_qp_post_recv(struct uroce_qp *qp, struct uroce_recv_wr *wr,
+                           struct uroce_recv_wr **bad) {
   struct uroce_recv_wr *dummy;
   if (!bad)
     bad = &dummy;

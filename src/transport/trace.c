@@ -28,7 +28,7 @@ static const char *name_of(const char *const *names, unsigned n, unsigned i) {
   return i < n && names[i] ? names[i] : "?";
 }
 
-const char *uroce_trace_kind_name(int kind) {
+const char *uroce_eng_trace_kind_name(int kind) {
   return name_of(kind_names, UROCE_TR_COUNT, (unsigned)kind);
 }
 
@@ -83,7 +83,7 @@ static int kind_json(const struct uroce_trace_ev *ev, char *b, size_t n) {
         ", \"cause\": \"%s\", \"rate_bps\": %" PRIu64 ", \"cwnd\": %" PRIu64,
         name_of(cause_names, UROCE_TRC_COUNT, ev->a), ev->rate, ev->cwnd);
   case UROCE_TR_DROP:
-    return snprintf(b, n, ", \"why\": \"%s\"", uroce_drop_name(ev->a));
+    return snprintf(b, n, ", \"why\": \"%s\"", uroce_eng_drop_name(ev->a));
   case UROCE_TR_CNP_TX:
   case UROCE_TR_CNP_RX:
   case UROCE_TR_COUNT:
@@ -92,12 +92,12 @@ static int kind_json(const struct uroce_trace_ev *ev, char *b, size_t n) {
   return 0;
 }
 
-int uroce_trace_json(const struct uroce_trace_ev *ev, char *buf, size_t n) {
+int uroce_eng_trace_json(const struct uroce_trace_ev *ev, char *buf, size_t n) {
   /* QP states, CNPs and CC decisions concern no packet of a PSN. */
   bool psn = ev->kind != UROCE_TR_QP_STATE && ev->kind != UROCE_TR_CC &&
              ev->kind != UROCE_TR_CNP_TX && ev->kind != UROCE_TR_CNP_RX;
   int k = snprintf(buf, n, "\"ev\": \"%s\", \"qpn\": %" PRIu32,
-                   uroce_trace_kind_name(ev->kind), ev->qpn);
+                   uroce_eng_trace_kind_name(ev->kind), ev->qpn);
   if (ev->qp_type && k >= 0 && (size_t)k < n) /* 0: the packet named no QP */
     k += snprintf(buf + k, n - (size_t)k, ", \"type\": \"%s\"",
                   qp_type_name(ev->qp_type));

@@ -30,20 +30,20 @@ int tp_end_init(struct tp_end *e, struct uroce_eng *eng, const uint8_t gid[16],
   memset(e, 0, sizeof(*e));
   e->eng = eng;
   memcpy(e->gid, gid, 16);
-  if ((rc = uroce_pd_new(eng, &e->pd)))
+  if ((rc = uroce_eng_pd_new(eng, &e->pd)))
     return rc;
-  if ((rc = uroce_cq_new(eng, o->cqe, &e->scq)) ||
-      (rc = uroce_cq_new(eng, o->cqe, &e->rcq)))
+  if ((rc = uroce_eng_cq_new(eng, o->cqe, &e->scq)) ||
+      (rc = uroce_eng_cq_new(eng, o->cqe, &e->rcq)))
     return rc;
   e->memlen = o->memlen;
   if (o->phantom_mem) {
-    rc = uroce_mr_reg(e->pd, (void *)(uintptr_t)0x100000000ull, o->memlen,
-                      o->mr_access, &e->mr);
+    rc = uroce_eng_mr_reg(e->pd, (void *)(uintptr_t)0x100000000ull, o->memlen,
+                          o->mr_access, &e->mr);
   } else if (o->memlen) {
     e->mem = calloc(1, o->memlen);
     if (!e->mem)
       return -12;
-    rc = uroce_mr_reg(e->pd, e->mem, o->memlen, o->mr_access, &e->mr);
+    rc = uroce_eng_mr_reg(e->pd, e->mem, o->memlen, o->mr_access, &e->mr);
   }
   if (rc)
     return rc;
@@ -51,7 +51,7 @@ int tp_end_init(struct tp_end *e, struct uroce_eng *eng, const uint8_t gid[16],
     struct uroce_srq_attr sa = {.max_wr = o->max_recv_wr,
                                 .max_sge = o->max_sge,
                                 .srq_limit = o->srq_limit};
-    if ((rc = uroce_srq_new(e->pd, &sa, &e->srq)))
+    if ((rc = uroce_eng_srq_new(e->pd, &sa, &e->srq)))
       return rc;
   }
   struct uroce_qp_init_attr ia = {
@@ -65,29 +65,29 @@ int tp_end_init(struct tp_end *e, struct uroce_eng *eng, const uint8_t gid[16],
               .max_inline_data = o->max_inline},
       .qp_type = o->type,
   };
-  return uroce_qp_new(e->pd, &ia, &e->qp);
+  return uroce_eng_qp_new(e->pd, &ia, &e->qp);
 }
 
 void tp_end_free(struct tp_end *e) {
   if (e->qp)
-    uroce_qp_del(e->qp);
+    uroce_eng_qp_del(e->qp);
   if (e->srq)
-    uroce_srq_del(e->srq);
+    uroce_eng_srq_del(e->srq);
   if (e->mr && e->mr->state != MR_FREE)
-    uroce_mr_dereg(e->mr);
+    uroce_eng_mr_dereg(e->mr);
   if (e->scq)
-    uroce_cq_del(e->scq);
+    uroce_eng_cq_del(e->scq);
   if (e->rcq)
-    uroce_cq_del(e->rcq);
+    uroce_eng_cq_del(e->rcq);
   if (e->pd)
-    uroce_pd_del(e->pd);
+    uroce_eng_pd_del(e->pd);
   free(e->mem);
   memset(e, 0, sizeof(*e));
 }
 
 int tp_bring_up(struct tp_end *e, const struct tp_end *peer,
                 const struct tp_opts *o) {
-  /* uroce_qp_connect gives each step what the QP's type requires (UD:
+  /* uroce_eng_qp_connect gives each step what the QP's type requires (UD:
    * the qkey, and no peer). */
   struct uroce_qp_attr a = {.qp_state = o->stop_state ? (uint32_t)o->stop_state
                                                       : UROCE_QPS_RTS,
@@ -108,7 +108,7 @@ int tp_bring_up(struct tp_end *e, const struct tp_end *peer,
     a.dest_qp_num = uroce_qp_num(peer->qp);
     memcpy(a.ah_attr.dgid, peer->gid, 16);
   }
-  return uroce_qp_connect(e->qp, &a);
+  return uroce_eng_qp_connect(e->qp, &a);
 }
 
 int tp_connect(struct tp_end *a, struct tp_end *b, const struct tp_opts *o) {
@@ -136,7 +136,7 @@ int tp_post_send(struct tp_end *e, uint32_t opcode, uint64_t wr_id,
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey = rkey;
   }
-  return uroce_qp_post_send(e->qp, &wr, &bad);
+  return uroce_eng_qp_post_send(e->qp, &wr, &bad);
 }
 
 int tp_post_recv(struct tp_end *e, uint64_t wr_id, uint64_t off, uint32_t len) {
@@ -145,11 +145,11 @@ int tp_post_recv(struct tp_end *e, uint64_t wr_id, uint64_t off, uint32_t len) {
   struct uroce_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1};
   struct uroce_recv_wr *bad;
   if (e->srq)
-    return uroce_srq_post_recv(e->srq, &wr, &bad);
-  return uroce_qp_post_recv(e->qp, &wr, &bad);
+    return uroce_eng_srq_post_recv(e->srq, &wr, &bad);
+  return uroce_eng_qp_post_recv(e->qp, &wr, &bad);
 }
 
 int tp_poll(struct uroce_cq *cq, struct uroce_wc *wc, int n) {
-  int k = uroce_cq_poll(cq, n, wc);
+  int k = uroce_eng_cq_poll(cq, n, wc);
   return k < 0 ? 0 : k;
 }

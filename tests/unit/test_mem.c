@@ -15,13 +15,14 @@ static void test_keys(void) {
   struct uroce_eng *eng;
   CHECK_EQ(uroce_eng_new(&eng, &cfg), 0);
   struct uroce_pd *pd;
-  CHECK_EQ(uroce_pd_new(eng, &pd), 0);
+  CHECK_EQ(uroce_eng_pd_new(eng, &pd), 0);
   static uint8_t buf[4096];
   struct uroce_mr *mr[64];
   for (int i = 0; i < 64; i++)
-    CHECK_EQ(uroce_mr_reg(pd, buf, sizeof(buf), UROCE_ACCESS_ALL, &mr[i]), 0);
+    CHECK_EQ(uroce_eng_mr_reg(pd, buf, sizeof(buf), UROCE_ACCESS_ALL, &mr[i]),
+             0);
   struct uroce_mr *extra;
-  CHECK_EQ(uroce_mr_reg(pd, buf, 1, 0, &extra), UROCE_ERR_CAPS);
+  CHECK_EQ(uroce_eng_mr_reg(pd, buf, 1, 0, &extra), UROCE_ERR_CAPS);
   /* Keys are distinct, lkey != rkey, and consecutive keys are not a
    * counter: their differences vary. */
   int same_step = 0;
@@ -38,13 +39,13 @@ static void test_keys(void) {
   CHECK(same_step < 3);
   /* Deregistered keys never open the region that reuses the slot. */
   uint32_t old_l = mr[7]->lkey, old_r = mr[7]->rkey;
-  CHECK_EQ(uroce_mr_dereg(mr[7]), 0);
-  CHECK(uroce_mr_dereg(mr[7]) != 0);
+  CHECK_EQ(uroce_eng_mr_dereg(mr[7]), 0);
+  CHECK(uroce_eng_mr_dereg(mr[7]) != 0);
   struct uroce_mr *again;
-  CHECK_EQ(uroce_mr_reg(pd, buf, 16, UROCE_ACCESS_ALL, &again), 0);
+  CHECK_EQ(uroce_eng_mr_reg(pd, buf, 16, UROCE_ACCESS_ALL, &again), 0);
   CHECK(again->lkey != old_l && again->rkey != old_r);
   CHECK_EQ(pd != 0, 1);
-  CHECK_EQ(uroce_pd_del(pd), UROCE_ERR_BUSY);
+  CHECK_EQ(uroce_eng_pd_del(pd), UROCE_ERR_BUSY);
   uroce_eng_del(eng);
 }
 

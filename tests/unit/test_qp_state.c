@@ -38,7 +38,7 @@ static void teardown(void) {
 
 static int state(void) {
   struct uroce_qp_attr a;
-  uroce_qp_query(E.qp, &a, 0);
+  uroce_eng_qp_query(E.qp, &a, 0);
   return (int)a.qp_state;
 }
 
@@ -48,32 +48,32 @@ static void test_rc_transitions(void) {
   memset(&a, 0, sizeof(a));
   /* RESET -> RTR skips INIT: refused. */
   a.qp_state = UROCE_QPS_RTR;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, UROCE_QP_STATE), UROCE_ERR_BAD_STATE);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, UROCE_QP_STATE), UROCE_ERR_BAD_STATE);
   /* RESET -> INIT without the required attributes. */
   a.qp_state = UROCE_QPS_INIT;
   a.port_num = 1;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, UROCE_QP_STATE | UROCE_QP_PORT),
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, UROCE_QP_STATE | UROCE_QP_PORT),
            UROCE_ERR_INVALID_ARGUMENT);
   /* An attribute not allowed in this transition. */
-  CHECK_EQ(uroce_qp_modify(E.qp, &a,
-                           UROCE_QP_STATE | UROCE_QP_PORT |
-                               UROCE_QP_PKEY_INDEX | UROCE_QP_ACCESS_FLAGS |
-                               UROCE_QP_SQ_PSN),
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a,
+                               UROCE_QP_STATE | UROCE_QP_PORT |
+                                   UROCE_QP_PKEY_INDEX | UROCE_QP_ACCESS_FLAGS |
+                                   UROCE_QP_SQ_PSN),
            UROCE_ERR_INVALID_ARGUMENT);
   /* Q_Key is for UD. */
-  CHECK_EQ(uroce_qp_modify(E.qp, &a,
-                           UROCE_QP_STATE | UROCE_QP_PORT |
-                               UROCE_QP_PKEY_INDEX | UROCE_QP_QKEY),
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a,
+                               UROCE_QP_STATE | UROCE_QP_PORT |
+                                   UROCE_QP_PKEY_INDEX | UROCE_QP_QKEY),
            UROCE_ERR_INVALID_ARGUMENT);
   a.port_num = 2;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a,
-                           UROCE_QP_STATE | UROCE_QP_PORT |
-                               UROCE_QP_PKEY_INDEX | UROCE_QP_ACCESS_FLAGS),
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a,
+                               UROCE_QP_STATE | UROCE_QP_PORT |
+                                   UROCE_QP_PKEY_INDEX | UROCE_QP_ACCESS_FLAGS),
            UROCE_ERR_INVALID_ARGUMENT);
   a.port_num = 1;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a,
-                           UROCE_QP_STATE | UROCE_QP_PORT |
-                               UROCE_QP_PKEY_INDEX | UROCE_QP_ACCESS_FLAGS),
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a,
+                               UROCE_QP_STATE | UROCE_QP_PORT |
+                                   UROCE_QP_PKEY_INDEX | UROCE_QP_ACCESS_FLAGS),
            0);
   CHECK_EQ(state(), UROCE_QPS_INIT);
   /* Posting sends before RTS is refused, receives are fine. */
@@ -91,29 +91,29 @@ static void test_rc_transitions(void) {
   a.max_dest_rd_atomic = 4;
   a.min_rnr_timer = 12;
   a.ah_attr.is_global = 1;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rtr & ~UROCE_QP_MIN_RNR_TIMER),
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rtr & ~UROCE_QP_MIN_RNR_TIMER),
            UROCE_ERR_INVALID_ARGUMENT);
   a.ah_attr.is_global = 0; /* RoCE needs a GRH */
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
   a.ah_attr.is_global = 1;
   a.path_mtu = 6;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
   a.path_mtu = 0;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
   a.path_mtu = UROCE_MTU_4096;
   a.rq_psn = 0x1000000;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
   a.rq_psn = 5;
   a.max_dest_rd_atomic = 17;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
   a.max_dest_rd_atomic = 4;
   a.min_rnr_timer = 32;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
   a.min_rnr_timer = 12;
   a.dest_qp_num = 0x1000000;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
   a.dest_qp_num = 0x123;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rtr), 0);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rtr), 0);
   CHECK_EQ(state(), UROCE_QPS_RTR);
   /* RTR -> RTS. */
   int rts = UROCE_QP_STATE | UROCE_QP_TIMEOUT | UROCE_QP_RETRY_CNT |
@@ -122,24 +122,24 @@ static void test_rc_transitions(void) {
   a.qp_state = UROCE_QPS_RTS;
   a.timeout = 14;
   a.retry_cnt = 8;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rts), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rts), UROCE_ERR_INVALID_ARGUMENT);
   a.retry_cnt = 7;
   a.rnr_retry = 8;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rts), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rts), UROCE_ERR_INVALID_ARGUMENT);
   a.rnr_retry = 7;
   a.timeout = 32;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rts), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rts), UROCE_ERR_INVALID_ARGUMENT);
   a.timeout = 14;
   a.cur_qp_state = UROCE_QPS_INIT; /* wrong current state */
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rts | UROCE_QP_CUR_STATE),
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rts | UROCE_QP_CUR_STATE),
            UROCE_ERR_BAD_STATE);
   a.cur_qp_state = UROCE_QPS_RTR;
   a.sq_psn = 0xABCDEF;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rts | UROCE_QP_CUR_STATE), 0);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rts | UROCE_QP_CUR_STATE), 0);
   CHECK_EQ(state(), UROCE_QPS_RTS);
   struct uroce_qp_attr q;
   struct uroce_qp_init_attr qi;
-  CHECK_EQ(uroce_qp_query(E.qp, &q, &qi), 0);
+  CHECK_EQ(uroce_eng_qp_query(E.qp, &q, &qi), 0);
   CHECK_EQ(q.sq_psn, 0xABCDEF);
   CHECK_EQ(q.rq_psn, 5);
   CHECK_EQ(q.path_mtu, UROCE_MTU_4096);
@@ -149,35 +149,36 @@ static void test_rc_transitions(void) {
   /* RTS -> RTS may change min_rnr_timer, not the path MTU. */
   memset(&a, 0, sizeof(a));
   a.min_rnr_timer = 3;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, UROCE_QP_MIN_RNR_TIMER), 0);
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, UROCE_QP_PATH_MTU),
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, UROCE_QP_MIN_RNR_TIMER), 0);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, UROCE_QP_PATH_MTU),
            UROCE_ERR_INVALID_ARGUMENT);
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, UROCE_QP_CAP), UROCE_ERR_NOT_SUPPORTED);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, UROCE_QP_CAP),
+           UROCE_ERR_NOT_SUPPORTED);
   /* RTS -> SQD -> RTS, with the drained event. */
   a.qp_state = UROCE_QPS_SQD;
   a.en_sqd_async_notify = 1;
-  CHECK_EQ(
-      uroce_qp_modify(E.qp, &a, UROCE_QP_STATE | UROCE_QP_EN_SQD_ASYNC_NOTIFY),
-      0);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a,
+                               UROCE_QP_STATE | UROCE_QP_EN_SQD_ASYNC_NOTIFY),
+           0);
   struct uroce_async_event ev;
   CHECK_EQ(uroce_eng_get_async_event(eng, &ev), 1);
   CHECK_EQ(ev.type, UROCE_EVENT_SQ_DRAINED);
   a.qp_state = UROCE_QPS_RTS;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, UROCE_QP_STATE), 0);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, UROCE_QP_STATE), 0);
   /* RTS -> INIT is not a transition. */
   a.qp_state = UROCE_QPS_INIT;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, UROCE_QP_STATE), UROCE_ERR_BAD_STATE);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, UROCE_QP_STATE), UROCE_ERR_BAD_STATE);
   /* ERR flushes the posted receive; ERR -> RESET -> INIT works. */
   a.qp_state = UROCE_QPS_ERR;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, UROCE_QP_STATE), 0);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, UROCE_QP_STATE), 0);
   struct uroce_wc wc[4];
   CHECK_EQ(tp_poll(E.rcq, wc, 4), 1);
   CHECK_EQ(wc[0].status, UROCE_WC_WR_FLUSH_ERR);
   CHECK_EQ(wc[0].wr_id, 1);
   a.qp_state = UROCE_QPS_RTS;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, UROCE_QP_STATE), UROCE_ERR_BAD_STATE);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, UROCE_QP_STATE), UROCE_ERR_BAD_STATE);
   a.qp_state = UROCE_QPS_RESET;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, UROCE_QP_STATE), 0);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, UROCE_QP_STATE), 0);
   CHECK_EQ(tp_post_recv(&E, 1, 0, 16), UROCE_ERR_BAD_STATE);
   teardown();
 }
@@ -192,7 +193,7 @@ static void test_ud_and_posting(void) {
   /* UD: RDMA opcodes and messages over the MTU are refused. */
   struct uroce_ah_attr aa = {.is_global = 1};
   struct uroce_ah *ah;
-  CHECK_EQ(uroce_ah_new(E.pd, &aa, &ah), 0);
+  CHECK_EQ(uroce_eng_ah_new(E.pd, &aa, &ah), 0);
   struct uroce_sge sge = {.addr = E.mr->iova, .length = 16, .lkey = E.mr->lkey};
   struct uroce_send_wr wr[3], *bad;
   memset(wr, 0, sizeof(wr));
@@ -206,15 +207,17 @@ static void test_ud_and_posting(void) {
       wr[i].next = &wr[i + 1];
   }
   wr[1].opcode = UROCE_WR_RDMA_WRITE;
-  CHECK_EQ(uroce_qp_post_send(E.qp, wr, &bad), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_post_send(E.qp, wr, &bad), UROCE_ERR_INVALID_ARGUMENT);
   CHECK(bad == &wr[1]); /* the first bad WR is reported */
   wr[1].opcode = UROCE_WR_SEND;
   sge.length = 4097;
-  CHECK_EQ(uroce_qp_post_send(E.qp, &wr[2], &bad), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_post_send(E.qp, &wr[2], &bad),
+           UROCE_ERR_INVALID_ARGUMENT);
   sge.length = 16;
   wr[2].num_sge = 17; /* more than max_send_sge */
-  CHECK_EQ(uroce_qp_post_send(E.qp, &wr[2], &bad), UROCE_ERR_INVALID_ARGUMENT);
-  uroce_ah_del(ah);
+  CHECK_EQ(uroce_eng_qp_post_send(E.qp, &wr[2], &bad),
+           UROCE_ERR_INVALID_ARGUMENT);
+  uroce_eng_ah_del(ah);
   teardown();
 }
 
@@ -270,9 +273,9 @@ static void test_path_mtu_above_active(void) {
   memset(&a, 0, sizeof(a));
   a.qp_state = UROCE_QPS_INIT;
   a.port_num = 1;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a,
-                           UROCE_QP_STATE | UROCE_QP_PORT |
-                               UROCE_QP_PKEY_INDEX | UROCE_QP_ACCESS_FLAGS),
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a,
+                               UROCE_QP_STATE | UROCE_QP_PORT |
+                                   UROCE_QP_PKEY_INDEX | UROCE_QP_ACCESS_FLAGS),
            0);
   int rtr = UROCE_QP_STATE | UROCE_QP_AV | UROCE_QP_PATH_MTU |
             UROCE_QP_DEST_QPN | UROCE_QP_RQ_PSN | UROCE_QP_MAX_DEST_RD_ATOMIC |
@@ -282,12 +285,12 @@ static void test_path_mtu_above_active(void) {
   a.ah_attr.is_global = 1;
   a.dest_qp_num = 0x123;
   a.path_mtu = 6;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rtr), UROCE_ERR_INVALID_ARGUMENT);
   a.path_mtu = UROCE_MTU_4096;
-  CHECK_EQ(uroce_qp_modify(E.qp, &a, rtr), 0);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &a, rtr), 0);
   struct uroce_qp_attr q;
   struct uroce_qp_init_attr qi;
-  CHECK_EQ(uroce_qp_query(E.qp, &q, &qi), 0);
+  CHECK_EQ(uroce_eng_qp_query(E.qp, &q, &qi), 0);
   CHECK_EQ(q.path_mtu, UROCE_MTU_4096);
   teardown();
 }
@@ -322,8 +325,8 @@ static void test_qpn_table_grows(void) {
   struct uroce_pd *pd;
   struct uroce_cq *cq;
   CHECK_EQ(uroce_eng_new(&e, &cfg), 0);
-  CHECK_EQ(uroce_pd_new(e, &pd), 0);
-  CHECK_EQ(uroce_cq_new(e, 16, &cq), 0);
+  CHECK_EQ(uroce_eng_pd_new(e, &pd), 0);
+  CHECK_EQ(uroce_eng_cq_new(e, 16, &cq), 0);
   struct uroce_qp_init_attr ia = {
       .send_cq = cq,
       .recv_cq = cq,
@@ -333,25 +336,25 @@ static void test_qpn_table_grows(void) {
   static struct uroce_qp *qp[N];
   static uint32_t num[N];
   for (int i = 0; i < N; i++) {
-    CHECK_EQ(uroce_qp_new(pd, &ia, &qp[i]), 0);
+    CHECK_EQ(uroce_eng_qp_new(pd, &ia, &qp[i]), 0);
     num[i] = uroce_qp_num(qp[i]);
   }
   struct uroce_qp *extra;
-  CHECK_EQ(uroce_qp_new(pd, &ia, &extra), UROCE_ERR_CAPS);
+  CHECK_EQ(uroce_eng_qp_new(pd, &ia, &extra), UROCE_ERR_CAPS);
   for (int i = 0; i < N; i++)
     CHECK(!no_such_qp(e, num[i]));
   for (int i = 0; i < N; i += 2)
-    CHECK_EQ(uroce_qp_del(qp[i]), 0);
+    CHECK_EQ(uroce_eng_qp_del(qp[i]), 0);
   for (int i = 0; i < N; i++)
     CHECK_EQ(no_such_qp(e, num[i]), i % 2 == 0);
   for (int i = 1; i < N; i += 2)
-    CHECK_EQ(uroce_qp_del(qp[i]), 0);
-  CHECK_EQ(uroce_cq_del(cq), 0);
-  CHECK_EQ(uroce_pd_del(pd), 0);
+    CHECK_EQ(uroce_eng_qp_del(qp[i]), 0);
+  CHECK_EQ(uroce_eng_cq_del(cq), 0);
+  CHECK_EQ(uroce_eng_pd_del(pd), 0);
   uroce_eng_del(e);
 }
 
-/* uroce_qp_connect: up from where the QP is to attr->qp_state, each step
+/* uroce_eng_qp_connect: up from where the QP is to attr->qp_state, each step
  * with what it requires; a failing step leaves the QP where it got. */
 static void test_connect_helper(void) {
   setup(UROCE_QPT_RC);
@@ -365,28 +368,28 @@ static void test_connect_helper(void) {
                             .retry_cnt = 7,
                             .rnr_retry = 7};
   memcpy(a.ah_attr.dgid, gid, 16);
-  CHECK_EQ(uroce_qp_connect(E.qp, &a), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_connect(E.qp, &a), UROCE_ERR_INVALID_ARGUMENT);
   a.qp_state = UROCE_QPS_SQD;
-  CHECK_EQ(uroce_qp_connect(E.qp, &a), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_connect(E.qp, &a), UROCE_ERR_INVALID_ARGUMENT);
   a.qp_state = UROCE_QPS_INIT;
-  CHECK_EQ(uroce_qp_connect(E.qp, &a), 0);
+  CHECK_EQ(uroce_eng_qp_connect(E.qp, &a), 0);
   CHECK_EQ(state(), UROCE_QPS_INIT);
   a.qp_state = UROCE_QPS_INIT; /* there already: nothing to do */
-  CHECK_EQ(uroce_qp_connect(E.qp, &a), 0);
+  CHECK_EQ(uroce_eng_qp_connect(E.qp, &a), 0);
   /* A bad value in the RTR step: stays in INIT. */
   a.qp_state = UROCE_QPS_RTS;
   a.path_mtu = 9;
-  CHECK_EQ(uroce_qp_connect(E.qp, &a), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_connect(E.qp, &a), UROCE_ERR_INVALID_ARGUMENT);
   CHECK_EQ(state(), UROCE_QPS_INIT);
   a.path_mtu = UROCE_MTU_1024;
-  CHECK_EQ(uroce_qp_connect(E.qp, &a), 0);
+  CHECK_EQ(uroce_eng_qp_connect(E.qp, &a), 0);
   CHECK_EQ(state(), UROCE_QPS_RTS);
   a.qp_state = UROCE_QPS_RTR; /* past it */
-  CHECK_EQ(uroce_qp_connect(E.qp, &a), UROCE_ERR_BAD_STATE);
+  CHECK_EQ(uroce_eng_qp_connect(E.qp, &a), UROCE_ERR_BAD_STATE);
   struct uroce_qp_attr e = {.qp_state = UROCE_QPS_ERR};
-  CHECK_EQ(uroce_qp_modify(E.qp, &e, UROCE_QP_STATE), 0);
+  CHECK_EQ(uroce_eng_qp_modify(E.qp, &e, UROCE_QP_STATE), 0);
   a.qp_state = UROCE_QPS_RTS; /* off the path */
-  CHECK_EQ(uroce_qp_connect(E.qp, &a), UROCE_ERR_BAD_STATE);
+  CHECK_EQ(uroce_eng_qp_connect(E.qp, &a), UROCE_ERR_BAD_STATE);
   teardown();
 }
 

@@ -40,14 +40,14 @@ static void hook(void *ctx, const struct uroce_trace_ev *ev) {
     l->time_backwards = true;
   l->last_t = ev->t_ns;
   char buf[512];
-  int n = uroce_trace_json(ev, buf, sizeof buf);
+  int n = uroce_eng_trace_json(ev, buf, sizeof buf);
   if (n <= 0 || (size_t)n != strlen(buf))
     l->bad_json = true;
   if (strstr(buf, "\"?\""))
     l->unnamed = true;
   /* Too short a buffer is refused, never overrun. */
   char small[8];
-  if (uroce_trace_json(ev, small, sizeof small) != -1)
+  if (uroce_eng_trace_json(ev, small, sizeof small) != -1)
     l->bad_json = true;
   switch (ev->kind) {
   case UROCE_TR_QP_STATE:
@@ -173,7 +173,7 @@ static void test_standard_loss_and_cc(void) {
   /* an error moves it once more, and says so */
   struct uroce_qp_attr a = {.qp_state = UROCE_QPS_ERR};
   uint32_t before = la.nstates;
-  CHECK_EQ(uroce_qp_modify(A.qp, &a, UROCE_QP_STATE), 0);
+  CHECK_EQ(uroce_eng_qp_modify(A.qp, &a, UROCE_QP_STATE), 0);
   CHECK_EQ(la.nstates, before + 1);
   CHECK(la.states[before][0] == UROCE_QPS_RTS &&
         la.states[before][1] == UROCE_QPS_ERR);
@@ -240,18 +240,18 @@ static void test_drops_and_no_hook(void) {
 
 static void test_names(void) {
   for (int k = 0; k < UROCE_TR_COUNT; k++)
-    CHECK(strcmp(uroce_trace_kind_name(k), "?") != 0);
-  CHECK(!strcmp(uroce_trace_kind_name(UROCE_TR_COUNT), "?"));
-  CHECK(!strcmp(uroce_trace_kind_name(-1), "?"));
+    CHECK(strcmp(uroce_eng_trace_kind_name(k), "?") != 0);
+  CHECK(!strcmp(uroce_eng_trace_kind_name(UROCE_TR_COUNT), "?"));
+  CHECK(!strcmp(uroce_eng_trace_kind_name(-1), "?"));
   /* a QP-state event carries no PSN; a drop does */
   struct uroce_trace_ev ev = {.kind = UROCE_TR_QP_STATE, .qpn = 9, .b = 3};
   char buf[256];
-  CHECK(uroce_trace_json(&ev, buf, sizeof buf) > 0);
+  CHECK(uroce_eng_trace_json(&ev, buf, sizeof buf) > 0);
   CHECK(!strstr(buf, "psn"));
   CHECK(strstr(buf, "\"to\": \"RTS\""));
   ev = (struct uroce_trace_ev){
       .kind = UROCE_TR_DROP, .psn = 42, .a = UROCE_DROP_PSN};
-  CHECK(uroce_trace_json(&ev, buf, sizeof buf) > 0);
+  CHECK(uroce_eng_trace_json(&ev, buf, sizeof buf) > 0);
   CHECK(strstr(buf, "\"psn\": 42") && strstr(buf, "\"why\": \"psn\""));
 }
 

@@ -74,7 +74,7 @@ static int bind_mw(struct tp_end *e, struct uroce_mw *mw, uint64_t off,
   wr.wr.bind_mw.access = access;
   uint32_t k = uroce_mw_rkey(mw);
   wr.wr.bind_mw.rkey = (k & ~0xFFu) | ((k + 1) & 0xFFu);
-  int rc = uroce_qp_post_send(e->qp, &wr, &bad);
+  int rc = uroce_eng_qp_post_send(e->qp, &wr, &bad);
   if (rc)
     return rc;
   struct uroce_wc wc;
@@ -135,13 +135,13 @@ static void test_write_read_atomic(void) {
   wr.wr.atomic.remote_addr = bva + 800000;
   wr.wr.atomic.rkey = rkey;
   wr.wr.atomic.compare_add = 42;
-  CHECK_EQ(uroce_qp_post_send(A.qp, &wr, &bad), 0);
+  CHECK_EQ(uroce_eng_qp_post_send(A.qp, &wr, &bad), 0);
   wr.wr_id = 4;
   wr.opcode = UROCE_WR_ATOMIC_CMP_AND_SWP;
   wr.wr.atomic.compare_add = word + 42;
   wr.wr.atomic.swap = 0x1122334455667788ull;
   sge.addr += 8;
-  CHECK_EQ(uroce_qp_post_send(A.qp, &wr, &bad), 0);
+  CHECK_EQ(uroce_eng_qp_post_send(A.qp, &wr, &bad), 0);
   CHECK_EQ(wait_cq(A.scq, wc, 4), 4);
   for (int i = 0; i < 4; i++) {
     CHECK_EQ(wc[i].wr_id, i + 1);
@@ -203,7 +203,7 @@ static void test_ud(void) {
   struct uroce_ah_attr aa = {.is_global = 1};
   memcpy(aa.dgid, ns.gid[1], 16);
   struct uroce_ah *ah;
-  CHECK_EQ(uroce_ah_new(A.pd, &aa, &ah), 0);
+  CHECK_EQ(uroce_eng_ah_new(A.pd, &aa, &ah), 0);
   CHECK_EQ(tp_post_recv(&B, 20, 0, 40 + 1000), 0);
   CHECK_EQ(tp_post_recv(&B, 21, 2000, 40 + 1000), 0);
   struct uroce_sge sge = {
@@ -219,10 +219,10 @@ static void test_ud(void) {
   wr.wr.ud.ah = ah;
   wr.wr.ud.remote_qpn = uroce_qp_num(B.qp);
   wr.wr.ud.remote_qkey = o.qkey;
-  CHECK_EQ(uroce_qp_post_send(A.qp, &wr, &bad), 0);
+  CHECK_EQ(uroce_eng_qp_post_send(A.qp, &wr, &bad), 0);
   wr.wr_id = 2;
   wr.wr.ud.remote_qkey = o.qkey + 1; /* wrong Q_Key: dropped */
-  CHECK_EQ(uroce_qp_post_send(A.qp, &wr, &bad), 0);
+  CHECK_EQ(uroce_eng_qp_post_send(A.qp, &wr, &bad), 0);
   ns_run_idle(&ns, 100000000);
   struct uroce_wc wc[4];
   CHECK_EQ(tp_poll(A.scq, wc, 4), 2);
@@ -236,7 +236,7 @@ static void test_ud(void) {
   CHECK_EQ(B.mem[20], 0x45); /* IPv4 header in the GRH's last 20 bytes */
   CHECK(memcmp(B.mem + 32, ns.gid[0] + 12, 4) == 0);
   CHECK_EQ(uroce_eng_stats(ns.eng[1])->drops[UROCE_DROP_QKEY], 1);
-  uroce_ah_del(ah);
+  uroce_eng_ah_del(ah);
   teardown();
 }
 
@@ -337,7 +337,7 @@ static void ooo_run(uint32_t flags, double loss, uint64_t *retx,
       CHECK(0);
       break;
     }
-  CHECK_EQ(uroce_qp_multipath(A.qp), !(flags & UROCE_ENG_STANDARD));
+  CHECK_EQ(uroce_eng_qp_multipath(A.qp), !(flags & UROCE_ENG_STANDARD));
   *retx = uroce_eng_stats(ns.eng[0])->retx_pkts;
   *naks = uroce_eng_stats(ns.eng[1])->naks_tx;
   teardown();
@@ -377,8 +377,8 @@ static void nego_run(uint32_t fa, uint32_t fb, bool want_mp, uint64_t *bits_b,
   CHECK_EQ(wc[1].status, UROCE_WC_SUCCESS);
   CHECK(memcmp(B.mem, A.mem, 100000) == 0);
   CHECK(memcmp(A.mem + 200000, B.mem + 300000, 50000) == 0);
-  CHECK_EQ(uroce_qp_multipath(A.qp), want_mp);
-  CHECK_EQ(uroce_qp_multipath(B.qp), want_mp);
+  CHECK_EQ(uroce_eng_qp_multipath(A.qp), want_mp);
+  CHECK_EQ(uroce_eng_qp_multipath(B.qp), want_mp);
   *bits_b = ns.tap_mp_bit[1];
   *mp_ops = ns.tap_mp_op[0] + ns.tap_mp_op[1];
   *bits_after = ns.tap_mp_bit_late[0];
@@ -452,7 +452,7 @@ static void test_mp_state_on_first_use(void) {
   CHECK_EQ(tp_connect(&A, &B, &o), 0);
   for (size_t i = 0; i < A.memlen; i++)
     A.mem[i] = (uint8_t)(i * 7 + 1);
-  CHECK(uroce_qp_multipath(A.qp) && uroce_qp_multipath(B.qp));
+  CHECK(uroce_eng_qp_multipath(A.qp) && uroce_eng_qp_multipath(B.qp));
   const int64_t ring = 1024 * 17; /* 4 x 256 PSNs: st, ts, sent */
   int64_t a0 = ha.bytes, b0 = hb.bytes;
   /* No memory for A's rings: the post fails, and queues nothing. */
@@ -476,7 +476,7 @@ static void test_mp_state_on_first_use(void) {
     ;
   CHECK(uroce_eng_stats(ns.eng[1])->drops[UROCE_DROP_NO_MEM] >= 3);
   CHECK_EQ(hb.bytes, b0);
-  CHECK(!strcmp(uroce_drop_name(UROCE_DROP_NO_MEM), "no-memory"));
+  CHECK(!strcmp(uroce_eng_drop_name(UROCE_DROP_NO_MEM), "no-memory"));
   hb.fail = false;
   struct uroce_wc wc[2];
   CHECK_EQ(wait_cq(A.scq, wc, 1), 1);
@@ -512,7 +512,7 @@ static uint64_t after_timeout_run(bool blackout, uint64_t *timeouts) {
   struct uroce_wc wc;
   CHECK_EQ(wait_cq(A.scq, &wc, 1), 1);
   CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
-  CHECK(uroce_qp_multipath(A.qp));
+  CHECK(uroce_eng_qp_multipath(A.qp));
   *timeouts = uroce_eng_stats(ns.eng[0])->timeouts;
   uint64_t t0 = ns.now;
   CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 2, 0, 256 << 10,
@@ -572,7 +572,7 @@ static void pingpong_case(uint32_t flags) {
     CHECK_EQ(from->qp->req.rto_deadline, UINT64_MAX);
     ns.now += 100000; /* the other side thinks */
   }
-  CHECK_EQ(uroce_qp_multipath(A.qp), !(flags & UROCE_ENG_STANDARD));
+  CHECK_EQ(uroce_eng_qp_multipath(A.qp), !(flags & UROCE_ENG_STANDARD));
   CHECK_EQ(uroce_eng_stats(ns.eng[0])->timeouts, 0);
   CHECK_EQ(uroce_eng_stats(ns.eng[1])->timeouts, 0);
   CHECK_EQ(uroce_eng_stats(ns.eng[0])->retx_pkts, 0);
@@ -624,7 +624,7 @@ static void test_fifo_loss_no_reordering(void) {
          (unsigned long long)st->mp_spurious,
          (unsigned long long)st->mp_probes, A.qp->mp.reordered);
   CHECK(ns.stats.lost > 0);
-  CHECK(uroce_qp_multipath(A.qp));
+  CHECK(uroce_eng_qp_multipath(A.qp));
   CHECK(!A.qp->mp.reordered);
   CHECK_EQ(st->mp_spurious, 0);
   teardown();
@@ -656,7 +656,7 @@ static void test_window_is_in_flight(void) {
   while (!got && more && ns.now < 10000000000ull) {
     more = ns_step(&ns); /* false once the last event ran */
     got = tp_poll(A.scq, &wc, 1);
-    if (!uroce_qp_multipath(A.qp))
+    if (!uroce_eng_qp_multipath(A.qp))
       continue;
     uint32_t s = (uint32_t)uroce_psn_diff(A.qp->req.max_psn, A.qp->comp.psn);
     if (s > span)
@@ -828,7 +828,7 @@ static void test_cc_swift(void) {
   printf("swift, 100 us RTT: peak %llu KiB in flight, window %llu KiB "
          "(without: 256 PSNs, 1024 KiB)\n",
          (unsigned long long)peak >> 10,
-         (unsigned long long)uroce_cc_swift_cwnd(uroce_qp_cc_state(A.qp)) >>
+         (unsigned long long)uroce_cc_swift_cwnd(uroce_eng_qp_cc_state(A.qp)) >>
              10);
   CHECK(peak <= uroce_swift_defaults.init_cwnd + 4096);
   teardown();
@@ -947,7 +947,7 @@ static void test_atomic_once(void) {
     wr.wr.atomic.remote_addr = B.mr->iova;
     wr.wr.atomic.rkey = B.mr->rkey;
     wr.wr.atomic.compare_add = 1;
-    CHECK_EQ(uroce_qp_post_send(A.qp, &wr, &bad), 0);
+    CHECK_EQ(uroce_eng_qp_post_send(A.qp, &wr, &bad), 0);
   }
   struct uroce_wc wc[20];
   CHECK_EQ(wait_cq(A.scq, wc, 20), 20);
@@ -975,15 +975,15 @@ static void test_sge_inline_inv_zero(void) {
                               B.mr->lkey};
   }
   struct uroce_recv_wr rw = {.wr_id = 1, .sg_list = r, .num_sge = 16}, *rbad;
-  CHECK_EQ(uroce_qp_post_recv(B.qp, &rw, &rbad), 0);
+  CHECK_EQ(uroce_eng_qp_post_recv(B.qp, &rw, &rbad), 0);
   rw.wr_id = 2;
   rw.num_sge = 0;
-  CHECK_EQ(uroce_qp_post_recv(B.qp, &rw, &rbad), 0);
+  CHECK_EQ(uroce_eng_qp_post_recv(B.qp, &rw, &rbad), 0);
   rw.wr_id = 3;
   rw.num_sge = 1;
-  CHECK_EQ(uroce_qp_post_recv(B.qp, &rw, &rbad), 0);
+  CHECK_EQ(uroce_eng_qp_post_recv(B.qp, &rw, &rbad), 0);
   struct uroce_mw *victim;
-  CHECK_EQ(uroce_mw_alloc(B.pd, UROCE_MW_TYPE_2, &victim), 0);
+  CHECK_EQ(uroce_eng_mw_alloc(B.pd, UROCE_MW_TYPE_2, &victim), 0);
   CHECK_EQ(bind_mw(&B, victim, 0, 64, UROCE_ACCESS_REMOTE_WRITE), 0);
   struct uroce_send_wr w[3], *bad;
   memset(w, 0, sizeof(w));
@@ -1003,10 +1003,10 @@ static void test_sge_inline_inv_zero(void) {
   w[2].send_flags = UROCE_SEND_SIGNALED;
   o.max_inline = 256;
   /* 16 SGEs of 100..115 bytes = 1720 bytes: too long for inline. */
-  CHECK_EQ(uroce_qp_post_send(A.qp, w, &bad), UROCE_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(uroce_eng_qp_post_send(A.qp, w, &bad), UROCE_ERR_INVALID_ARGUMENT);
   CHECK(bad == &w[0]);
   w[0].send_flags = UROCE_SEND_SIGNALED;
-  CHECK_EQ(uroce_qp_post_send(A.qp, w, &bad), 0);
+  CHECK_EQ(uroce_eng_qp_post_send(A.qp, w, &bad), 0);
   uint8_t saved[1720];
   for (int i = 0, off = 0; i < 16; i++) {
     memcpy(saved + off, A.mem + 1000 * i, 100 + i);
@@ -1025,7 +1025,7 @@ static void test_sge_inline_inv_zero(void) {
     CHECK(memcmp(B.mem + 50000 + 200 * i, saved + off, n) == 0);
     off += n;
   }
-  CHECK_EQ(uroce_mw_dealloc(victim), 0);
+  CHECK_EQ(uroce_eng_mw_dealloc(victim), 0);
   teardown();
 }
 
@@ -1052,8 +1052,8 @@ static void test_srq_limit_and_cq_overflow(void) {
   CHECK_EQ(seen_limit, 1); /* once: the limit disarms itself */
   CHECK_EQ(seen_cq, 1);    /* 4 receive completions into 3 entries */
   struct uroce_wc wc[8];
-  CHECK_EQ(uroce_cq_poll(B.rcq, 8, wc), 3);
-  CHECK_EQ(uroce_cq_poll(B.rcq, 8, wc), UROCE_ERR_CQ_OVERFLOW);
+  CHECK_EQ(uroce_eng_cq_poll(B.rcq, 8, wc), 3);
+  CHECK_EQ(uroce_eng_cq_poll(B.rcq, 8, wc), UROCE_ERR_CQ_OVERFLOW);
   teardown();
 }
 
@@ -1121,7 +1121,7 @@ static int invalidate(struct tp_end *e, struct tp_end *peer, uint32_t op,
   wr.invalidate_rkey = rkey;
   if (op == UROCE_WR_SEND_WITH_INV)
     CHECK_EQ(tp_post_recv(peer, 0x2BB, 0, 64), 0);
-  int rc = uroce_qp_post_send(e->qp, &wr, &bad);
+  int rc = uroce_eng_qp_post_send(e->qp, &wr, &bad);
   if (rc)
     return rc;
   struct uroce_wc wc;
@@ -1166,11 +1166,11 @@ static void test_memory_windows(void) {
     setup(&o, 40 + (uint64_t)f);
     eng_flags = saved;
     struct uroce_mw *w2, *w1;
-    CHECK_EQ(uroce_mw_alloc(B.pd, UROCE_MW_TYPE_2, &w2), 0);
-    CHECK_EQ(uroce_mw_alloc(B.pd, UROCE_MW_TYPE_1, &w1), 0);
+    CHECK_EQ(uroce_eng_mw_alloc(B.pd, UROCE_MW_TYPE_2, &w2), 0);
+    CHECK_EQ(uroce_eng_mw_alloc(B.pd, UROCE_MW_TYPE_1, &w1), 0);
     CHECK_EQ(uroce_mw_type(w2), UROCE_MW_TYPE_2);
     CHECK(uroce_mw_rkey(w2) != B.mr->rkey && uroce_mw_rkey(w2) != 0);
-    CHECK_EQ(uroce_pd_del(B.pd), UROCE_ERR_BUSY);
+    CHECK_EQ(uroce_eng_pd_del(B.pd), UROCE_ERR_BUSY);
     uint32_t before = uroce_mw_rkey(w2);
     CHECK_EQ(bind_mw(&B, w2, 4096, 8192,
                      UROCE_ACCESS_REMOTE_WRITE | UROCE_ACCESS_REMOTE_READ),
@@ -1186,7 +1186,7 @@ static void test_memory_windows(void) {
     CHECK(memcmp(B.mem + 4096, A.mem, 8192) == 0);
     CHECK_EQ(rdma_at(UROCE_WR_RDMA_READ, 0, 4096, k1), UROCE_WC_SUCCESS);
     CHECK(memcmp(A.mem, B.mem, 4096) == 0);
-    CHECK_EQ(uroce_mr_dereg(B.mr), UROCE_ERR_BUSY);
+    CHECK_EQ(uroce_eng_mr_dereg(B.mr), UROCE_ERR_BUSY);
     /* Local invalidation, then bound again (free again), then invalidated
      * by the peer's SEND. A type 1 cannot be invalidated. */
     CHECK_EQ(invalidate(&B, &A, UROCE_WR_LOCAL_INV, k2), UROCE_WC_SUCCESS);
@@ -1207,9 +1207,9 @@ static void test_memory_windows(void) {
     CHECK_EQ(B.mr->binds, 0);
     /* The window's old key no longer opens anything: the QP fails. */
     CHECK_EQ(rdma_at(UROCE_WR_RDMA_WRITE, 0, 64, k2), UROCE_WC_REM_ACCESS_ERR);
-    CHECK_EQ(uroce_mw_dealloc(w2), 0);
-    CHECK_EQ(uroce_mw_dealloc(w1), 0);
-    CHECK_EQ(uroce_mw_dealloc(w1), UROCE_ERR_INVALID_ARGUMENT);
+    CHECK_EQ(uroce_eng_mw_dealloc(w2), 0);
+    CHECK_EQ(uroce_eng_mw_dealloc(w1), 0);
+    CHECK_EQ(uroce_eng_mw_dealloc(w1), UROCE_ERR_INVALID_ARGUMENT);
     teardown();
   }
 }
@@ -1224,8 +1224,8 @@ static void test_memory_window_errors(void) {
     tp_opts_default(&o);
     setup(&o, 50 + (uint64_t)c);
     struct uroce_mw *w2, *w1;
-    CHECK_EQ(uroce_mw_alloc(B.pd, UROCE_MW_TYPE_2, &w2), 0);
-    CHECK_EQ(uroce_mw_alloc(B.pd, UROCE_MW_TYPE_1, &w1), 0);
+    CHECK_EQ(uroce_eng_mw_alloc(B.pd, UROCE_MW_TYPE_2, &w2), 0);
+    CHECK_EQ(uroce_eng_mw_alloc(B.pd, UROCE_MW_TYPE_1, &w1), 0);
     CHECK_EQ(bind_mw(&B, w2, 4096, 4096, UROCE_ACCESS_REMOTE_WRITE),
              UROCE_WC_SUCCESS);
     uint32_t k2 = uroce_mw_rkey(w2);
@@ -1239,7 +1239,7 @@ static void test_memory_window_errors(void) {
                UROCE_WC_REM_ACCESS_ERR);
       break;
     case 2: /* freed */
-      CHECK_EQ(uroce_mw_dealloc(w2), 0);
+      CHECK_EQ(uroce_eng_mw_dealloc(w2), 0);
       w2 = NULL;
       CHECK_EQ(rdma_at(UROCE_WR_RDMA_WRITE, 4096, 64, k2),
                UROCE_WC_REM_ACCESS_ERR);
@@ -1250,14 +1250,15 @@ static void test_memory_window_errors(void) {
       break;
     case 4: { /* a region without bind rights */
       struct uroce_mr *plain;
-      CHECK_EQ(uroce_mr_reg(B.pd, B.mem, 64, UROCE_ACCESS_LOCAL_WRITE, &plain),
-               0);
+      CHECK_EQ(
+          uroce_eng_mr_reg(B.pd, B.mem, 64, UROCE_ACCESS_LOCAL_WRITE, &plain),
+          0);
       struct uroce_mr *keep = B.mr;
       B.mr = plain;
       CHECK_EQ(bind_mw(&B, w1, 0, 64, UROCE_ACCESS_REMOTE_READ),
                UROCE_WC_MW_BIND_ERR);
       B.mr = keep;
-      CHECK_EQ(uroce_mr_dereg(plain), 0);
+      CHECK_EQ(uroce_eng_mr_dereg(plain), 0);
       break;
     }
     case 5: /* a type 1 cannot be invalidated */
@@ -1288,16 +1289,16 @@ static void test_memory_window_errors(void) {
       break;
     }
     default: /* the QP that bound it goes: the window opens nothing */
-      uroce_qp_del(B.qp);
+      uroce_eng_qp_del(B.qp);
       B.qp = NULL;
       CHECK_EQ(mw_entry(w2)->state, MR_INVALID);
-      CHECK_EQ(uroce_mr_dereg(B.mr), 0);
+      CHECK_EQ(uroce_eng_mr_dereg(B.mr), 0);
       B.mr = NULL;
       break;
     }
     if (w2)
-      CHECK_EQ(uroce_mw_dealloc(w2), 0);
-    CHECK_EQ(uroce_mw_dealloc(w1), 0);
+      CHECK_EQ(uroce_eng_mw_dealloc(w2), 0);
+    CHECK_EQ(uroce_eng_mw_dealloc(w1), 0);
     teardown();
   }
 }
@@ -1329,12 +1330,12 @@ static void test_timers_follow_modify(void) {
     CHECK_EQ(uroce_eng_write_pkt(A.eng, &tx, ns.now), 1); /* never delivered */
     CHECK(uroce_eng_next_expiry(A.eng) != UINT64_MAX);
     if (how == 2) {
-      CHECK_EQ(uroce_qp_del(A.qp), 0);
+      CHECK_EQ(uroce_eng_qp_del(A.qp), 0);
       A.qp = 0;
     } else {
       struct uroce_qp_attr a = {.qp_state =
                                     how ? UROCE_QPS_RESET : UROCE_QPS_ERR};
-      CHECK_EQ(uroce_qp_modify(A.qp, &a, UROCE_QP_STATE), 0);
+      CHECK_EQ(uroce_eng_qp_modify(A.qp, &a, UROCE_QP_STATE), 0);
     }
     CHECK_EQ(uroce_eng_next_expiry(A.eng), UINT64_MAX);
     teardown();

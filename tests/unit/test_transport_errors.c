@@ -40,7 +40,7 @@ static int drain(struct uroce_cq *cq, struct uroce_wc *wc, int max) {
 
 static int qp_state(struct uroce_qp *qp) {
   struct uroce_qp_attr a;
-  uroce_qp_query(qp, &a, 0);
+  uroce_eng_qp_query(qp, &a, 0);
   return (int)a.qp_state;
 }
 
@@ -53,9 +53,9 @@ static void remote_access_case(int kind) {
   setup(&o);
   memset(A.mem, 0xAA, 4096);
   struct uroce_mr *ro = 0;
-  CHECK_EQ(uroce_mr_reg(B.pd, B.mem + 8192, 4096,
-                        UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_READ,
-                        &ro),
+  CHECK_EQ(uroce_eng_mr_reg(B.pd, B.mem + 8192, 4096,
+                            UROCE_ACCESS_LOCAL_WRITE | UROCE_ACCESS_REMOTE_READ,
+                            &ro),
            0);
   CHECK_EQ(tp_post_recv(&B, 900, 0, 64), 0);
   CHECK_EQ(tp_post_recv(&B, 901, 64, 64), 0);
@@ -106,7 +106,7 @@ static void remote_access_case(int kind) {
   CHECK_EQ(tp_post_recv(&A, 6, 0, 10), 0);
   CHECK_EQ(drain(A.rcq, wc, 8), 1);
   CHECK_EQ(wc[0].status, UROCE_WC_WR_FLUSH_ERR);
-  uroce_mr_dereg(ro);
+  uroce_eng_mr_dereg(ro);
   teardown();
 }
 
@@ -230,7 +230,7 @@ static void test_local_protection(void) {
   wr.num_sge = 1;
   wr.opcode = UROCE_WR_SEND;
   wr.send_flags = UROCE_SEND_SIGNALED;
-  CHECK_EQ(uroce_qp_post_send(A.qp, &wr, &bad), 0);
+  CHECK_EQ(uroce_eng_qp_post_send(A.qp, &wr, &bad), 0);
   ns_run_idle(&ns, 100000000);
   struct uroce_wc wc[4];
   CHECK_EQ(drain(A.scq, wc, 4), 1);

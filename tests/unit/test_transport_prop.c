@@ -485,8 +485,8 @@ static void post_recvs(struct scen *s, struct world *w, int dir_of_sender) {
     struct uroce_recv_wr wr = {
         .wr_id = 5000 + (uint64_t)i, .sg_list = sge, .num_sge = (int)n};
     struct uroce_recv_wr *bad;
-    int rc = S->srq ? uroce_srq_post_recv(S->srq, &wr, &bad)
-                    : uroce_qp_post_recv(S->qp, &wr, &bad);
+    int rc = S->srq ? uroce_eng_srq_post_recv(S->srq, &wr, &bad)
+                    : uroce_eng_qp_post_recv(S->qp, &wr, &bad);
     CHECK_EQ(rc, 0);
   }
 }
@@ -533,7 +533,7 @@ static void post_sends(struct scen *s, struct world *w) {
     }
     if (o->opcode == UROCE_WR_SEND_WITH_INV)
       wr.invalidate_rkey = uroce_mw_rkey(w->victim[1 - o->dir][o->victim]);
-    CHECK_EQ(uroce_qp_post_send(R->qp, &wr, &bad), 0);
+    CHECK_EQ(uroce_eng_qp_post_send(R->qp, &wr, &bad), 0);
   }
 }
 
@@ -644,7 +644,7 @@ static bool run_one(enum mode mode, uint64_t seed, bool verbose, bool trace) {
     for (int d = 0; d < 2; d++) {
       struct uroce_ah_attr aa = {.is_global = 1};
       memcpy(aa.dgid, w->ns.gid[1 - d], 16);
-      if (uroce_ah_new(w->end[d].pd, &aa, &w->ah[d]) ||
+      if (uroce_eng_ah_new(w->end[d].pd, &aa, &w->ah[d]) ||
           tp_bring_up(&w->end[d], 0, &o))
         ok = false;
     }
@@ -660,15 +660,14 @@ static bool run_one(enum mode mode, uint64_t seed, bool verbose, bool trace) {
     memcpy(w->init[d], e->mem, e->memlen);
     for (int v = 0; v < s.nvictim[d]; v++) {
       struct uroce_mw *mw = 0;
-      if (uroce_mw_alloc(e->pd, UROCE_MW_TYPE_2, &mw) ||
-          uroce_mw_bind(mw_entry(mw), e->pd, e->qp, e->mr,
-                        e->mr->iova, 16, UROCE_ACCESS_REMOTE_READ,
-                        uroce_mw_rkey(mw) ^ 1))
+      if (uroce_eng_mw_alloc(e->pd, UROCE_MW_TYPE_2, &mw) ||
+          uroce_mw_bind(mw_entry(mw), e->pd, e->qp, e->mr, e->mr->iova, 16,
+                        UROCE_ACCESS_REMOTE_READ, uroce_mw_rkey(mw) ^ 1))
         ok = false;
       w->victim[d][v] = mw;
     }
-    if (uroce_mr_reg(e->pd, e->mem, 64, UROCE_ACCESS_LOCAL_WRITE,
-                     &w->norights[d]))
+    if (uroce_eng_mr_reg(e->pd, e->mem, 64, UROCE_ACCESS_LOCAL_WRITE,
+                         &w->norights[d]))
       ok = false;
   }
   if (!ok) {
@@ -741,7 +740,7 @@ static bool run_one(enum mode mode, uint64_t seed, bool verbose, bool trace) {
   if (s.mode == MODE_MP && s.nops) {
     bool want = s.std_end < 0;
     for (int d = 0; d < 2; d++)
-      if (uroce_qp_multipath(w->end[d].qp) != want) {
+      if (uroce_eng_qp_multipath(w->end[d].qp) != want) {
         ok = false;
         fprintf(stderr, "seed %llu: node %d %s multipath\n",
                 (unsigned long long)seed, d, want ? "not in" : "in");
@@ -840,10 +839,10 @@ static bool run_one(enum mode mode, uint64_t seed, bool verbose, bool trace) {
 out:
   for (int d = 0; d < 2; d++) {
     if (w->ah[d])
-      uroce_ah_del(w->ah[d]);
+      uroce_eng_ah_del(w->ah[d]);
     for (int v = 0; v < 4; v++)
       if (w->victim[d][v])
-        CHECK_EQ(uroce_mw_dealloc(w->victim[d][v]), 0);
+        CHECK_EQ(uroce_eng_mw_dealloc(w->victim[d][v]), 0);
     free(w->init[d]);
     free(w->expect[d]);
     tp_end_free(&w->end[d]);
