@@ -329,6 +329,23 @@ bool ns_step(struct netsim *ns) {
   return true;
 }
 
+static int poll_cq(struct uroce_cq *cq, struct uroce_wc *wc, int n) {
+  int k = uroce_eng_cq_poll(cq, n, wc);
+  return k < 0 ? 0 : k;
+}
+
+int ns_wait_cq(struct netsim *ns, struct uroce_cq *cq, struct uroce_wc *wc,
+               int n) {
+  int got = 0;
+  uint64_t until = ns->now + 20000000000ull;
+  while (got < n) {
+    got += poll_cq(cq, wc + got, n - got);
+    if (got >= n || ns->now > until || !ns_step(ns))
+      break;
+  }
+  return got + poll_cq(cq, wc + got, n - got);
+}
+
 bool ns_run(struct netsim *ns, bool (*done)(void *ctx), void *ctx,
             uint64_t until) {
   while (!done(ctx)) {

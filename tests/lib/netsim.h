@@ -96,6 +96,11 @@ int ns_eng_remake(struct netsim *ns, int i, const struct uroce_eng_cfg *cfg);
  * left to happen (no packet in flight, no timer, nothing to send). */
 bool ns_step(struct netsim *ns);
 
+/* Steps until cq has n completions (collected into wc), the network is
+ * idle or 20 s of virtual time pass; returns how many it got. */
+int ns_wait_cq(struct netsim *ns, struct uroce_cq *cq, struct uroce_wc *wc,
+               int n);
+
 /* Steps until done(ctx) holds (returns true), the network is idle or the
  * virtual time passes until (returns done(ctx)). */
 bool ns_run(struct netsim *ns, bool (*done)(void *ctx), void *ctx,

@@ -81,15 +81,14 @@ static void hook(void *ctx, const struct uroce_trace_ev *ev) {
   }
 }
 
-static int wait_cq(struct uroce_cq *cq, struct uroce_wc *wc, int n) {
-  int got = 0;
-  uint64_t until = ns.now + 20000000000ull;
-  while (got < n) {
-    got += tp_poll(cq, wc + got, n - got);
-    if (got >= n || ns.now > until || !ns_step(&ns))
-      break;
-  }
-  return got + tp_poll(cq, wc + got, n - got);
+/* A WRITE of len bytes from A to B, to its completion. */
+static void write_a_to_b(uint32_t len) {
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, len, UROCE_SEND_SIGNALED,
+                        B.mr->iova, B.mr->rkey),
+           0);
+  struct uroce_wc wc[1];
+  CHECK_EQ(ns_wait_cq(&ns, A.scq, wc, 1), 1);
+  CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
 }
 
 /* Two engines traced from before their QPs exist. */
@@ -143,12 +142,7 @@ static void test_standard_loss_and_cc(void) {
   setup(UROCE_ENG_STANDARD, &uroce_cc_dcqcn, &p);
   ns.link[0][1].every_nth = 9;
   ns.link[0][1].ce = 1.0;
-  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 200000,
-                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
-           0);
-  struct uroce_wc wc[1];
-  CHECK_EQ(wait_cq(A.scq, wc, 1), 1);
-  CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
+  write_a_to_b(200000);
   check_mirrors(&la, ns.eng[0]);
   check_mirrors(&lb, ns.eng[1]);
   CHECK(la.n[UROCE_TR_GO_BACK] > 0);
@@ -185,12 +179,7 @@ static void test_standard_loss_and_cc(void) {
 static void test_multipath_and_rnr(void) {
   setup(UROCE_ENG_MULTIPATH, 0, 0);
   ns.link[0][1].loss = 0.05;
-  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 400000,
-                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
-           0);
-  struct uroce_wc wc[1];
-  CHECK_EQ(wait_cq(A.scq, wc, 1), 1);
-  CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
+  write_a_to_b(400000);
   CHECK(la.n[UROCE_TR_RESEND] > 0);
   check_mirrors(&la, ns.eng[0]);
   check_mirrors(&lb, ns.eng[1]);
@@ -203,7 +192,8 @@ static void test_multipath_and_rnr(void) {
     ns_step(&ns);
   CHECK(lb.nak_rnr > 0);
   CHECK_EQ(tp_post_recv(&B, 3, 0, 64), 0);
-  CHECK_EQ(wait_cq(A.scq, wc, 1), 1);
+  struct uroce_wc wc[1];
+  CHECK_EQ(ns_wait_cq(&ns, A.scq, wc, 1), 1);
   CHECK_EQ(wc[0].status, UROCE_WC_SUCCESS);
   CHECK(la.go_back[UROCE_TRC_RNR] > 0);
   check_mirrors(&la, ns.eng[0]);

@@ -45,17 +45,8 @@ static void teardown(void) {
   ns_free(&ns);
 }
 
-/* Runs until cq has n completions (collected into wc) or 1 s passes. */
 static int wait_cq(struct uroce_cq *cq, struct uroce_wc *wc, int n) {
-  int got = 0;
-  uint64_t until = ns.now + 20000000000ull;
-  while (got < n) {
-    got += tp_poll(cq, wc + got, n - got);
-    if (got >= n || ns.now > until || !ns_step(&ns))
-      break;
-  }
-  got += tp_poll(cq, wc + got, n - got);
-  return got;
+  return ns_wait_cq(&ns, cq, wc, n);
 }
 
 /* Binds window mw to [off, off + len) of e's MR for e's QP with a new
