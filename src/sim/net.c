@@ -183,43 +183,75 @@ static void ib_take(struct sim *s, struct sim_port *in, unsigned vl,
     s->st.max_vl_in[in->node->tier] = in->in_bytes[vl];
 }
 
-/* One VL arbitration table: the current entry goes on while its VL is
- * ready and weight is left; else the next entry with a ready VL starts
- * with its full weight. -1 if no VL of the table is ready. */
-static int arb_table(const struct sim_vlarb_ent *t, uint32_t n, uint8_t *idx,
-                     int32_t *left, uint8_t ready) {
-  for (uint32_t i = 0; i <= n; i++) {
-    const struct sim_vlarb_ent *e = &t[*idx];
-    if (*left > 0 && (ready >> e->vl & 1))
-      return e->vl;
-    *idx = (uint8_t)((*idx + 1) % n);
-    *left = t[*idx].weight * SIM_IB_BLOCK;
+/* VL arbitration table k (0 high, 1 low): the current entry goes on
+ * while its VL is ready and weight is left; else the next entry with a
+ * ready VL and weight starts with its full weight. -1 (and the table as
+ * it was) if no VL of the table is ready. */
+static inline int arb_table(const struct sim *s, int k, uint8_t *idx,
+                            int32_t *left, uint8_t ready) {
+  const struct sim_vlarb_ent *t = k ? s->cfg.ib.low : s->cfg.ib.high;
+  uint32_t n = k ? s->cfg.ib.nlow : s->cfg.ib.nhigh;
+  ready &= s->arb_mask[k];
+  if (!ready)
+    return -1;
+  if (*left > 0 && (ready >> t[*idx].vl & 1))
+    return t[*idx].vl;
+  /* arb_next[k][i][v]: the first entry of VL v after entry i */
+  const uint8_t *nx = s->arb_next[k][*idx];
+  uint32_t bi = nx[__builtin_ctz(ready)];
+  if (ready & (ready - 1)) { /* the nearest of several */
+    uint32_t best = n + 1;
+    for (uint8_t m = ready; m; m &= (uint8_t)(m - 1)) {
+      uint32_t j = nx[__builtin_ctz(m)];
+      uint32_t d = j > *idx ? j - *idx : j + n - *idx;
+      if (d < best) {
+        best = d;
+        bi = j;
+      }
+    }
   }
-  return -1;
+  *idx = (uint8_t)bi;
+  *left = t[bi].weight * SIM_IB_BLOCK;
+  return t[bi].vl;
 }
 
-/* IBA VL arbitration over the VLs with a packet and credit: the high
- * table first, unless high_limit x 4 KiB of it went out while the low
- * table had packets waiting; then the low table. */
-static unsigned vl_arbitrate(struct sim *s, struct sim_port *p, uint8_t ready) {
+/* IBA VL arbitration (7.6.9), at a switch egress and a NIC alike, over
+ * the VLs in ready (a packet and credit): the high table first, unless
+ * high_limit x 4 KiB of it went out while the low table had packets
+ * waiting; then the low table. Sets arb_from; vl_charge() then counts the
+ * packet that goes. A NIC whose chosen VL turns out to have nothing asks
+ * again without it: the tables move on as they would have had it not
+ * been ready. */
+static unsigned vl_choose(const struct sim *s, struct sim_port *p,
+                          uint8_t ready) {
   const struct sim_ib_cfg *ib = &s->cfg.ib;
   bool low_waits = ready & s->arb_mask[1];
   uint64_t lim = ib->high_limit ? (uint64_t)ib->high_limit << 12 : 1;
   int v = -1;
-  if (ib->nhigh && !(low_waits && ib->high_limit != SIM_VLARB_UNLIMITED &&
-                     p->high_run >= lim))
-    v = arb_table(ib->high, ib->nhigh, &p->arb_idx[0], &p->arb_left[0], ready);
+  if ((ready & s->arb_mask[0]) &&
+      !(low_waits && ib->high_limit != SIM_VLARB_UNLIMITED &&
+        p->high_run >= lim))
+    v = arb_table(s, 0, &p->arb_idx[0], &p->arb_left[0], ready);
   if (v >= 0) {
     p->arb_from = 0;
-    p->high_run = low_waits ? p->high_run + p->q[v].head->size : 0;
     return (unsigned)v;
   }
-  p->high_run = 0;
   p->arb_from = 1;
-  if (ib->nlow)
-    v = arb_table(ib->low, ib->nlow, &p->arb_idx[1], &p->arb_left[1], ready);
+  v = arb_table(s, 1, &p->arb_idx[1], &p->arb_left[1], ready);
   /* A ready VL in no table with weight cannot happen (sim_new checks). */
   return v >= 0 ? (unsigned)v : (unsigned)__builtin_ctz(ready);
+}
+
+/* A packet of size wire bytes goes from the VL vl_choose(ready) chose:
+ * its blocks come off the entry's weight; high bytes count toward the
+ * limit while the low table has packets. */
+static void vl_charge(const struct sim *s, struct sim_port *p, uint32_t size,
+                      uint8_t ready) {
+  p->arb_left[p->arb_from] -= (int32_t)(sim_ib_blocks(size) * SIM_IB_BLOCK);
+  if (p->arb_from == 0 && (ready & s->arb_mask[1]))
+    p->high_run += size;
+  else
+    p->high_run = 0;
 }
 
 /* A packet left the buffer of sw (sent or flushed): release it from the
@@ -254,8 +286,7 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
       p->starved_since = s->now;
     return;
   }
-  unsigned prio =
-      s->ib ? vl_arbitrate(s, p, m) : 31u - (unsigned)__builtin_clz(m);
+  unsigned prio = s->ib ? vl_choose(s, p, m) : 31u - (unsigned)__builtin_clz(m);
   struct sim_pktq *q = &p->q[prio];
   pkt = q->head;
   q->head = pkt->next;
@@ -271,7 +302,7 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
   uint32_t blocks = s->ib ? sim_ib_blocks(size) : 0;
   p->credits[prio] -= blocks;
   if (s->ib) {
-    p->arb_left[p->arb_from] -= (int32_t)(blocks * SIM_IB_BLOCK);
+    vl_charge(s, p, size, m);
     s->st.vl_tx_bytes[prio] += size;
   }
   put_on_wire(s, p, pkt);
@@ -533,6 +564,44 @@ static void nic_take_credit(struct sim *s, struct sim_port *port,
     port->credits[v] -= b;
 }
 
+/* InfiniBand: the NIC's next packet by VL arbitration, as at a switch
+ * egress: among the VLs with credit whose SLs the NIC may send on (not
+ * throttled by IB CC) and the host model may have a packet of, the tables
+ * choose one; the model gives a packet of that VL's SLs (a BECN the NIC
+ * made itself goes first on its VL), or the VL drops out and they choose
+ * again. *wake: when a throttled SL may send. */
+static struct sim_pkt *nic_arbitrate(struct sim *s, struct sim_nic *nic,
+                                     sim_time_t *wake) {
+  struct sim_port *port = &nic->port;
+  uint8_t ok = (uint8_t) ~(nic_blocked(s, port) | cc_throttled(s, nic, wake));
+  uint8_t may = ok & (s->host->sls ? s->host->sls(nic->model, s->now) : 0xFF);
+  struct sim_pkt *f = port->ctl_head; /* BECNs the NIC itself sends */
+  int fvl = -1;
+  if (f && sim_ib_blocks(f->size) <= port->credits[s->qmap[f->prio]])
+    fvl = s->qmap[f->prio];
+  uint8_t ready = fvl >= 0 ? (uint8_t)(1u << fvl) : 0;
+  for (uint8_t m = may; m; m &= (uint8_t)(m - 1))
+    ready |= (uint8_t)(1u << s->qmap[__builtin_ctz(m)]);
+  while (ready) {
+    unsigned v = vl_choose(s, port, ready);
+    struct sim_pkt *pkt;
+    if ((int)v == fvl) {
+      pkt = f;
+      port->ctl_head = f->next;
+      if (!port->ctl_head)
+        port->ctl_tail = 0;
+    } else {
+      pkt = s->host->pull(nic->model, s->now, (uint8_t) ~(s->vl_sls[v] & ok));
+    }
+    if (pkt) {
+      vl_charge(s, port, pkt->size, ready);
+      return pkt;
+    }
+    ready &= (uint8_t) ~(1u << v);
+  }
+  return 0;
+}
+
 static void nic_poll(struct sim *s, struct sim_nic *nic) {
   struct sim_port *port = &nic->port;
   if (port->down) { /* its link is down: it holds everything; the link
@@ -540,27 +609,15 @@ static void nic_poll(struct sim *s, struct sim_nic *nic) {
     sim_ev_cancel(&nic->ev);
     return;
   }
-  struct sim_pkt *f = port->ctl_head; /* BECNs the NIC itself sends */
-  if (f && sim_ib_blocks(f->size) <= port->credits[s->qmap[f->prio]]) {
-    port->ctl_head = f->next;
-    if (!port->ctl_head)
-      port->ctl_tail = 0;
-    nic_take_credit(s, port, f);
-    put_on_wire(s, port, f);
-    sim_schedule(s, &nic->ev, port->busy_until);
-    return;
-  }
   sim_time_t wake = SIM_NEVER;
-  uint8_t paused = port->paused;
-  if (s->ib)
-    paused = nic_blocked(s, port) | cc_throttled(s, nic, &wake);
-  struct sim_pkt *pkt = s->host->pull(nic->model, s->now, paused);
+  struct sim_pkt *pkt = s->ib ? nic_arbitrate(s, nic, &wake)
+                              : s->host->pull(nic->model, s->now, port->paused);
   if (pkt) {
     if (s->ib)
       nic_take_credit(s, port, pkt);
     if (pkt->kind == SIM_PKT_DATA)
       s->st.data_pkts++;
-    else
+    else if (pkt->kind != SIM_PKT_BECN) /* BECNs are the NIC's own */
       s->st.ctrl_pkts++;
     put_on_wire(s, &nic->port, pkt);
     if (pkt->kind == SIM_PKT_DATA && nic->ccti[pkt->prio])

@@ -167,6 +167,13 @@ static int vlarb_check(struct sim *s, char *err, size_t errlen) {
       if (e[i].weight)
         s->arb_mask[t] |= (uint8_t)(1u << e[i].vl);
     }
+    /* the nearest entry after i wins: filled from the farthest */
+    for (uint32_t i = 0; i < n; i++)
+      for (uint32_t d = n; d >= 1; d--) {
+        uint32_t j = (i + d) % n;
+        if (e[j].weight)
+          s->arb_next[t][i][e[j].vl] = (uint8_t)j;
+      }
   }
   for (uint8_t i = 0; i < SIM_NPRIO; i++)
     if (!((s->arb_mask[0] | s->arb_mask[1]) >> s->qmap[i] & 1)) {
@@ -221,8 +228,10 @@ static int ib_check(struct sim *s, char *err, size_t errlen) {
                                             : "routing spray");
     return -1;
   }
-  for (uint8_t i = 0; i < SIM_NPRIO; i++)
+  for (uint8_t i = 0; i < SIM_NPRIO; i++) {
     s->qmap[i] = (uint8_t)(i % ib->vls);
+    s->vl_sls[s->qmap[i]] |= (uint8_t)(1u << i);
+  }
   if (vlarb_check(s, err, errlen))
     return -1;
   if (ib->cc.enabled && (!ib->cc.marking_rate || !ib->cc.ccti_timer)) {

@@ -151,8 +151,9 @@ struct sim_port {
   struct sim_ev fc_ev, fc_rx_ev;
   struct sim_pkt *fc_head, *fc_tail;
   sim_time_t fc_last, starved_since;
-  /* VL arbitration: entry and weight left in the high [0] and low [1]
-   * tables; high bytes sent while low waited. */
+  /* VL arbitration (switch egress and NIC alike): entry and weight left
+   * in the high [0] and low [1] tables; high bytes sent while low
+   * waited. */
   uint8_t arb_idx[2];
   int32_t arb_left[2];
   uint8_t arb_from; /* the table the packet on the wire came from */
@@ -221,6 +222,10 @@ struct sim_host_ops {
   /* Runs the timers due by now, then returns the next packet to put on the
    * wire, of a priority not in paused, or NULL. */
   struct sim_pkt *(*pull)(void *m, sim_time_t now, uint8_t paused);
+  /* Optional: runs the timers due by now, then returns the priorities
+   * (SLs) pull() may have a packet of (InfiniBand NICs arbitrate among
+   * their VLs and ask pull() for one VL's SLs at a time); NULL: any. */
+  uint8_t (*sls)(void *m, sim_time_t now);
   /* Earliest future time pull() may have something new, or SIM_NEVER. */
   sim_time_t (*next_time)(void *m);
   /* Optional: adds this NIC's transport counters (timeouts, NAKs, CNPs)
@@ -380,8 +385,12 @@ struct sim {
   uint64_t ooo;            /* resolved cfg.tp.ooo */
   bool ib;                 /* cfg.fabric is InfiniBand */
   uint8_t qmap[SIM_NPRIO]; /* queue of a packet's priority: SL to VL */
+  uint8_t vl_sls[SIM_NPRIO]; /* InfiniBand: the SLs each VL carries */
   uint32_t ib_max_blocks;  /* blocks of the largest packet */
   uint8_t arb_mask[2];     /* VLs in the high and low tables */
+  /* per table, entry and VL: the next entry (cyclically, the entry
+   * itself last) that serves the VL with weight */
+  uint8_t arb_next[2][SIM_VLARB_MAX][SIM_NPRIO];
   struct sim_sm *sm;       /* InfiniBand's subnet manager */
   uint32_t *nic_lid;       /* base LID of each NIC */
   uint32_t lmc_mask;       /* 2^lmc - 1: DLID path bits */

@@ -182,6 +182,77 @@ static void vl_shares(struct sim_cfg *c, double share[2]) {
   sim_del(s);
 }
 
+/* VL arbitration at a NIC: host 0 sends two flows, to hosts 1 and 2, on
+ * SLs 0 and 1 (VLs 0 and 1). The switch sends them out of two ports, so
+ * only the NIC's own port arbitrates: their shares of its link follow
+ * its tables like a switch egress's. Returns the share of VL 0. */
+static double nic_vl_share(struct sim_cfg *c) {
+  struct sim *s = mk(c);
+  if (!s)
+    return -1;
+  for (uint32_t i = 0; i < 2; i++) {
+    sim_add_flow(s, 0, 1 + i, 1ull << 32, 0, SIM_OP_WRITE);
+    CHECK(sim_flow_set_sl(s, i, (uint8_t)i) == 0);
+  }
+  sim_run(s, 1 * SIM_MS);
+  uint64_t a0[2] = {sim_flow(s, 0)->acked, sim_flow(s, 1)->acked};
+  sim_run(s, 3 * SIM_MS);
+  double b[2];
+  for (int i = 0; i < 2; i++)
+    b[i] = (double)(sim_flow(s, (uint32_t)i)->acked - a0[i]);
+  /* together they fill the NIC's link */
+  CHECK((b[0] + b[1]) * 8 / 2e-3 > 0.98 * 100e9 * 4096 / ib_wire(4096));
+  CHECK_EQ(sim_stats(s)->credit_overruns, 0);
+  sim_del(s);
+  return b[0] / (b[0] + b[1]);
+}
+
+static void nic_vl_cfg(struct sim_cfg *c, int model) {
+  ib_switch(c, 3);
+  c->tp.model = model ? SIM_HOST_UROCE : SIM_HOST_SIMPLE;
+  c->ib.vls = 2;
+  c->tp.ctrl_prio = 1;
+}
+
+static void test_nic_vl_arbitration(void) {
+  struct sim_cfg c;
+  for (int model = 0; model < 2; model++) {
+    const char *name = model ? "uroce" : "simple";
+    /* Low table 1:3 (64 and 192 blocks: one 65-block packet, then
+     * three). */
+    nic_vl_cfg(&c, model);
+    c.ib.nlow = 2;
+    c.ib.low[0] = (struct sim_vlarb_ent){0, 64};
+    c.ib.low[1] = (struct sim_vlarb_ent){1, 192};
+    double sh = nic_vl_share(&c);
+    printf("nic vl arbitration low 64:192, %s hosts: VL0 share %.4f of the "
+           "NIC's link, weights 0.25\n",
+           name, sh);
+    CHECK(fabs(sh - 0.25) < 0.02 * 0.25);
+    /* VL 1 in the high table: without a limit it takes the link; a limit
+     * of 0 lets one low packet through after each high one; 2 (8 KiB)
+     * after every two 4124-byte high packets. */
+    static const uint8_t lims[] = {SIM_VLARB_UNLIMITED, 0, 2};
+    static const double want[] = {0, 0.5, 1.0 / 3};
+    for (int i = 0; i < 3; i++) {
+      nic_vl_cfg(&c, model);
+      c.ib.nhigh = 1;
+      c.ib.high[0] = (struct sim_vlarb_ent){1, 255};
+      c.ib.nlow = 1;
+      c.ib.low[0] = (struct sim_vlarb_ent){0, 255};
+      c.ib.high_limit = lims[i];
+      sh = nic_vl_share(&c);
+      printf("nic vl arbitration high VL1, limit %u, %s hosts: VL0 share "
+             "%.4f, expected %.4f\n",
+             lims[i], name, sh, want[i]);
+      if (i == 0)
+        CHECK(sh < 0.001);
+      else
+        CHECK(fabs(sh - want[i]) < 0.02 * want[i]);
+    }
+  }
+}
+
 /* Virtual lanes against head-of-line blocking: host 0 sends flow A into
  * a 4-to-1 hot spot (host 4) and flow B to a free host (5). On one VL,
  * A's packets fill host 0's input buffer at the switch and B crawls at
@@ -600,6 +671,7 @@ int main(void) {
   T_RUN(test_incast);
   T_RUN(test_vl_arbitration);
   T_RUN(test_vl_hol);
+  T_RUN(test_nic_vl_arbitration);
   T_RUN(test_sm_routes);
   T_RUN(test_lmc_paths);
   T_RUN(test_updn_failures);
