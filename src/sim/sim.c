@@ -234,6 +234,12 @@ static int ib_check(struct sim *s, char *err, size_t errlen) {
   }
   if (vlarb_check(s, err, errlen))
     return -1;
+  if (ib->fc_period && ib->fc_period < 10 * SIM_NS) {
+    snprintf(err, errlen,
+             "infiniband: fc_period_ns must be 0 (IBA's 65,536 symbol "
+             "times) or at least 10 ns");
+    return -1;
+  }
   if (ib->cc.enabled && (!ib->cc.marking_rate || !ib->cc.ccti_timer)) {
     snprintf(err, errlen,
              "infiniband.cc: marking_rate and ccti_timer_us must be > 0");
@@ -939,6 +945,9 @@ void sim_dispatch(struct sim *s, struct sim_ev *ev) {
     break;
   case SIM_EV_PORT_FC:
     sim_port_fc_event(s, container_of(ev, struct sim_port, fc_ev));
+    break;
+  case SIM_EV_PORT_FC_TICK:
+    sim_port_fc_tick_event(s, container_of(ev, struct sim_port, fc_tick));
     break;
   case SIM_EV_PORT_FC_RX:
     sim_port_fc_rx_event(s, container_of(ev, struct sim_port, fc_rx_ev));
