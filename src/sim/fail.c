@@ -72,12 +72,17 @@ static void flush(struct sim *s, struct sim_port *p) {
   sim_ev_cancel(&p->tx_ev);
   sim_ev_cancel(&p->rx_ev);
   sim_ev_cancel(&p->fc_ev); /* its flow-control packets are lost */
+  sim_ev_cancel(&p->fc_tick);
   sim_ev_cancel(&p->fc_rx_ev);
   for (struct sim_pkt *k = p->fc_head, *n; k; k = n) {
     n = k->next;
     sim_pkt_free(s, k);
   }
   p->fc_head = p->fc_tail = 0;
+  p->fc_open = 0;
+  p->fc_at = SIM_NEVER;
+  p->fc_vls = p->fc_news = 0;
+  p->cr_wait = false;
   memset(p->freed, 0, sizeof p->freed);
   for (struct sim_pkt *k = p->fly_head, *n; k; k = n) {
     n = k->next;
@@ -124,13 +129,15 @@ static void flush(struct sim *s, struct sim_port *p) {
  * buffer less what it still holds. */
 static void link_up(struct sim *s, struct sim_port *p) {
   p->down = false;
-  p->busy_until = s->now;
+  p->busy_until = p->tx_free = s->now;
   for (int v = 0; v < SIM_NPRIO && s->ib; v++) {
     uint32_t full = (uint32_t)(s->cfg.ib.vl_buffer / SIM_IB_BLOCK);
     p->credits[v] = full - p->peer->in_blocks[v];
     p->freed[v] = 0;
   }
   sim_ev_cancel(&p->fc_ev);
+  p->fc_at = SIM_NEVER;
+  p->fc_vls = p->fc_news = 0;
 }
 
 /* Shortest-path next hops over the links up, from every switch toward

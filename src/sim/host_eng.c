@@ -855,15 +855,32 @@ static bool data_ok(void *mp, struct uroce_qp *qp) {
   return !e || !(m->paused >> e->hf->f->sl & 1);
 }
 
-static struct sim_pkt *pull(void *mp, sim_time_t now, uint8_t paused) {
-  struct he_nic *m = mp;
-  const struct sim_transport_cfg *tp = &m->s->cfg.tp;
+static void run_timers(struct he_nic *m, sim_time_t now) {
   uint64_t tn = now / SIM_NS;
   m->last_now = now;
   if (uroce_eng_next_expiry(m->eng) <= tn) {
     uroce_eng_handle_expiry(m->eng, tn);
     poll_cq(m, now);
   }
+}
+
+/* What pull() may give: data of the SLs this NIC's flows use, control
+ * packets, the held ones (the engine cannot tell which QP has what
+ * without making the packet; so the timers due can wait for pull). */
+static uint8_t sls(void *mp, sim_time_t now) {
+  struct he_nic *m = mp;
+  (void)now;
+  uint8_t r = m->data_sls | (uint8_t)(1u << m->s->cfg.tp.ctrl_prio);
+  for (const struct sim_pkt *p = m->held; p; p = p->next)
+    r |= (uint8_t)(1u << p->prio);
+  return r;
+}
+
+static struct sim_pkt *pull(void *mp, sim_time_t now, uint8_t paused) {
+  struct he_nic *m = mp;
+  const struct sim_transport_cfg *tp = &m->s->cfg.tp;
+  uint64_t tn = now / SIM_NS;
+  run_timers(m, now);
   for (struct sim_pkt **pp = &m->held, *prev = 0; *pp;
        prev = *pp, pp = &(*pp)->next) {
     struct sim_pkt *p = *pp;
@@ -1014,6 +1031,7 @@ const struct sim_host_ops sim_host_eng = {
     .post = post,
     .deliver = deliver,
     .pull = pull,
+    .sls = sls,
     .next_time = next_time,
     .rebind = rebind,
     .add_stats = add_stats,

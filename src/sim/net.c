@@ -28,8 +28,12 @@ static inline bool port_sendable(const struct sim *s,
   return p->ctl_head || port_ready(s, p);
 }
 
-/* Starts serialising pkt now (the port is idle); it arrives at the peer
- * after its last bit went out plus the propagation delay. */
+static void fc_active(struct sim *s, struct sim_port *p);
+
+/* Starts serialising pkt now, or once the frames already on the wire
+ * left (InfiniBand: FC packets, which go before the data chosen behind
+ * them); it arrives at the peer after its last bit went out plus the
+ * propagation delay. */
 static void put_on_wire(struct sim *s, struct sim_port *p,
                         struct sim_pkt *pkt) {
   if (p->down) { /* a control frame for a dead link */
@@ -38,20 +42,29 @@ static void put_on_wire(struct sim *s, struct sim_port *p,
     sim_pkt_free(s, pkt);
     return;
   }
-  p->busy_until = s->now + sim_ser_time(pkt->size, p->rate_bps);
+  sim_time_t start = p->busy_until > s->now ? p->busy_until : s->now;
+  p->busy_until = start + sim_ser_time(pkt->size, p->rate_bps);
   p->tx_bytes += pkt->size;
+  bool fc = pkt->kind == SIM_PKT_FC;
+  if (!fc)
+    p->tx_free = p->busy_until;
   /* Control frames are never lost: IB's FC packets carry cumulative
    * limits, so a lost one is repaired by the next. */
   if (p->loss > 0 && pkt->kind < SIM_PKT_PAUSE &&
       splitmix64_01(&p->rng) < p->loss) {
     s->st.drops_wire++;
     sim_pkt_free(s, pkt);
-    return;
+  } else {
+    pkt->ts = p->busy_until + p->delay;
+    if (s->par && sim_par_cross(s, p, pkt))
+      ; /* its peer is another partition's: a message */
+    else if (fc)
+      sim_fc_fifo_put(s, p, pkt);
+    else
+      sim_fly_put(s, p, pkt);
   }
-  pkt->ts = p->busy_until + p->delay;
-  if (s->par && sim_par_cross(s, p, pkt))
-    return; /* its peer is another partition's: a message */
-  sim_fly_put(s, p, pkt);
+  if (s->ib && !fc)
+    fc_active(s, p);
 }
 
 void sim_fly_put(struct sim *s, struct sim_port *p, struct sim_pkt *pkt) {
@@ -98,79 +111,197 @@ static void node_kick(struct sim *s, struct sim_port *p) {
     sim_nic_kick(s, container_of(p, struct sim_nic, port));
 }
 
-/* InfiniBand flow control. Blocks freed in the input buffer of port in
- * go back to the peer in flow-control packets: one is sent fc_latency
- * after the first block freed since the last one left, and at least
- * fc_period after that one; it carries every block freed until it is
- * sent and arrives after its serialisation and the propagation. Several
- * may be on the wire at once, in a FIFO of their own (fc_head: they take
- * no line time from the data on the link, under 0.2% of a 4 KiB packet);
- * fc_ev sends one where in is, fc_rx_ev delivers the head where the peer
- * is. */
+/* InfiniBand flow control (IBA 7.9.4). Blocks freed in the input buffer
+ * of port p go back to the peer in flow-control packets, one per VL, that
+ * p sends on its own egress, before data: they are due fc_latency after
+ * the first block freed since the last FC packet, and go then or, if a
+ * frame is on the wire, right after it, carrying every block freed until
+ * they start. Besides, the periodic timer (fc_tick) sends one for every
+ * data VL that had none in the last fc_period, while the port has
+ * traffic. An FC packet takes its wire time (SIM_IB_FC_WIRE per VL) on
+ * the link like any frame and arrives after it and the propagation;
+ * the VLs due together travel as one descriptor.
+ *
+ * Arrivals cost no event of their own: the FC packets wait in their
+ * sender's FC FIFO (fc_head, in arrival order) and their credits count
+ * from their arrival time on, taken whenever the peer decides what to
+ * send (fc_apply); only a port that waits for credit with nothing else
+ * to do is woken at the next arrival (fc_rx_ev). */
+
+/* The credits of the FC packets that reached p by now (the first has). */
+static void fc_apply_due(struct sim *s, struct sim_port *p) {
+  struct sim_port *x = p->peer;
+  struct sim_pkt *f = x->fc_head;
+  do {
+    uint32_t cr[SIM_NPRIO];
+    memcpy(cr, f->hdr, sizeof(cr));
+    for (uint8_t v = 0; v < SIM_NPRIO; v++)
+      p->credits[v] += cr[v];
+    struct sim_pkt *n = f->next;
+    sim_pkt_free(s, f);
+    f = n;
+  } while (f && f->ts <= s->now);
+  x->fc_head = f;
+  if (!f)
+    x->fc_tail = 0;
+  if (p->starved_since != SIM_NEVER && port_ready(s, p)) {
+    if (s->now > p->starved_since)
+      s->st.credit_wait[p->node->tier] += s->now - p->starved_since;
+    p->starved_since = SIM_NEVER;
+  }
+}
+
+static inline void fc_apply(struct sim *s, struct sim_port *p) {
+  const struct sim_pkt *f = p->peer->fc_head;
+  if (f && f->ts <= s->now)
+    fc_apply_due(s, p);
+}
+
+/* p has packets it may not send for want of credit, and nothing else:
+ * it wakes when the next FC packet arrives. */
+static void fc_wait(struct sim *s, struct sim_port *p) {
+  struct sim_port *x = p->peer;
+  p->cr_wait = true;
+  if (x->fc_head && x->fc_rx_ev.at == SIM_NEVER)
+    sim_schedule(s, &x->fc_rx_ev, x->fc_head->ts);
+}
+
+void sim_fc_fifo_put(struct sim *s, struct sim_port *x, struct sim_pkt *f) {
+  struct sim_port *p = x->peer;
+  fc_apply(s, p); /* the FIFO holds only those on the wire */
+  f->next = 0;
+  if (x->fc_tail)
+    x->fc_tail->next = f;
+  else
+    x->fc_head = f;
+  x->fc_tail = f;
+  if (p->cr_wait && x->fc_rx_ev.at == SIM_NEVER)
+    sim_schedule(s, &x->fc_rx_ev, x->fc_head->ts);
+}
+
+/* fc_rx_ev of x, where its peer is: credits the peer waited for came. */
+void sim_port_fc_rx_event(struct sim *s, struct sim_port *x) {
+  struct sim_port *p = x->peer;
+  p->cr_wait = false;
+  fc_apply(s, p);
+  node_kick(s, p);
+}
+
+/* The due FC packets of p leave now (after any frame on the wire). */
+static void fc_send(struct sim *s, struct sim_port *p) {
+  if (p->fc_ev.at != SIM_NEVER)
+    sim_ev_cancel(&p->fc_ev);
+  p->fc_at = SIM_NEVER;
+  struct sim_pkt *f = sim_pkt_alloc(s);
+  if (!f) { /* no descriptor: the credits go with the next FC */
+    p->fc_at = s->now + s->cfg.ib.fc_latency;
+    sim_schedule(s, &p->fc_ev, p->fc_at);
+    return;
+  }
+  uint8_t news = p->fc_news, vls = news | p->fc_vls;
+  uint32_t n = 0, periodic = 0;
+  for (uint8_t m = news; m; m &= (uint8_t)(m - 1)) {
+    n++;
+    p->fc_last[__builtin_ctz(m)] = s->now;
+  }
+  for (uint8_t m = vls & (uint8_t)~news; m; m &= (uint8_t)(m - 1))
+    periodic++;
+  n += periodic;
+  s->st.fc_pkts += n;
+  s->st.fc_periodic += periodic;
+  p->fc_vls = 0;
+  p->fc_news = 0;
+  if (!n) {
+    sim_pkt_free(s, f);
+    return;
+  }
+  f->size = n * SIM_IB_FC_WIRE;
+  f->kind = SIM_PKT_FC;
+  _Static_assert(sizeof(p->freed) <= sizeof(f->hdr), "credits fit");
+  memcpy(f->hdr, p->freed, sizeof(p->freed));
+  memset(p->freed, 0, sizeof(p->freed));
+  if (p->busy_until > s->now) { /* it starts later: more may join */
+    p->fc_open = f;
+    p->fc_open_at = p->busy_until;
+    p->fc_open_vls = vls;
+  }
+  put_on_wire(s, p, f);
+}
+
+/* An FC packet of p is due at t (with any due sooner). If a frame will
+ * still be on the wire then, it is queued behind it now (and blocks of
+ * its VLs freed until it starts join it, in ib_free); else fc_ev sends
+ * it when due, or queues it then behind the frame on the wire. */
+static void fc_want(struct sim *s, struct sim_port *p, sim_time_t t) {
+  if (p->down || p->fc_at <= t)
+    return;
+  p->fc_at = t;
+  if (p->busy_until > t || t <= s->now)
+    fc_send(s, p);
+  else
+    sim_schedule(s, &p->fc_ev, t);
+}
+
+/* fc_ev: p's FC packets are due and the link free. */
+void sim_port_fc_event(struct sim *s, struct sim_port *p) {
+  if (p->fc_at <= s->now)
+    fc_send(s, p);
+}
+
+/* p carried a frame (not an FC packet) either way: its periodic timer
+ * runs. */
+static void fc_active(struct sim *s, struct sim_port *p) {
+  p->act_last = s->now;
+  if (p->fc_tick.at == SIM_NEVER && !p->down)
+    sim_schedule(s, &p->fc_tick, s->now + p->fc_period);
+}
+
+/* fc_tick: every data VL of p whose last FC packet is a period old gets
+ * one now; the timer runs again when the next VL's is. It stops once the
+ * port had no traffic for a period and holds no blocks (no credit
+ * outstanding): the next frame restarts it. */
+void sim_port_fc_tick_event(struct sim *s, struct sim_port *p) {
+  sim_time_t per = p->fc_period, now = s->now, next = now + per;
+  uint32_t held = 0;
+  uint8_t nvl = s->cfg.ib.vls, due = 0;
+  for (uint8_t v = 0; v < nvl; v++)
+    held |= p->in_blocks[v] | p->freed[v];
+  if (p->down || (!held && p->act_last + per <= now))
+    return;
+  for (uint8_t v = 0; v < nvl; v++) {
+    if (p->fc_last[v] + per <= now) {
+      due |= (uint8_t)(1u << v);
+      p->fc_last[v] = now;
+    } else if (p->fc_last[v] + per < next) {
+      next = p->fc_last[v] + per;
+    }
+  }
+  sim_schedule(s, &p->fc_tick, next);
+  if (due) {
+    p->fc_vls |= due;
+    fc_want(s, p, now);
+  }
+}
+
 static void ib_free(struct sim *s, struct sim_port *in, unsigned vl,
                     uint32_t blocks) {
   in->in_blocks[vl] -= blocks;
   if (in->down) /* the credits are set afresh when the link comes up */
     return;
+  if (in->fc_open) { /* an FC packet of this VL queued, not started yet */
+    if (s->now < in->fc_open_at && (in->fc_open_vls >> vl & 1)) {
+      uint32_t cr;
+      memcpy(&cr, in->fc_open->hdr + vl * sizeof(cr), sizeof(cr));
+      cr += blocks;
+      memcpy(in->fc_open->hdr + vl * sizeof(cr), &cr, sizeof(cr));
+      return;
+    }
+    if (s->now >= in->fc_open_at)
+      in->fc_open = 0; /* it left: the peer may free it */
+  }
   in->freed[vl] += blocks;
-  if (in->fc_ev.at != SIM_NEVER)
-    return; /* they go with the FC packet already due */
-  sim_time_t t = s->now + s->cfg.ib.fc_latency;
-  if (in->fc_last != SIM_NEVER && in->fc_last + s->cfg.ib.fc_period > t)
-    t = in->fc_last + s->cfg.ib.fc_period;
-  sim_schedule(s, &in->fc_ev, t);
-}
-
-void sim_fc_fifo_put(struct sim *s, struct sim_port *in, struct sim_pkt *f) {
-  f->next = 0;
-  if (in->fc_tail) {
-    in->fc_tail->next = f;
-  } else {
-    in->fc_head = f;
-    sim_schedule(s, &in->fc_rx_ev, f->ts);
-  }
-  in->fc_tail = f;
-}
-
-/* fc_ev: an FC packet with the blocks freed so far leaves in. */
-void sim_port_fc_event(struct sim *s, struct sim_port *in) {
-  struct sim_pkt *f = sim_pkt_alloc(s);
-  if (!f) { /* no descriptor: the credits go with the next FC */
-    sim_schedule(s, &in->fc_ev, s->now + s->cfg.ib.fc_period);
-    return;
-  }
-  *f = (struct sim_pkt){.size = SIM_IB_FC_WIRE, .kind = SIM_PKT_FC};
-  _Static_assert(sizeof(in->freed) <= sizeof(f->hdr), "credits fit");
-  memcpy(f->hdr, in->freed, sizeof(in->freed));
-  for (uint8_t v = 0; v < SIM_NPRIO; v++)
-    if (in->freed[v])
-      s->st.fc_pkts++;
-  memset(in->freed, 0, sizeof(in->freed));
-  in->fc_last = s->now;
-  f->ts = s->now + sim_ser_time(SIM_IB_FC_WIRE, in->rate_bps) + in->delay;
-  if (!(s->par && sim_par_cross(s, in, f)))
-    sim_fc_fifo_put(s, in, f);
-}
-
-/* fc_rx_ev, at the peer of in: the head FC packet's credits arrive. */
-void sim_port_fc_rx_event(struct sim *s, struct sim_port *in) {
-  struct sim_pkt *f = in->fc_head;
-  in->fc_head = f->next;
-  if (in->fc_head)
-    sim_schedule(s, &in->fc_rx_ev, in->fc_head->ts);
-  else
-    in->fc_tail = 0;
-  struct sim_port *p = in->peer;
-  uint32_t cr[SIM_NPRIO];
-  memcpy(cr, f->hdr, sizeof(cr));
-  for (uint8_t v = 0; v < SIM_NPRIO; v++)
-    p->credits[v] += cr[v];
-  sim_pkt_free(s, f);
-  if (p->starved_since != SIM_NEVER && port_ready(s, p)) {
-    s->st.credit_wait[p->node->tier] += s->now - p->starved_since;
-    p->starved_since = SIM_NEVER;
-  }
-  node_kick(s, p);
+  in->fc_news |= (uint8_t)(1u << vl);
+  fc_want(s, in, s->now + s->cfg.ib.fc_latency);
 }
 
 /* InfiniBand: a packet of VL vl entered the input buffer of in. */
@@ -183,43 +314,75 @@ static void ib_take(struct sim *s, struct sim_port *in, unsigned vl,
     s->st.max_vl_in[in->node->tier] = in->in_bytes[vl];
 }
 
-/* One VL arbitration table: the current entry goes on while its VL is
- * ready and weight is left; else the next entry with a ready VL starts
- * with its full weight. -1 if no VL of the table is ready. */
-static int arb_table(const struct sim_vlarb_ent *t, uint32_t n, uint8_t *idx,
-                     int32_t *left, uint8_t ready) {
-  for (uint32_t i = 0; i <= n; i++) {
-    const struct sim_vlarb_ent *e = &t[*idx];
-    if (*left > 0 && (ready >> e->vl & 1))
-      return e->vl;
-    *idx = (uint8_t)((*idx + 1) % n);
-    *left = t[*idx].weight * SIM_IB_BLOCK;
+/* VL arbitration table k (0 high, 1 low): the current entry goes on
+ * while its VL is ready and weight is left; else the next entry with a
+ * ready VL and weight starts with its full weight. -1 (and the table as
+ * it was) if no VL of the table is ready. */
+static inline int arb_table(const struct sim *s, int k, uint8_t *idx,
+                            int32_t *left, uint8_t ready) {
+  const struct sim_vlarb_ent *t = k ? s->cfg.ib.low : s->cfg.ib.high;
+  uint32_t n = k ? s->cfg.ib.nlow : s->cfg.ib.nhigh;
+  ready &= s->arb_mask[k];
+  if (!ready)
+    return -1;
+  if (*left > 0 && (ready >> t[*idx].vl & 1))
+    return t[*idx].vl;
+  /* arb_next[k][i][v]: the first entry of VL v after entry i */
+  const uint8_t *nx = s->arb_next[k][*idx];
+  uint32_t bi = nx[__builtin_ctz(ready)];
+  if (ready & (ready - 1)) { /* the nearest of several */
+    uint32_t best = n + 1;
+    for (uint8_t m = ready; m; m &= (uint8_t)(m - 1)) {
+      uint32_t j = nx[__builtin_ctz(m)];
+      uint32_t d = j > *idx ? j - *idx : j + n - *idx;
+      if (d < best) {
+        best = d;
+        bi = j;
+      }
+    }
   }
-  return -1;
+  *idx = (uint8_t)bi;
+  *left = t[bi].weight * SIM_IB_BLOCK;
+  return t[bi].vl;
 }
 
-/* IBA VL arbitration over the VLs with a packet and credit: the high
- * table first, unless high_limit x 4 KiB of it went out while the low
- * table had packets waiting; then the low table. */
-static unsigned vl_arbitrate(struct sim *s, struct sim_port *p, uint8_t ready) {
+/* IBA VL arbitration (7.6.9), at a switch egress and a NIC alike, over
+ * the VLs in ready (a packet and credit): the high table first, unless
+ * high_limit x 4 KiB of it went out while the low table had packets
+ * waiting; then the low table. Sets arb_from; vl_charge() then counts the
+ * packet that goes. A NIC whose chosen VL turns out to have nothing asks
+ * again without it: the tables move on as they would have had it not
+ * been ready. */
+static unsigned vl_choose(const struct sim *s, struct sim_port *p,
+                          uint8_t ready) {
   const struct sim_ib_cfg *ib = &s->cfg.ib;
   bool low_waits = ready & s->arb_mask[1];
   uint64_t lim = ib->high_limit ? (uint64_t)ib->high_limit << 12 : 1;
   int v = -1;
-  if (ib->nhigh && !(low_waits && ib->high_limit != SIM_VLARB_UNLIMITED &&
-                     p->high_run >= lim))
-    v = arb_table(ib->high, ib->nhigh, &p->arb_idx[0], &p->arb_left[0], ready);
+  if ((ready & s->arb_mask[0]) &&
+      !(low_waits && ib->high_limit != SIM_VLARB_UNLIMITED &&
+        p->high_run >= lim))
+    v = arb_table(s, 0, &p->arb_idx[0], &p->arb_left[0], ready);
   if (v >= 0) {
     p->arb_from = 0;
-    p->high_run = low_waits ? p->high_run + p->q[v].head->size : 0;
     return (unsigned)v;
   }
-  p->high_run = 0;
   p->arb_from = 1;
-  if (ib->nlow)
-    v = arb_table(ib->low, ib->nlow, &p->arb_idx[1], &p->arb_left[1], ready);
+  v = arb_table(s, 1, &p->arb_idx[1], &p->arb_left[1], ready);
   /* A ready VL in no table with weight cannot happen (sim_new checks). */
   return v >= 0 ? (unsigned)v : (unsigned)__builtin_ctz(ready);
+}
+
+/* A packet of size wire bytes goes from the VL vl_choose(ready) chose:
+ * its blocks come off the entry's weight; high bytes count toward the
+ * limit while the low table has packets. */
+static void vl_charge(const struct sim *s, struct sim_port *p, uint32_t size,
+                      uint8_t ready) {
+  p->arb_left[p->arb_from] -= (int32_t)(sim_ib_blocks(size) * SIM_IB_BLOCK);
+  if (p->arb_from == 0 && (ready & s->arb_mask[1]))
+    p->high_run += size;
+  else
+    p->high_run = 0;
 }
 
 /* A packet left the buffer of sw (sent or flushed): release it from the
@@ -235,9 +398,26 @@ static void release(struct sim *s, struct sim_switch *sw, struct sim_port *in,
     send_pfc(s, in, (uint8_t)prio, false);
 }
 
-/* Sends the next frame: PFC frames first, then the highest priority that
- * has packets and is not paused. */
+/* InfiniBand: switch port p has packets and credit for none: it waits
+ * from when its link is free. */
+static void port_starve(struct sim *s, struct sim_port *p) {
+  if (!s->ib)
+    return;
+  if (p->starved_since == SIM_NEVER)
+    p->starved_since = p->busy_until > s->now ? p->busy_until : s->now;
+  fc_wait(s, p);
+}
+
+/* Sends the next frame: InfiniBand FC packets due and PFC frames first,
+ * then the highest priority that has packets and is not paused
+ * (InfiniBand: the VL the arbitration tables choose among those with a
+ * packet and credit). */
 static void port_send_next(struct sim *s, struct sim_port *p) {
+  if (s->ib) {
+    if (p->fc_at <= s->now)
+      fc_send(s, p);
+    fc_apply(s, p);
+  }
   struct sim_pkt *pkt = p->ctl_head;
   if (pkt) {
     p->ctl_head = pkt->next;
@@ -250,12 +430,11 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
   }
   uint8_t m = port_ready(s, p);
   if (!m) {
-    if (p->nonempty && p->starved_since == SIM_NEVER)
-      p->starved_since = s->now;
+    if (p->nonempty)
+      port_starve(s, p);
     return;
   }
-  unsigned prio =
-      s->ib ? vl_arbitrate(s, p, m) : 31u - (unsigned)__builtin_clz(m);
+  unsigned prio = s->ib ? vl_choose(s, p, m) : 31u - (unsigned)__builtin_clz(m);
   struct sim_pktq *q = &p->q[prio];
   pkt = q->head;
   q->head = pkt->next;
@@ -271,12 +450,15 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
   uint32_t blocks = s->ib ? sim_ib_blocks(size) : 0;
   p->credits[prio] -= blocks;
   if (s->ib) {
-    p->arb_left[p->arb_from] -= (int32_t)(blocks * SIM_IB_BLOCK);
+    vl_charge(s, p, size, m);
     s->st.vl_tx_bytes[prio] += size;
   }
+  p->cr_wait = false;
   put_on_wire(s, p, pkt);
   if (port_sendable(s, p))
     sim_schedule(s, &p->tx_ev, p->busy_until);
+  else if (p->nonempty)
+    port_starve(s, p);
   release(s, sw, in, prio, size);
 }
 
@@ -287,12 +469,19 @@ void sim_sw_release(struct sim *s, struct sim_switch *sw, struct sim_pkt *pkt,
 }
 
 static void port_kick(struct sim *s, struct sim_port *p) {
-  if (p->tx_ev.at != SIM_NEVER || !port_sendable(s, p))
+  if (p->tx_ev.at != SIM_NEVER)
     return;
-  if (p->busy_until <= s->now)
+  if (s->ib)
+    fc_apply(s, p);
+  if (!port_sendable(s, p)) {
+    if (p->nonempty)
+      port_starve(s, p); /* queued, and no credit */
+    return;
+  }
+  if (p->tx_free <= s->now)
     port_send_next(s, p);
   else
-    sim_schedule(s, &p->tx_ev, p->busy_until);
+    sim_schedule(s, &p->tx_ev, p->tx_free);
 }
 
 void sim_port_tx_event(struct sim *s, struct sim_port *p) {
@@ -468,11 +657,13 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
     }
   }
   if (s->ib && s->cfg.ib.cc.enabled && pkt->kind == SIM_PKT_DATA &&
-      q->bytes > s->cfg.ib.cc.threshold &&
-      out->credits[prio] >= sim_ib_blocks(size) &&
-      ++sw->fecn_count % s->cfg.ib.cc.marking_rate == 0) {
-    pkt->flags |= SIM_PF_FECN; /* a root of congestion, not a victim */
-    s->st.fecn_marks++;
+      q->bytes > s->cfg.ib.cc.threshold) {
+    fc_apply(s, out);
+    if (out->credits[prio] >= sim_ib_blocks(size) &&
+        ++sw->fecn_count % s->cfg.ib.cc.marking_rate == 0) {
+      pkt->flags |= SIM_PF_FECN; /* a root of congestion, not a victim */
+      s->st.fecn_marks++;
+    }
   }
   sw->used += size;
   if (sw->used > sw->max_used)
@@ -533,6 +724,48 @@ static void nic_take_credit(struct sim *s, struct sim_port *port,
     port->credits[v] -= b;
 }
 
+/* InfiniBand: the NIC's next packet by VL arbitration, as at a switch
+ * egress: among the VLs with credit whose SLs the NIC may send on (not
+ * throttled by IB CC) and the host model may have a packet of, the tables
+ * choose one; the model gives a packet of that VL's SLs (a BECN the NIC
+ * made itself goes first on its VL), or the VL drops out and they choose
+ * again. *wake: when a throttled SL may send; *short: whether some SL
+ * the model may have a packet of lacks credit. */
+static struct sim_pkt *nic_arbitrate(struct sim *s, struct sim_nic *nic,
+                                     sim_time_t *wake, bool *short_) {
+  struct sim_port *port = &nic->port;
+  uint8_t blocked = nic_blocked(s, port);
+  uint8_t ok = (uint8_t) ~(blocked | cc_throttled(s, nic, wake));
+  uint8_t has = s->host->sls ? s->host->sls(nic->model, s->now) : 0xFF;
+  uint8_t may = ok & has;
+  struct sim_pkt *f = port->ctl_head; /* BECNs the NIC itself sends */
+  int fvl = -1;
+  if (f && sim_ib_blocks(f->size) <= port->credits[s->qmap[f->prio]])
+    fvl = s->qmap[f->prio];
+  *short_ = (has & blocked) || (f && fvl < 0);
+  uint8_t ready = fvl >= 0 ? (uint8_t)(1u << fvl) : 0;
+  for (uint8_t m = may; m; m &= (uint8_t)(m - 1))
+    ready |= (uint8_t)(1u << s->qmap[__builtin_ctz(m)]);
+  while (ready) {
+    unsigned v = vl_choose(s, port, ready);
+    struct sim_pkt *pkt;
+    if ((int)v == fvl) {
+      pkt = f;
+      port->ctl_head = f->next;
+      if (!port->ctl_head)
+        port->ctl_tail = 0;
+    } else {
+      pkt = s->host->pull(nic->model, s->now, (uint8_t) ~(s->vl_sls[v] & ok));
+    }
+    if (pkt) {
+      vl_charge(s, port, pkt->size, ready);
+      return pkt;
+    }
+    ready &= (uint8_t) ~(1u << v);
+  }
+  return 0;
+}
+
 static void nic_poll(struct sim *s, struct sim_nic *nic) {
   struct sim_port *port = &nic->port;
   if (port->down) { /* its link is down: it holds everything; the link
@@ -540,27 +773,25 @@ static void nic_poll(struct sim *s, struct sim_nic *nic) {
     sim_ev_cancel(&nic->ev);
     return;
   }
-  struct sim_pkt *f = port->ctl_head; /* BECNs the NIC itself sends */
-  if (f && sim_ib_blocks(f->size) <= port->credits[s->qmap[f->prio]]) {
-    port->ctl_head = f->next;
-    if (!port->ctl_head)
-      port->ctl_tail = 0;
-    nic_take_credit(s, port, f);
-    put_on_wire(s, port, f);
-    sim_schedule(s, &nic->ev, port->busy_until);
-    return;
-  }
   sim_time_t wake = SIM_NEVER;
-  uint8_t paused = port->paused;
-  if (s->ib)
-    paused = nic_blocked(s, port) | cc_throttled(s, nic, &wake);
-  struct sim_pkt *pkt = s->host->pull(nic->model, s->now, paused);
+  struct sim_pkt *pkt;
+  bool short_ = false;
+  if (s->ib) {
+    if (port->fc_at <= s->now)
+      fc_send(s, port);
+    fc_apply(s, port);
+    pkt = nic_arbitrate(s, nic, &wake, &short_);
+  } else {
+    pkt = s->host->pull(nic->model, s->now, port->paused);
+  }
   if (pkt) {
-    if (s->ib)
+    if (s->ib) {
       nic_take_credit(s, port, pkt);
+      port->cr_wait = false;
+    }
     if (pkt->kind == SIM_PKT_DATA)
       s->st.data_pkts++;
-    else
+    else if (pkt->kind != SIM_PKT_BECN) /* BECNs are the NIC's own */
       s->st.ctrl_pkts++;
     put_on_wire(s, &nic->port, pkt);
     if (pkt->kind == SIM_PKT_DATA && nic->ccti[pkt->prio])
@@ -569,6 +800,8 @@ static void nic_poll(struct sim *s, struct sim_nic *nic) {
     sim_schedule(s, &nic->ev, nic->port.busy_until);
     return;
   }
+  if (short_) /* what it may have waits for credit */
+    fc_wait(s, port);
   sim_time_t t = s->host->next_time(nic->model);
   if (wake < t)
     t = wake;
@@ -626,8 +859,8 @@ void sim_nic_cc_event(struct sim *s, struct sim_nic *nic) {
 }
 
 void sim_nic_kick(struct sim *s, struct sim_nic *nic) {
-  if (nic->port.busy_until > s->now)
-    sim_schedule_min(s, &nic->ev, nic->port.busy_until);
+  if (nic->port.tx_free > s->now)
+    sim_schedule_min(s, &nic->ev, nic->port.tx_free);
   else
     nic_poll(s, nic);
 }
@@ -644,6 +877,8 @@ void sim_port_rx_event(struct sim *s, struct sim_port *p) {
   else
     p->fly_tail = 0;
   struct sim_port *in = p->peer;
+  if (s->ib)
+    fc_active(s, in);
   if (in->node->kind == SIM_NODE_SWITCH) {
     sw_receive(s, (struct sim_switch *)in->node, in, pkt);
     return;

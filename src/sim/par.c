@@ -145,12 +145,12 @@ static void sim_par_partition_one(struct sim *s) {
     struct sim_nic *nic = &s->nics[i];
     nic->n.part = 0;
     nic->port.tx_ev.part = nic->port.rx_ev.part = nic->port.fc_ev.part = 0;
-    nic->port.fc_rx_ev.part = 0;
+    nic->port.fc_tick.part = nic->port.fc_rx_ev.part = 0;
     nic->ev.part = nic->cc_ev.part = 0;
   }
   for (uint32_t j = 0; j < s->nports; j++)
     s->ports[j].tx_ev.part = s->ports[j].rx_ev.part = s->ports[j].fc_ev.part =
-        s->ports[j].fc_rx_ev.part = 0;
+        s->ports[j].fc_tick.part = s->ports[j].fc_rx_ev.part = 0;
   for (uint32_t i = 0; i < s->nflows; i++)
     sim_flow_int(s, i)->end_ev.part = 0;
 }
@@ -206,14 +206,14 @@ void sim_par_partition(struct sim *s) {
   }
   for (uint32_t j = 0; j < s->nports; j++) {
     struct sim_port *p = &s->ports[j];
-    p->tx_ev.part = p->fc_ev.part = p->node->part;
+    p->tx_ev.part = p->fc_ev.part = p->fc_tick.part = p->node->part;
     p->rx_ev.part = p->peer ? p->peer->node->part : p->node->part;
     p->fc_rx_ev.part = p->rx_ev.part;
   }
   for (uint32_t i = 0; i < s->nnics; i++) {
     struct sim_nic *nic = &s->nics[i];
     struct sim_port *p = &nic->port;
-    p->tx_ev.part = p->fc_ev.part = nic->n.part;
+    p->tx_ev.part = p->fc_ev.part = p->fc_tick.part = nic->n.part;
     p->rx_ev.part = p->peer ? p->peer->node->part : nic->n.part;
     p->fc_rx_ev.part = p->rx_ev.part;
     nic->ev.part = nic->cc_ev.part = nic->n.part;
@@ -363,7 +363,7 @@ static void *worker(void *arg) {
 static void fold_stats(struct sim_stats *to, struct sim_stats *from) {
   /* Every field but these few is a count: a new one must be added here. */
   _Static_assert(sizeof(struct sim_stats) ==
-                     8 * (20 + 9 * SIM_TIERS + SIM_NPRIO),
+                     8 * (21 + 9 * SIM_TIERS + SIM_NPRIO),
                  "fold every field of struct sim_stats");
 #define ADD(f) to->f += from->f
 #define ADDV(f)                                                                \
@@ -387,6 +387,7 @@ static void fold_stats(struct sim_stats *to, struct sim_stats *from) {
   ADDV(paused_time);
   ADD(pkts_allocated);
   ADD(fc_pkts);
+  ADD(fc_periodic);
   ADD(credit_overruns);
   for (int i = 0; i < SIM_TIERS; i++)
     if (from->max_vl_in[i] > to->max_vl_in[i])

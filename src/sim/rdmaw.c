@@ -13,7 +13,9 @@
  * Both ends of a flow live in one struct: the simulated wire never carries
  * the state, only (flow, psn, opcode, len) descriptors. The NIC arbitrates
  * between its ready QPs round robin, one packet at a time, acks and CNPs
- * first. */
+ * first, among the priorities (SLs) the simulator lets it send on (an
+ * InfiniBand NIC asks for one VL's SLs at a time: sls() tells it which
+ * SLs have ready QPs). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +46,7 @@ struct rw_nic {
   struct sim_nic *nic;
   struct sim_pkt *ctl_head, *ctl_tail;
   struct rw_flow *rr_head, *rr_tail;
+  uint32_t rr_n[SIM_NPRIO]; /* flows in the round robin per SL */
   struct rw_flow *all;
   struct sim_heap timers;
   const struct uroce_cc_ops *cc;
@@ -113,6 +116,7 @@ static void make_ready(struct rw_nic *m, struct rw_flow *rf) {
   if (rf->state != RW_IDLE)
     return;
   rf->state = RW_READY;
+  m->rr_n[rf->f->sl]++;
   rf->rr_next = 0;
   if (m->rr_tail)
     m->rr_tail->rr_next = rf;
@@ -367,13 +371,17 @@ static struct sim_pkt *build_data(struct rw_nic *m, struct rw_flow *rf,
   return p;
 }
 
-static struct sim_pkt *pull(void *mp, sim_time_t now, uint8_t paused) {
-  struct rw_nic *m = mp;
-  const struct sim_cfg *c = &m->s->cfg;
+static void run_timers(struct rw_nic *m, sim_time_t now) {
   sim_time_t t;
   struct sim_ev *ev;
   while ((ev = sim_heap_pop(&m->timers, now, &t)))
     flow_timer(m, container_of(ev, struct rw_flow, tev), now);
+}
+
+static struct sim_pkt *pull(void *mp, sim_time_t now, uint8_t paused) {
+  struct rw_nic *m = mp;
+  const struct sim_cfg *c = &m->s->cfg;
+  run_timers(m, now);
   if (m->ctl_head && !(paused >> c->tp.ctrl_prio & 1)) {
     struct sim_pkt *p = m->ctl_head;
     m->ctl_head = p->next;
@@ -389,6 +397,7 @@ static struct sim_pkt *pull(void *mp, sim_time_t now, uint8_t paused) {
     m->rr_head = rf->rr_next;
     if (!m->rr_head)
       m->rr_tail = 0;
+    m->rr_n[rf->f->sl]--;
     rf->state = RW_IDLE;
     if (!can_send(rf, c->tp.window))
       continue;
@@ -420,6 +429,16 @@ static sim_time_t next_time(void *mp) {
   return sim_heap_peek(&m->timers);
 }
 
+static uint8_t sls(void *mp, sim_time_t now) {
+  struct rw_nic *m = mp;
+  run_timers(m, now);
+  uint8_t r = m->ctl_head ? (uint8_t)(1u << m->s->cfg.tp.ctrl_prio) : 0;
+  for (uint8_t i = 0; i < SIM_NPRIO; i++)
+    if (m->rr_n[i])
+      r |= (uint8_t)(1u << i);
+  return r;
+}
+
 const struct sim_host_ops sim_host_rdmaw = {
     .name = "rdma-write",
     .nic_new = nic_new,
@@ -427,6 +446,7 @@ const struct sim_host_ops sim_host_rdmaw = {
     .post = post,
     .deliver = deliver,
     .pull = pull,
+    .sls = sls,
     .next_time = next_time,
     .rebind = rebind,
 };

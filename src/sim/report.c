@@ -694,10 +694,12 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
     for (int t = 0; t < SIM_TIERS; t++)
       cw[t] = st->credit_wait[t] / SIM_NS;
     fprintf(f,
-            "  \"infiniband\": {\"fc_packets\": %llu, \"credit_overruns\": "
+            "  \"infiniband\": {\"fc_packets\": %llu, "
+            "\"fc_periodic_packets\": %llu, \"credit_overruns\": "
             "%llu, \"nic_max_vl_input_bytes\": %llu, \"fecn_marks\": "
             "%llu, \"becns\": %llu},\n",
             (unsigned long long)st->fc_pkts,
+            (unsigned long long)st->fc_periodic,
             (unsigned long long)st->credit_overruns,
             (unsigned long long)st->max_vl_in[0],
             (unsigned long long)st->fecn_marks, (unsigned long long)st->becns);

@@ -162,6 +162,13 @@ static int vlarb_check(struct sim *s, char *err, size_t errlen) {
       if (e[i].weight)
         s->arb_mask[t] |= (uint8_t)(1u << e[i].vl);
     }
+    /* the nearest entry after i wins: filled from the farthest */
+    for (uint32_t i = 0; i < n; i++)
+      for (uint32_t d = n; d >= 1; d--) {
+        uint32_t j = (i + d) % n;
+        if (e[j].weight)
+          s->arb_next[t][i][e[j].vl] = (uint8_t)j;
+      }
   }
   for (uint8_t i = 0; i < SIM_NPRIO; i++)
     if (!((s->arb_mask[0] | s->arb_mask[1]) >> s->qmap[i] & 1)) {
@@ -216,10 +223,18 @@ static int ib_check(struct sim *s, char *err, size_t errlen) {
                                             : "routing spray");
     return -1;
   }
-  for (uint8_t i = 0; i < SIM_NPRIO; i++)
+  for (uint8_t i = 0; i < SIM_NPRIO; i++) {
     s->qmap[i] = (uint8_t)(i % ib->vls);
+    s->vl_sls[s->qmap[i]] |= (uint8_t)(1u << i);
+  }
   if (vlarb_check(s, err, errlen))
     return -1;
+  if (ib->fc_period && ib->fc_period < 10 * SIM_NS) {
+    snprintf(err, errlen,
+             "infiniband: fc_period_ns must be 0 (IBA's 65,536 symbol "
+             "times) or at least 10 ns");
+    return -1;
+  }
   if (ib->cc.enabled && (!ib->cc.marking_rate || !ib->cc.ccti_timer)) {
     snprintf(err, errlen,
              "infiniband.cc: marking_rate and ccti_timer_us must be > 0");
@@ -925,6 +940,9 @@ void sim_dispatch(struct sim *s, struct sim_ev *ev) {
     break;
   case SIM_EV_PORT_FC:
     sim_port_fc_event(s, container_of(ev, struct sim_port, fc_ev));
+    break;
+  case SIM_EV_PORT_FC_TICK:
+    sim_port_fc_tick_event(s, container_of(ev, struct sim_port, fc_tick));
     break;
   case SIM_EV_PORT_FC_RX:
     sim_port_fc_rx_event(s, container_of(ev, struct sim_port, fc_rx_ev));

@@ -43,6 +43,14 @@ typedef uint64_t sim_time_t; /* picoseconds */
 #define SIM_IB_BLOCK 64
 #define SIM_IB_FC_WIRE (6 + SIM_IB_L1_LEN)
 
+/* IBA's period of flow-control packets, 65,536 symbol times, on a 4x
+ * link of rate_bps (data bits per second): a symbol time carries one
+ * byte on each of the 4 lanes, so the period is 2^21 bit times (20.97 us
+ * at 100 Gb/s). */
+static inline sim_time_t sim_ib_fc_period(uint64_t rate_bps) {
+  return (sim_time_t)((2097152.0 * 1e12) / (double)rate_bps + 0.5);
+}
+
 /* The link layer a scenario models. */
 enum sim_fabric {
   SIM_FABRIC_ROCE, /* Ethernet: shared buffers, PFC, ECN, drops */
@@ -98,8 +106,12 @@ struct sim_ib_cfg {
   struct sim_vlarb_ent high[SIM_VLARB_MAX], low[SIM_VLARB_MAX];
   uint8_t nhigh, nlow, high_limit;
   uint64_t vl_buffer;    /* input buffer per port and VL, bytes */
-  sim_time_t fc_latency; /* buffer freed to flow-control packet sent */
-  sim_time_t fc_period;  /* least time between two FC packets of a port */
+  sim_time_t fc_latency; /* buffer freed to flow-control packet due */
+  /* A port sends an FC packet for every data VL at least once per
+   * fc_period while it has traffic (IBA 7.9.4); 0: IBA's 65,536 symbol
+   * times of a 4x link at the port's rate (sim_ib_fc_period); else at
+   * least 10 ns. */
+  sim_time_t fc_period;
   bool grh;              /* every packet carries a GRH */
   uint8_t vls;           /* data VLs: 1, 2, 4 or 8; SL s uses VL s % vls */
 };
@@ -337,6 +349,7 @@ struct sim_stats {
   uint64_t rx_payload;               /* data payload arrived at NICs */
   /* InfiniBand link layer. */
   uint64_t fc_pkts;                  /* flow-control packets sent */
+  uint64_t fc_periodic;              /* of them, sent by the period alone */
   uint64_t credit_overruns;          /* packets beyond an input buffer: 0 */
   uint64_t max_vl_in[SIM_TIERS];     /* fullest input VL buffer, bytes */
   sim_time_t credit_wait[SIM_TIERS]; /* port-time queued, no credit */

@@ -21,7 +21,7 @@ enum sim_pkt_kind {
   SIM_PKT_CNP,   /* RoCEv2 congestion notification */
   SIM_PKT_PAUSE, /* PFC frame: prio, xoff in flags */
   SIM_PKT_BECN,  /* IB CC: dst tells src of a FECN on SL len */
-  SIM_PKT_FC,    /* IB flow control: credits per VL in hdr (no line time) */
+  SIM_PKT_FC,    /* IB flow control: blocks freed per VL in hdr */
 };
 
 enum sim_pkt_flags {
@@ -87,7 +87,8 @@ enum sim_ev_kind {
   SIM_EV_FLOW_END,     /* a finished flow's receiving end lets go of it */
   SIM_EV_RETRY,        /* flows waiting for a QP at a NIC try again */
   SIM_EV_COLL_CONNECT, /* a rank's connections to new peers are made */
-  SIM_EV_PORT_FC_RX,   /* InfiniBand: a port's FC packet reaches its peer */
+  SIM_EV_PORT_FC_TICK, /* InfiniBand: a port's periodic FC timer */
+  SIM_EV_PORT_FC_RX,   /* InfiniBand: credits a port waits for arrive */
   SIM_EV_NKINDS
 };
 /* A kind takes 5 bits of the key, below SIM_KEY_GLOBAL (heap.h). */
@@ -127,7 +128,9 @@ struct sim_port {
   sim_time_t delay;
   double loss;
   uint64_t rng;
-  sim_time_t busy_until;
+  /* The frames put on the wire end at busy_until; the last that is not
+   * an InfiniBand FC packet at tx_free, when the next may be chosen. */
+  sim_time_t busy_until, tx_free;
   struct sim_pkt *fly_head, *fly_tail;
   struct sim_pkt *ctl_head, *ctl_tail; /* PFC frames: sent first */
   struct sim_pktq q[SIM_NPRIO];
@@ -141,19 +144,37 @@ struct sim_port {
   bool down; /* the link is down (fail.c) */
   sim_time_t paused_since;
   /* InfiniBand: blocks of credit the peer's input buffer grants per VL;
-   * blocks freed in our input buffer not yet returned, and in use; the
-   * FC packet due (fc_ev: sent where this port is, fc_last the last
-   * sent); the FC packets on the wire toward the peer, a FIFO of their
-   * own (no line time) whose head's arrival (fc_rx_ev) runs where the
-   * peer is; since when packets wait for credit. */
+   * blocks freed in our input buffer not yet returned, and in use. FC
+   * packets go on this port's egress, before data: one is due at fc_at
+   * (SIM_NEVER: none) for the VLs with blocks freed and those in fc_vls
+   * (the periodic timer's); it goes with the port's next transmission
+   * if that starts then, else fc_ev sends it. fc_tick: the periodic
+   * timer (fc_period), running while the port had traffic (act_last)
+   * in the last period or holds blocks; fc_last: when each VL's last FC
+   * packet went (or the timer chose it). The FC packets sent, until
+   * their credits count at the peer: a FIFO by arrival (fc_head), read
+   * where the peer is, whenever the peer decides what to send; fc_rx_ev
+   * (where the peer is) wakes the peer at the next arrival while it
+   * waits for credit (cr_wait). Since when packets wait for credit. */
   uint32_t credits[SIM_NPRIO];
   uint32_t freed[SIM_NPRIO];
   uint32_t in_blocks[SIM_NPRIO];
-  struct sim_ev fc_ev, fc_rx_ev;
+  struct sim_ev fc_ev, fc_tick, fc_rx_ev;
   struct sim_pkt *fc_head, *fc_tail;
-  sim_time_t fc_last, starved_since;
-  /* VL arbitration: entry and weight left in the high [0] and low [1]
-   * tables; high bytes sent while low waited. */
+  /* The FC packet queued behind a frame on the wire, which blocks of its
+   * VLs (fc_open_vls) freed before it starts (fc_open_at) join; not to
+   * be touched from fc_open_at on (the peer may have freed it). */
+  struct sim_pkt *fc_open;
+  sim_time_t fc_open_at;
+  uint8_t fc_open_vls;
+  sim_time_t fc_at, fc_period, act_last;
+  sim_time_t fc_last[SIM_NPRIO];
+  uint8_t fc_vls, fc_news; /* VLs the timer wants; VLs with blocks freed */
+  bool cr_wait;
+  sim_time_t starved_since;
+  /* VL arbitration (switch egress and NIC alike): entry and weight left
+   * in the high [0] and low [1] tables; high bytes sent while low
+   * waited. */
   uint8_t arb_idx[2];
   int32_t arb_left[2];
   uint8_t arb_from; /* the table the packet on the wire came from */
@@ -222,6 +243,10 @@ struct sim_host_ops {
   /* Runs the timers due by now, then returns the next packet to put on the
    * wire, of a priority not in paused, or NULL. */
   struct sim_pkt *(*pull)(void *m, sim_time_t now, uint8_t paused);
+  /* Optional: runs the timers due by now, then returns the priorities
+   * (SLs) pull() may have a packet of (InfiniBand NICs arbitrate among
+   * their VLs and ask pull() for one VL's SLs at a time); NULL: any. */
+  uint8_t (*sls)(void *m, sim_time_t now);
   /* Earliest future time pull() may have something new, or SIM_NEVER. */
   sim_time_t (*next_time)(void *m);
   /* Optional: adds this NIC's transport counters (timeouts, NAKs, CNPs)
@@ -381,8 +406,12 @@ struct sim {
   uint64_t ooo;            /* resolved cfg.tp.ooo */
   bool ib;                 /* cfg.fabric is InfiniBand */
   uint8_t qmap[SIM_NPRIO]; /* queue of a packet's priority: SL to VL */
+  uint8_t vl_sls[SIM_NPRIO]; /* InfiniBand: the SLs each VL carries */
   uint32_t ib_max_blocks;  /* blocks of the largest packet */
   uint8_t arb_mask[2];     /* VLs in the high and low tables */
+  /* per table, entry and VL: the next entry (cyclically, the entry
+   * itself last) that serves the VL with weight */
+  uint8_t arb_next[2][SIM_VLARB_MAX][SIM_NPRIO];
   struct sim_sm *sm;       /* InfiniBand's subnet manager */
   uint32_t *nic_lid;       /* base LID of each NIC */
   uint32_t lmc_mask;       /* 2^lmc - 1: DLID path bits */
@@ -477,12 +506,13 @@ static inline uint32_t sim_ib_blocks(uint32_t wire) {
 
 /* net.c */
 void sim_port_fc_event(struct sim *s, struct sim_port *p);
+void sim_port_fc_tick_event(struct sim *s, struct sim_port *p);
 void sim_port_fc_rx_event(struct sim *s, struct sim_port *p);
 /* Puts data or PFC frame pkt (due at pkt->ts) in p's in-flight FIFO
  * toward its peer. */
 void sim_fly_put(struct sim *s, struct sim_port *p, struct sim_pkt *pkt);
-/* Puts FC packet f (due at f->ts) in in's FC FIFO toward its peer. */
-void sim_fc_fifo_put(struct sim *s, struct sim_port *in, struct sim_pkt *f);
+/* Puts FC packet f (due at f->ts) in p's FC FIFO toward its peer. */
+void sim_fc_fifo_put(struct sim *s, struct sim_port *p, struct sim_pkt *f);
 void sim_port_rx_event(struct sim *s, struct sim_port *p);
 void sim_port_tx_event(struct sim *s, struct sim_port *p);
 void sim_nic_event(struct sim *s, struct sim_nic *nic);

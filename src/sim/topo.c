@@ -13,10 +13,11 @@
 static void port_init(struct sim *s, struct sim_port *p, struct sim_node *n,
                       uint16_t idx, uint64_t gidx) {
   *p = (struct sim_port){
-      .node = n, .idx = idx, .fc_last = SIM_NEVER, .starved_since = SIM_NEVER};
+      .node = n, .idx = idx, .fc_at = SIM_NEVER, .starved_since = SIM_NEVER};
   sim_ev_new(&p->tx_ev, SIM_EV_PORT_TX, gidx);
   sim_ev_new(&p->rx_ev, SIM_EV_PORT_RX, gidx);
   sim_ev_new(&p->fc_ev, SIM_EV_PORT_FC, gidx);
+  sim_ev_new(&p->fc_tick, SIM_EV_PORT_FC_TICK, gidx);
   sim_ev_new(&p->fc_rx_ev, SIM_EV_PORT_FC_RX, gidx);
 }
 
@@ -47,9 +48,12 @@ static void connect(struct sim *s, struct sim_port *a, struct sim_port *b,
           (int64_t)(2 * bdp + 3 * (uint64_t)max_wire(&s->cfg) + SIM_PAUSE_WIRE);
     }
     p->pfc_limit = s->cfg.sw.xoff + (uint64_t)hr;
-    /* InfiniBand: the peer's input buffer, whole, as credits. */
+    /* InfiniBand: the peer's input buffer, whole, as credits; the period
+     * of FC packets at this link's rate. */
     for (int v = 0; s->ib && v < SIM_NPRIO; v++)
       p->credits[v] = (uint32_t)(s->cfg.ib.vl_buffer / SIM_IB_BLOCK);
+    p->fc_period = s->cfg.ib.fc_period ? s->cfg.ib.fc_period
+                                       : sim_ib_fc_period(l->rate_bps);
   }
 }
 

@@ -1,7 +1,8 @@
 /* The InfiniBand link layer of the simulator against closed forms: line
  * rate with IB framing, credit-limited throughput of a long link, zero
- * drops under incast, scenario keys checked against the fabric, and
- * determinism. */
+ * drops under incast, VL arbitration at switches and NICs, periodic
+ * flow-control packets and their line time, scenario keys checked
+ * against the fabric, and determinism. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,175 @@ static void vl_shares(struct sim_cfg *c, double share[2]) {
   CHECK((b[0] + b[1]) * 8 / 2e-3 >
         0.98 * 100e9 * 4096 / ib_wire(4096) * (c->tp.mtu == 4096 ? 1 : 0.9));
   sim_del(s);
+}
+
+/* VL arbitration at a NIC: host 0 sends two flows, to hosts 1 and 2, on
+ * SLs 0 and 1 (VLs 0 and 1). The switch sends them out of two ports, so
+ * only the NIC's own port arbitrates: their shares of its link follow
+ * its tables like a switch egress's. Returns the share of VL 0. */
+static double nic_vl_share(struct sim_cfg *c) {
+  struct sim *s = mk(c);
+  if (!s)
+    return -1;
+  for (uint32_t i = 0; i < 2; i++) {
+    sim_add_flow(s, 0, 1 + i, 1ull << 32, 0, SIM_OP_WRITE);
+    CHECK(sim_flow_set_sl(s, i, (uint8_t)i) == 0);
+  }
+  sim_run(s, 1 * SIM_MS);
+  uint64_t a0[2] = {sim_flow(s, 0)->acked, sim_flow(s, 1)->acked};
+  sim_run(s, 3 * SIM_MS);
+  double b[2];
+  for (int i = 0; i < 2; i++)
+    b[i] = (double)(sim_flow(s, (uint32_t)i)->acked - a0[i]);
+  /* together they fill the NIC's link */
+  CHECK((b[0] + b[1]) * 8 / 2e-3 > 0.98 * 100e9 * 4096 / ib_wire(4096));
+  CHECK_EQ(sim_stats(s)->credit_overruns, 0);
+  sim_del(s);
+  return b[0] / (b[0] + b[1]);
+}
+
+static void nic_vl_cfg(struct sim_cfg *c, int model) {
+  ib_switch(c, 3);
+  c->tp.model = model ? SIM_HOST_UROCE : SIM_HOST_SIMPLE;
+  c->ib.vls = 2;
+  c->tp.ctrl_prio = 1;
+}
+
+static void test_nic_vl_arbitration(void) {
+  struct sim_cfg c;
+  for (int model = 0; model < 2; model++) {
+    const char *name = model ? "uroce" : "simple";
+    /* Low table 1:3 (64 and 192 blocks: one 65-block packet, then
+     * three). */
+    nic_vl_cfg(&c, model);
+    c.ib.nlow = 2;
+    c.ib.low[0] = (struct sim_vlarb_ent){0, 64};
+    c.ib.low[1] = (struct sim_vlarb_ent){1, 192};
+    double sh = nic_vl_share(&c);
+    printf("nic vl arbitration low 64:192, %s hosts: VL0 share %.4f of the "
+           "NIC's link, weights 0.25\n",
+           name, sh);
+    CHECK(fabs(sh - 0.25) < 0.02 * 0.25);
+    /* VL 1 in the high table: without a limit it takes the link; a limit
+     * of 0 lets one low packet through after each high one; 2 (8 KiB)
+     * after every two 4124-byte high packets. */
+    static const uint8_t lims[] = {SIM_VLARB_UNLIMITED, 0, 2};
+    static const double want[] = {0, 0.5, 1.0 / 3};
+    for (int i = 0; i < 3; i++) {
+      nic_vl_cfg(&c, model);
+      c.ib.nhigh = 1;
+      c.ib.high[0] = (struct sim_vlarb_ent){1, 255};
+      c.ib.nlow = 1;
+      c.ib.low[0] = (struct sim_vlarb_ent){0, 255};
+      c.ib.high_limit = lims[i];
+      sh = nic_vl_share(&c);
+      printf("nic vl arbitration high VL1, limit %u, %s hosts: VL0 share "
+             "%.4f, expected %.4f\n",
+             lims[i], name, sh, want[i]);
+      if (i == 0)
+        CHECK(sh < 0.001);
+      else
+        CHECK(fabs(sh - want[i]) < 0.02 * want[i]);
+    }
+  }
+}
+
+/* Periodic flow control: while a link has traffic, each end sends an FC
+ * packet for every data VL that had none in the last period. One flow
+ * 0 -> 1 through a switch, an ACK per packet: at each of the 4 link ends
+ * one VL has news at every packet (data at the inputs facing the
+ * sender, ACKs at those facing it back), the other 7 of 8 only the
+ * period's. Over an interval: 4 x 7 x interval / period of them. */
+static void test_fc_periodic(void) {
+  struct sim_cfg c;
+  ib_switch(&c, 2);
+  c.tp.model = SIM_HOST_SIMPLE;
+  c.tp.ack_every = 1;
+  c.ib.fc_period = 2 * SIM_US;
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  sim_add_flow(s, 0, 1, 1ull << 32, 0, SIM_OP_WRITE);
+  sim_run(s, 1 * SIM_MS);
+  uint64_t p0 = sim_stats(s)->fc_periodic;
+  sim_run(s, 3 * SIM_MS);
+  uint64_t n = sim_stats(s)->fc_periodic - p0;
+  double want = 4.0 * 7 * (2 * SIM_MS) / (double)c.ib.fc_period;
+  printf("periodic FC packets over 2 ms, period 2 us: %llu, closed form "
+         "%.0f\n",
+         (unsigned long long)n, want);
+  CHECK(fabs((double)n - want) <= 4 * 7);
+  sim_del(s);
+  /* The default period: 65,536 symbol times of a 4x link, 2^21 bit times:
+   * 20.97 us at 100 Gb/s. */
+  CHECK_EQ(sim_ib_fc_period(100 * GBPS), 20971520);
+  CHECK_EQ(sim_ib_fc_period(200 * GBPS), 10485760);
+}
+
+/* FC packets take line time from data: with a period of 100 ns and 8 VLs,
+ * 8 x 8 bytes every 100 ns on each direction of every link is 5.12% of
+ * 100 Gb/s, and a long flow's goodput drops by that share (256-byte MTU,
+ * so that a frame is a fraction of the period; an ACK every 128 packets,
+ * so that news on the ACKs' VL is rare). */
+static double fc_goodput(sim_time_t period, uint64_t *periodic) {
+  struct sim_cfg c;
+  ib_switch(&c, 2);
+  c.tp.model = SIM_HOST_SIMPLE;
+  c.tp.mtu = 256;
+  c.tp.window = 1024;
+  c.tp.ack_every = 128;
+  c.ib.fc_period = period;
+  struct sim *s = mk(&c);
+  if (!s)
+    return 0;
+  sim_add_flow(s, 0, 1, 1ull << 32, 0, SIM_OP_WRITE);
+  /* payload placed at the receiver: ACKs of 128 packets would blur it */
+  sim_run(s, 1 * SIM_MS);
+  uint64_t r0 = sim_flow(s, 0)->rx_bytes;
+  sim_run(s, 3 * SIM_MS);
+  double g = (double)(sim_flow(s, 0)->rx_bytes - r0) * 8 / 2e-3 / 1e9;
+  *periodic = sim_stats(s)->fc_periodic;
+  CHECK_EQ(sim_stats(s)->credit_overruns, 0);
+  sim_del(s);
+  return g;
+}
+
+static void test_fc_line_time(void) {
+  uint64_t p0, p1;
+  double g0 = fc_goodput(1000 * SIM_MS, &p0),
+         g1 = fc_goodput(100 * SIM_NS, &p1);
+  double line = 100 * 256 / ib_wire(256);
+  double drop = 1 - g1 / g0, want = 8.0 * SIM_IB_FC_WIRE * 8 / (100e-9 * 100e9);
+  printf("FC line time: goodput %.3f Gb/s with a 100 ns period (%llu "
+         "periodic FC packets), %.3f without (line %.3f): drop %.4f, closed "
+         "form (FC bytes / period / rate) %.4f\n",
+         g1, (unsigned long long)p1, g0, line, drop, want);
+  CHECK(fabs(g0 - line) < 0.001 * line);
+  CHECK(fabs(drop - want) < 0.02 * want);
+  CHECK_EQ(p0, 0);
+}
+
+/* The periodic timer stops on an idle link: a second flow 50 ms after
+ * the first costs as many events as one 5 ms after it, and the run
+ * ends. */
+static void test_fc_idle_stops(void) {
+  uint64_t ev[2];
+  for (int i = 0; i < 2; i++) {
+    struct sim_cfg c;
+    ib_switch(&c, 2);
+    struct sim *s = mk(&c);
+    if (!s)
+      return;
+    sim_add_flow(s, 0, 1, 1 << 20, 0, SIM_OP_WRITE);
+    sim_add_flow(s, 1, 0, 1 << 20, (i ? 50 : 5) * SIM_MS, SIM_OP_WRITE);
+    CHECK(sim_run(s, SIM_NEVER) == 1);
+    ev[i] = sim_stats(s)->events;
+    sim_del(s);
+  }
+  printf("idle links: %llu events with 5 ms between two flows, %llu with "
+         "50 ms\n",
+         (unsigned long long)ev[0], (unsigned long long)ev[1]);
+  CHECK(ev[1] <= ev[0] + 16);
 }
 
 /* Virtual lanes against head-of-line blocking: host 0 sends flow A into
@@ -366,6 +536,12 @@ static void test_scenario_keys(void) {
   c.ib.vl_buffer = 4096;
   s = sim_new(&c, e2, sizeof e2);
   CHECK(s == NULL && strstr(e2, "vl_buffer"));
+  sim_del(s);
+  /* So is an FC period too short to leave the link to data. */
+  ib_switch(&c, 2);
+  c.ib.fc_period = 5 * SIM_NS;
+  s = sim_new(&c, e2, sizeof e2);
+  CHECK(s == NULL && strstr(e2, "fc_period_ns"));
   sim_del(s);
 }
 
@@ -600,6 +776,10 @@ int main(void) {
   T_RUN(test_incast);
   T_RUN(test_vl_arbitration);
   T_RUN(test_vl_hol);
+  T_RUN(test_nic_vl_arbitration);
+  T_RUN(test_fc_periodic);
+  T_RUN(test_fc_line_time);
+  T_RUN(test_fc_idle_stops);
   T_RUN(test_sm_routes);
   T_RUN(test_lmc_paths);
   T_RUN(test_updn_failures);
