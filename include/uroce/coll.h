@@ -360,7 +360,7 @@ UROCE_EXPORT double uroce_coll_load_f64(uroce_coll_dtype dt, const void *buf,
                                         size_t i);
 UROCE_EXPORT void uroce_coll_store_f64(uroce_coll_dtype dt, void *buf, size_t i,
                                        double v);
-/* nccl-tests' bus bandwidth factor: busbw = algbw x factor (REFERENCE.md):
+/* nccl-tests' bus bandwidth factor: busbw = algbw x factor (docs/coll.md):
  * allreduce 2(n-1)/n; reduce-scatter, allgather, all-to-all (n-1)/n;
  * broadcast and reduce 1. */
 UROCE_EXPORT double uroce_coll_busbw_factor(uroce_coll_kind kind, int n);

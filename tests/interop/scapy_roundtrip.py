@@ -12,8 +12,8 @@ and compares every reported field with what was built. A subset is also
 written with the other link types the dump reads (pcapng, raw IP, IPv4,
 IPv6, Linux SLL and SLL2) and checked the same way.
 
-The ICRC is computed here independently (the rules of REFERENCE.md), and the
-result is cross-checked against scapy's own ICRC on every IPv4 packet
+The ICRC is computed here independently (by the rules docs/dump.md states),
+and the result is cross-checked against scapy's own ICRC on every IPv4 packet
 (Debian's scapy 2.5.0 computes it for IPv4 only).
 
 Run with Debian's /usr/bin/python3 (it sees python3-scapy). Exit status 0
@@ -141,7 +141,7 @@ def check_names_against_scapy():
     return bad
 
 # --------------------------------------------------------------------------
-# ICRC, written from REFERENCE.md (independent of scapy's and uroce's).
+# ICRC, written from the rules in docs/dump.md (independent of scapy's and uroce's).
 
 
 def icrc_of_l3(l3):

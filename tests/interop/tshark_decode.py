@@ -9,7 +9,7 @@ AtomicETH, AETH, AtomicAckETH, ImmDt, IETH, the payload length and the
 ICRC bytes, and that tshark finds the IPv4 header checksum and the UDP
 checksum (IPv6) good and flags nothing as malformed. Wireshark does not
 verify the ICRC, so it is recomputed here from the pcap bytes (the rules
-of REFERENCE.md). Finally `uroce dump --json` of the same pcap must report
+docs/dump.md states). Finally `uroce dump --json` of the same pcap must report
 the same values, a good ICRC on every packet and a matching summary.
 
 Run with Debian's /usr/bin/python3. Exit status 0 when everything matches,

@@ -98,7 +98,7 @@ static void test_opcode_table(void) {
   CHECK_EQ(uroce_opcode_transport(0xC7), UROCE_TRANSPORT_RC);
   CHECK(uroce_opcode(0xC7)->mask & UROCE_OPM_HDR(UROCE_HDR_RETH));
   CHECK_EQ(uroce_opcode(0xD1)->offset[UROCE_HDR_SACKETH], 16);
-  /* Spot checks against REFERENCE.md. */
+  /* Spot checks against the InfiniBand specification's opcode table. */
   CHECK(!uroce_opcode(0x15));
   CHECK(!uroce_opcode(0x2C));
   CHECK(!uroce_opcode(0x60));
