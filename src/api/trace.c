@@ -3,7 +3,6 @@
  * address and the process, timed in CLOCK_MONOTONIC microseconds so that
  * the lines of two processes on one host merge by time. */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,15 +15,11 @@ static void trace_line(void *ctx, const struct uroce_trace_ev *ev) {
   struct uroce_device *dev = ctx;
   /* The clock now, not the engine's: a verbs call (a QP's modify) runs
    * at the time of the engine's last packet or timer. */
-  uint64_t t = mono_ns();
   char line[512];
-  int n = snprintf(line, sizeof line, "{\"t_us\": %" PRIu64 ".%03u, %s, ",
-                   t / 1000, (unsigned)(t % 1000), dev->trace_who);
-  int m = uroce_eng_trace_json(ev, line + n, sizeof line - (size_t)n - 1);
-  if (m < 0)
-    return; /* cannot happen: the longest event is far shorter */
-  line[n + m] = '}';
-  jsonl_put(dev->trace, line, (size_t)(n + m + 1));
+  int n =
+      uroce_eng_trace_line(ev, mono_ns(), dev->trace_who, line, sizeof line);
+  if (n > 0) /* (the longest event is far shorter) */
+    jsonl_put(dev->trace, line, (size_t)n);
 }
 
 /* Stops the engine's calls first, then writes out and closes. */

@@ -150,16 +150,11 @@ static void trace_line(void *ctx, const struct uroce_trace_ev *ev) {
   struct he_nic *m = ctx;
   /* The simulator's time, not the engine's: a QP's modify runs at the
    * time of the engine's last packet or timer. */
-  uint64_t t = m->s->now / SIM_NS;
-  char line[512];
-  int n = snprintf(line, sizeof line, "{\"t_us\": %llu.%03u, \"nic\": %u, ",
-                   (unsigned long long)(t / 1000), (unsigned)(t % 1000),
-                   m->nic->n.id);
-  int k = uroce_eng_trace_json(ev, line + n, sizeof line - (size_t)n - 1);
-  if (k < 0)
-    return;
-  line[n + k] = '}';
-  jsonl_put(m->s->trace, line, (size_t)(n + k + 1));
+  char who[32], line[512];
+  snprintf(who, sizeof who, "\"nic\": %u", m->nic->n.id);
+  int n = uroce_eng_trace_line(ev, m->s->now / SIM_NS, who, line, sizeof line);
+  if (n > 0)
+    jsonl_put(m->s->trace, line, (size_t)n);
 }
 
 /* Makes room for one more QP: the map starts small (an idle NIC costs a

@@ -748,19 +748,9 @@ bool rq_take(struct uroce_qp *qp) {
 static void drop(struct uroce_eng *eng, struct uroce_qp *qp,
                  const struct uroce_pkt_info *pi, enum uroce_drop why) {
   eng->stats.drops[why]++;
-  if (__builtin_expect(eng->trace != 0, 0)) {
-    struct uroce_trace_ev ev = {
-        .t_ns = eng->now,
-        .kind = UROCE_TR_DROP,
-        .a = (uint8_t)why,
-        .qpn = qp        ? qp->qpn
-               : pi->bth ? pi->dqpn
-                         : 0,
-        .qp_type = qp ? qp->type : 0,
-        .psn = pi->bth ? pi->psn : 0,
-    };
-    eng->trace(eng->trace_ctx, &ev);
-  }
+  if (__builtin_expect(eng->trace != 0, 0))
+    eng_trace_ev(eng, qp, pi->bth ? pi->dqpn : 0, UROCE_TR_DROP,
+                 pi->bth ? pi->psn : 0, (uint8_t)why, 0);
 }
 
 static uint8_t qp_transport(const struct uroce_qp *qp) {

@@ -204,6 +204,11 @@ void uroce_eng_set_trace(struct uroce_eng *eng, uroce_trace_fn fn, void *ctx);
  * "qpn": 1234, ...; names, not numbers) into buf; returns the length, or
  * -1 if n was too small. The time is left to the caller. */
 int uroce_eng_trace_json(const struct uroce_trace_ev *ev, char *buf, size_t n);
+/* The whole line: {"t_us": t_ns in us, who (JSON members naming the
+ * writer, e.g. "nic": 3), then uroce_eng_trace_json's members}. Returns
+ * its length (no newline), or -1 if n was too small. */
+int uroce_eng_trace_line(const struct uroce_trace_ev *ev, uint64_t t_ns,
+                         const char *who, char *buf, size_t n);
 /* The name of an event kind ("qp_state", ...), "?" if out of range. */
 const char *uroce_eng_trace_kind_name(int kind);
 

@@ -445,14 +445,15 @@ struct uroce_eng {
 
 /* ---- trace.c ---- */
 /* Every event goes through these two, called only while eng->trace is
- * set (qp may be NULL for a packet that named no QP). */
+ * set (qp NULL: a packet that named no QP of ours, qpn the one it named). */
 void eng_trace_ev(struct uroce_eng *eng, const struct uroce_qp *qp,
-                  uint8_t kind, uint32_t psn, uint8_t a, uint8_t b);
+                  uint32_t qpn, uint8_t kind, uint32_t psn, uint8_t a,
+                  uint8_t b);
 void eng_trace_cc(struct uroce_qp *qp, uint64_t now, uint8_t cause);
 static inline void qp_trace(struct uroce_qp *qp, uint8_t kind, uint32_t psn,
                             uint8_t a, uint8_t b) {
   if (__builtin_expect(qp->eng->trace != 0, 0))
-    eng_trace_ev(qp->eng, qp, kind, psn, a, b);
+    eng_trace_ev(qp->eng, qp, 0, kind, psn, a, b);
 }
 /* After a congestion-control hook: an event if its decision moved. */
 static inline void qp_trace_cc(struct uroce_qp *qp, uint64_t now,

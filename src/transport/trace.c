@@ -111,16 +111,31 @@ int uroce_eng_trace_json(const struct uroce_trace_ev *ev, char *buf, size_t n) {
   return k + m;
 }
 
+int uroce_eng_trace_line(const struct uroce_trace_ev *ev, uint64_t t_ns,
+                         const char *who, char *buf, size_t n) {
+  int k = snprintf(buf, n, "{\"t_us\": %" PRIu64 ".%03u, %s, ", t_ns / 1000,
+                   (unsigned)(t_ns % 1000), who);
+  if (k < 0 || (size_t)k >= n)
+    return -1;
+  int m = uroce_eng_trace_json(ev, buf + k, n - (size_t)k - 1);
+  if (m < 0)
+    return -1;
+  buf[k + m] = '}';
+  buf[k + m + 1] = 0;
+  return k + m + 1;
+}
+
 void uroce_eng_set_trace(struct uroce_eng *eng, uroce_trace_fn fn, void *ctx) {
   eng->trace = fn;
   eng->trace_ctx = ctx;
 }
 
 void eng_trace_ev(struct uroce_eng *eng, const struct uroce_qp *qp,
-                  uint8_t kind, uint32_t psn, uint8_t a, uint8_t b) {
+                  uint32_t qpn, uint8_t kind, uint32_t psn, uint8_t a,
+                  uint8_t b) {
   struct uroce_trace_ev ev = {
       .t_ns = eng->now,
-      .qpn = qp ? qp->qpn : 0,
+      .qpn = qp ? qp->qpn : qpn,
       .qp_type = qp ? qp->type : 0,
       .psn = psn,
       .kind = kind,

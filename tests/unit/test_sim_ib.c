@@ -158,6 +158,15 @@ static void test_incast(void) {
   incast(15, true, SIM_ROUTE_ADAPTIVE);
 }
 
+/* Runs s to 1 ms and on to 3 ms: b[i] is what flow i had acked between. */
+static void acked_1_to_3ms(struct sim *s, double b[2]) {
+  sim_run(s, 1 * SIM_MS);
+  uint64_t a0[2] = {sim_flow(s, 0)->acked, sim_flow(s, 1)->acked};
+  sim_run(s, 3 * SIM_MS);
+  for (int i = 0; i < 2; i++)
+    b[i] = (double)(sim_flow(s, (uint32_t)i)->acked - a0[i]);
+}
+
 /* Two senders on SLs 0 and 1 (VLs 0 and 1) into one port: the egress
  * serves them by the arbitration tables. Returns the bytes of each flow
  * acked between 1 and 3 ms. */
@@ -169,12 +178,8 @@ static void vl_shares(struct sim_cfg *c, double share[2]) {
     sim_add_flow(s, i, 2, 1ull << 30, 0, SIM_OP_WRITE);
     CHECK(sim_flow_set_sl(s, i, (uint8_t)i) == 0);
   }
-  sim_run(s, 1 * SIM_MS);
-  uint64_t a0[2] = {sim_flow(s, 0)->acked, sim_flow(s, 1)->acked};
-  sim_run(s, 3 * SIM_MS);
   double b[2];
-  for (int i = 0; i < 2; i++)
-    b[i] = (double)(sim_flow(s, (uint32_t)i)->acked - a0[i]);
+  acked_1_to_3ms(s, b);
   share[0] = b[0] / (b[0] + b[1]);
   share[1] = b[1] / (b[0] + b[1]);
   CHECK(sim_stats(s)->vl_tx_bytes[0] > 0 && sim_stats(s)->vl_tx_bytes[1] > 0);
@@ -195,12 +200,8 @@ static double nic_vl_share(struct sim_cfg *c) {
     sim_add_flow(s, 0, 1 + i, 1ull << 32, 0, SIM_OP_WRITE);
     CHECK(sim_flow_set_sl(s, i, (uint8_t)i) == 0);
   }
-  sim_run(s, 1 * SIM_MS);
-  uint64_t a0[2] = {sim_flow(s, 0)->acked, sim_flow(s, 1)->acked};
-  sim_run(s, 3 * SIM_MS);
   double b[2];
-  for (int i = 0; i < 2; i++)
-    b[i] = (double)(sim_flow(s, (uint32_t)i)->acked - a0[i]);
+  acked_1_to_3ms(s, b);
   /* together they fill the NIC's link */
   CHECK((b[0] + b[1]) * 8 / 2e-3 > 0.98 * 100e9 * 4096 / ib_wire(4096));
   CHECK_EQ(sim_stats(s)->credit_overruns, 0);
