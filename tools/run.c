@@ -53,6 +53,11 @@ static void usage(FILE *out) {
           "  --rx-drop P  testing: drop this share (0 <= P < 1) of the "
           "received\n"
           "               packets (UROCE_RX_DROP)\n"
+          "  --rx-drop-only KIND  testing: drop only 'requests' (SEND, "
+          "WRITE, READ\n"
+          "               and atomic requests) or only 'responses' (ACKs, "
+          "NAKs,\n"
+          "               READ data); default 'any' (UROCE_RX_DROP_ONLY)\n"
           "  --stats      print the device's counters to stderr when the "
           "program\n"
           "               closes it (UROCE_STATS=1)\n"
@@ -122,7 +127,7 @@ static int env_join(const char *name, const char *a, const char *b) {
 }
 int cmd_run(int argc, char **argv) {
   const char *addr = "127.0.0.1", *ns = NULL, *port = NULL, *pcap = NULL;
-  const char *dev = NULL, *rx_drop = NULL, *trace = NULL;
+  const char *dev = NULL, *rx_drop = NULL, *drop_only = NULL, *trace = NULL;
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
@@ -150,7 +155,8 @@ int cmd_run(int argc, char **argv) {
                        : !strcmp(a, "--trace")    ? &trace
                        : !strcmp(a, "--dev")      ? &dev
                        : !strcmp(a, "--rx-drop")  ? &rx_drop
-                                                  : NULL;
+                       : !strcmp(a, "--rx-drop-only") ? &drop_only
+                                                      : NULL;
     if (opt) {
       if (i + 1 >= argc) {
         fprintf(stderr, "uroce run: %s needs a value\n", a);
@@ -181,6 +187,16 @@ int cmd_run(int argc, char **argv) {
     return 2;
   if (rx_drop && drop_v >= 1) {
     fprintf(stderr, "uroce run: --rx-drop '%s': must be below 1\n", rx_drop);
+    return 2;
+  }
+  if (drop_only && strcmp(drop_only, "any") && strcmp(drop_only, "requests") &&
+      strcmp(drop_only, "responses")) {
+    fprintf(stderr, "uroce run: --rx-drop-only '%s': expected any, requests "
+                    "or responses\n", drop_only);
+    return 2;
+  }
+  if (drop_only && !rx_drop) {
+    fprintf(stderr, "uroce run: --rx-drop-only needs --rx-drop P\n");
     return 2;
   }
   if (pcap && arg_out_file("run", "--pcap", pcap) < 0)
@@ -218,6 +234,8 @@ int cmd_run(int argc, char **argv) {
     setenv("UROCE_DEV_NAME", dev, 1);
   if (rx_drop)
     setenv("UROCE_RX_DROP", rx_drop, 1);
+  if (drop_only)
+    setenv("UROCE_RX_DROP_ONLY", drop_only, 1);
   if (trace) {
     /* absolute: the program may change directory before it opens */
     char abs[PATH_MAX + 2];

@@ -168,6 +168,15 @@ static int udev_get(struct uroce_device **out) {
     a.cc = getenv("UROCE_CC");
     /* testing: drop this share (0 <= P < 1) of the received packets */
     a.rx_drop = atof(env_or("UROCE_RX_DROP", "0"));
+    /* ... of them only requests or only responses (acks, READ data) */
+    const char *only = env_or("UROCE_RX_DROP_ONLY", "");
+    a.rx_drop_only = !strcmp(only, "requests")    ? UROCE_RX_DROP_REQUESTS
+                     : !strcmp(only, "responses") ? UROCE_RX_DROP_RESPONSES
+                     : !*only || !strcmp(only, "any") ? UROCE_RX_DROP_ANY
+                                                      : -1;
+    if (a.rx_drop_only < 0)
+      fprintf(stderr, "uroce: UROCE_RX_DROP_ONLY '%s': expected any, "
+                      "requests or responses\n", only);
     a.progress = UROCE_PROGRESS_THREAD;
     /* 1: send payload straight from registered memory; 0: stage each
      * send in one buffer; unset: the device's choice */

@@ -37,6 +37,15 @@ enum uroce_progress {
   UROCE_PROGRESS_INLINE = 1,
 };
 
+/* Which received packets uroce_device_attr.rx_drop may take. */
+enum uroce_rx_drop_only {
+  UROCE_RX_DROP_ANY = 0,       /* every RoCEv2 packet */
+  UROCE_RX_DROP_REQUESTS = 1,  /* what requesters send: SEND, WRITE, READ
+                                  and atomic requests */
+  UROCE_RX_DROP_RESPONSES = 2, /* what responders send: ACKs, NAKs, READ
+                                  responses, atomic ACKs */
+};
+
 struct uroce_device_attr {
   const char *addr;     /* local IPv4 or IPv6 address (required) */
   uint16_t port;        /* UDP port; 0 = 4791 (peers must use the same) */
@@ -58,6 +67,8 @@ struct uroce_device_attr {
                            computing the ICRCs in the same pass; 0 =
                            default: copy where the CPU does that in one
                            pass (AVX-512 VPCLMULQDQ), else gather */
+  int rx_drop_only;     /* testing: enum uroce_rx_drop_only, the packets
+                           rx_drop may take (default: any) */
 };
 
 struct uroce_device_stats {

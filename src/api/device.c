@@ -25,6 +25,7 @@
 #include "wire/frame.h"
 #include "transport/cc_dcqcn.h"
 #include "wire/hdr.h"
+#include "wire/opcode.h"
 
 #define RX_MAX UROCE_DEV_RX_MAX
 #define TX_MAX UROCE_DEV_TX_MAX
@@ -140,6 +141,17 @@ static void capture(struct uroce_device *dev, const uint8_t src[16],
                    (size_t)(bth - dev->frame) + len - (size_t)start);
 }
 
+/* Whether the receive-drop impairment may take this packet: any, or only
+ * requests or responses (its BTH opcode's meaning; a packet too short to
+ * say, or a CNP, is never one of them). */
+static bool may_drop(const struct uroce_device *dev,
+                     const struct uroce_udp_rx *r) {
+  if (!dev->rx_drop_mask)
+    return true;
+  const struct uroce_opcode_info *oi = r->len ? uroce_opcode(r->data[0]) : 0;
+  return oi && (oi->mask & dev->rx_drop_mask);
+}
+
 /* Receives and feeds what is waiting. Lock held. */
 static int do_rx(struct uroce_device *dev, uint64_t now) {
   int n = uroce_udp_recv(&dev->sock, dev->rx, RX_MAX);
@@ -149,7 +161,8 @@ static int do_rx(struct uroce_device *dev, uint64_t now) {
     dev->rx_first = dev->sock.rx_stamp;
   for (int i = 0; i < n; i++) {
     struct uroce_udp_rx *r = &dev->rx[i];
-    if (dev->rx_drop > 0 && splitmix64_01(&dev->rng) < dev->rx_drop) {
+    if (dev->rx_drop > 0 && may_drop(dev, r) &&
+        splitmix64_01(&dev->rng) < dev->rx_drop) {
       dev->rx_dropped_impair++;
       continue;
     }
@@ -687,6 +700,9 @@ int uroce_device_open(struct uroce_device **out,
     return UROCE_ERR_INVALID_ARGUMENT;
   if (attr->rx_drop < 0 || attr->rx_drop >= 1)
     return UROCE_ERR_INVALID_ARGUMENT;
+  if (attr->rx_drop_only < UROCE_RX_DROP_ANY ||
+      attr->rx_drop_only > UROCE_RX_DROP_RESPONSES)
+    return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_device *dev = calloc(1, sizeof(*dev));
   if (!dev)
     return -ENOMEM;
@@ -714,6 +730,10 @@ int uroce_device_open(struct uroce_device **out,
   atomic_store(&dev->spin.ns, dev->busy_ns);
   atomic_store(&dev->app_spin.ns, dev->busy_ns);
   dev->rx_drop = attr->rx_drop;
+  dev->rx_drop_mask = attr->rx_drop_only == UROCE_RX_DROP_REQUESTS ? UROCE_OPM_REQ
+                      : attr->rx_drop_only == UROCE_RX_DROP_RESPONSES
+                          ? UROCE_OPM_RESP
+                          : 0;
   dev->rng = attr->seed;
   if (!dev->rng &&
       getrandom(&dev->rng, sizeof(dev->rng), 0) != sizeof(dev->rng))

@@ -101,6 +101,7 @@ struct uroce_device {
   struct jsonl *trace; /* the engine's events (trace.c); lock */
   char trace_who[96];  /* "dev": ..., "pid": ... of each line */
   double rx_drop;
+  uint32_t rx_drop_mask; /* UROCE_OPM_* a packet needs to be dropped; 0 any */
   uint64_t rng;
   uint64_t rx_bad_icrc, rx_malformed, rx_dropped_impair;
   _Atomic uint64_t wakeups, doorbells; /* bumped outside the lock */

@@ -132,6 +132,10 @@ def bad_values(uroce):
     r(uroce, ["run", "--udp-port", "0", "--", "true"], "--udp-port '0'")
     r(uroce, ["run", "--rx-drop", "nan", "--", "true"], "--rx-drop 'nan'")
     r(uroce, ["run", "--rx-drop", "1", "--", "true"], "--rx-drop '1'")
+    r(uroce, ["run", "--rx-drop", "0.1", "--rx-drop-only", "acks", "--",
+              "true"], "--rx-drop-only 'acks'")
+    r(uroce, ["run", "--rx-drop-only", "requests", "--", "true"],
+      "--rx-drop-only needs --rx-drop")
     r(uroce, ["run", "--pcap", "/nonexistent/dir/x.pcap", "--", "true"],
       "--pcap '/nonexistent/dir/x.pcap'")
     r(uroce, ["run", "--bogus", "--", "true"], "'--bogus'")

@@ -361,6 +361,51 @@ def stats_case(uroce, port):
                                                     oc[-1500:]))
 
 
+def drop_only_case(uroce, port):
+    """--rx-drop-only sorts what it drops by the BTH opcode. In ib_read_bw
+    the server receives only requests (200 READ requests) and the client
+    only responses (4 READ response packets each): the server dropping
+    only responses and the client only requests drop nothing at all;
+    swapped, both drop (chance of none at all below 1e-9) and the client
+    asks again."""
+    argv = ["ib_read_bw", "-x", "1", "-s", "16384", "-n", "200", "-p"]
+    bad, figs = None, []
+    for srv_kind, cli_kind, want in (("responses", "requests", False),
+                                     ("requests", "responses", True)):
+        port += 1
+        srv = Side("127.0.0.2", opts=["--stats", "--rx-drop", "0.1",
+                                      "--rx-drop-only", srv_kind])
+        cli = Side("127.0.0.3", opts=["--stats", "--rx-drop", "0.1",
+                                      "--rx-drop-only", cli_kind])
+        rs, rc, os_, oc = run_pair(uroce, srv, cli, argv + [str(port)],
+                                   argv + [str(port), "127.0.0.2"], port)
+        st = {}
+        for out in (os_, oc):
+            for m in STATS.finditer(out):
+                st[m.group(1)] = {k: int(v) for k, v in
+                                  (kv.split("=") for kv in
+                                   m.group(2).split())}
+        s, c = st.get("127.0.0.2"), st.get("127.0.0.3")
+        if rs != 0 or rc != 0 or not s or not c:
+            bad = "server %s, client %s: rc %d/%d\n%s\n%s" % (
+                srv_kind, cli_kind, rs, rc, os_[-800:], oc[-800:])
+            break
+        drops = (s["rx_dropped_impair"], c["rx_dropped_impair"])
+        figs.append("server %s/client %s dropped %d/%d, %d retransmits" % (
+            srv_kind, cli_kind, drops[0], drops[1], c["retransmits"]))
+        if want and (0 in drops or c["retransmits"] == 0):
+            bad = "expected drops on both sides: " + figs[-1]
+        # (not "no retransmits": a multipath probe may resend a READ
+        # request when the responder is late on a busy machine)
+        elif not want and drops != (0, 0):
+            bad = "expected no drop at all: " + figs[-1]
+        if bad:
+            break
+    report("lo: ib_read_bw, --rx-drop-only requests/responses",
+           bad is None, bad or "; ".join(figs))
+    return port
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--uroce", required=True, help="the uroce program")
@@ -388,6 +433,7 @@ def main():
     if not a.only or re.search(a.only, "stats"):
         port += 1
         stats_case(a.uroce, port)
+        port = drop_only_case(a.uroce, port)
 
     if not a.no_netns:
         if os.geteuid() != 0:
