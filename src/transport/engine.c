@@ -302,6 +302,31 @@ void eng_sched(struct uroce_eng *eng, struct uroce_qp *qp) {
   }
 }
 
+/* Grants turns to the waiting QPs, oldest first, while the bound has room
+ * for each one's turn: what it asked for, and at least a burst (tx_burst
+ * packets), so that a woken QP sends a burst against one acknowledgement
+ * rather than a packet. The grant is reserved until the QP sends it or its
+ * turn ends. One that would not fit waits for the bound to empty when it
+ * is bigger than the bound (a large READ's responses), else for room; the
+ * QPs behind it wait too (eng_room), so it does not starve. */
+void eng_grant(struct uroce_eng *eng) {
+  while (!ulist_empty(&eng->blocked)) {
+    struct uroce_qp *w =
+        ULIST_ENTRY(eng->blocked.next, struct uroce_qp, blocked);
+    uint64_t g = (uint64_t)eng->cfg.tx_burst * w->mtu, used;
+    if (w->want > g)
+      g = w->want;
+    used = eng->inflight + eng->reserved;
+    if (used && used + g > eng->cfg.max_inflight)
+      break;
+    ulist_del(&w->blocked);
+    w->in_blocked = false;
+    w->turn += g;
+    eng->reserved += g;
+    eng_sched(eng, w);
+  }
+}
+
 void eng_charge(struct uroce_eng *eng, struct uroce_qp *qp) {
   uint64_t c = 0;
   if (qp->type == UROCE_QPT_RC && qp_can_send(qp))
@@ -310,27 +335,41 @@ void eng_charge(struct uroce_eng *eng, struct uroce_qp *qp) {
         qp->mtu;
   eng->inflight = eng->inflight - qp->charged + c;
   qp->charged = c;
-  /* Room again: the waiting QPs get their turn, oldest first. */
-  while (!ulist_empty(&eng->blocked) && eng->inflight < eng->cfg.max_inflight) {
-    struct uroce_qp *w =
-        ULIST_ENTRY(eng->blocked.next, struct uroce_qp, blocked);
-    ulist_del(&w->blocked);
-    w->in_blocked = false;
-    eng_sched(eng, w);
-    if (eng->inflight + w->mtu < eng->cfg.max_inflight)
-      continue;
-    break;
-  }
+  if (!qp_can_send(qp))
+    eng_turn_end(eng, qp); /* (a QP in error keeps no grant) */
+  eng_grant(eng);
+}
+
+void eng_turn_end(struct uroce_eng *eng, struct uroce_qp *qp) {
+  if (!qp->turn)
+    return;
+  eng->reserved -= qp->turn;
+  qp->turn = 0;
+  eng_grant(eng);
 }
 
 bool eng_room(struct uroce_eng *eng, struct uroce_qp *qp, uint64_t n) {
-  if (!qp->charged || eng->inflight + n <= eng->cfg.max_inflight)
+  if (qp->turn >= n) { /* its grant */
+    qp->turn -= n;
+    eng->reserved -= n;
+    return true;
+  }
+  if (qp->turn) { /* too little left of it: back to the common pool */
+    eng->reserved -= qp->turn;
+    qp->turn = 0;
+  }
+  uint64_t used = eng->inflight + eng->reserved;
+  /* Room, and nobody waiting for it first; or nothing in flight at all
+   * (nothing would wake it). */
+  if (!used || (!qp->in_blocked && ulist_empty(&eng->blocked) &&
+                used + n <= eng->cfg.max_inflight))
     return true;
   if (!qp->in_blocked) {
     ulist_add_tail(&eng->blocked, &qp->blocked);
     qp->in_blocked = true;
     eng->stats.inflight_waits++;
   }
+  qp->want = n;
   return false;
 }
 
@@ -934,6 +973,7 @@ int uroce_eng_write_pkt_if(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
         qp->in_sched = true;
       } else {
         qp->burst = 0;
+        eng_turn_end(eng, qp);
       }
       eng_sched(eng, qp);
       eng->stats.tx_pkts++;
@@ -941,6 +981,7 @@ int uroce_eng_write_pkt_if(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
       return 1;
     }
     qp->burst = 0;
+    eng_turn_end(eng, qp);
   }
   return 0;
 }

@@ -140,6 +140,9 @@ int uroce_eng_qp_del(struct uroce_qp *qp) {
   if (qp->in_blocked)
     ulist_del(&qp->blocked);
   eng->inflight -= qp->charged;
+  eng->reserved -= qp->turn;
+  qp->charged = qp->turn = 0;
+  eng_grant(eng); /* what it held may let others go */
   ulist_del(&qp->link);
   eng_qp_detach(eng, qp);
   qp->pd->refs--;

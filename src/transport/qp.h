@@ -371,6 +371,8 @@ struct uroce_qp {
   uint32_t tq_idx;
   uint64_t exp_key, seqno;
   uint64_t charged; /* bytes of eng->inflight that are this QP's */
+  uint64_t turn;    /* bytes of eng->reserved granted to it (eng_charge) */
+  uint64_t want;    /* bytes it asked eng_room for when it blocked */
   uint32_t qpn;
   uint8_t type;
   uint8_t state;
@@ -426,6 +428,7 @@ struct uroce_eng {
   struct uroce_mr_table mrs;
   struct ulist pds, cqs, srqs, qps, ahs, sched, blocked;
   uint64_t inflight; /* sum of the RC QPs' charged bytes */
+  uint64_t reserved; /* sum of the turns granted to waiting QPs */
   uint64_t mp_reo;   /* the widest reorder window a QP learnt (mp.c) */
   /* QPN -> QP, open addressing with linear probing */
   struct uroce_qp **qp_hash;
@@ -491,8 +494,14 @@ static inline void eng_touch(struct uroce_eng *eng, struct uroce_qp *qp) {
  * x MTU while it can send, else 0) and wakes QPs waiting for room. */
 void eng_charge(struct uroce_eng *eng, struct uroce_qp *qp);
 /* The device's in-flight bound lets the QP send n more bytes; else it
- * waits (and is woken by eng_charge). */
+ * waits (and is woken by eng_charge, with a turn). */
 bool eng_room(struct uroce_eng *eng, struct uroce_qp *qp, uint64_t n);
+/* Grants turns to the QPs waiting for the bound, oldest first, while it
+ * has room. */
+void eng_grant(struct uroce_eng *eng);
+/* The QP's turn ends (its burst sent, or nothing more to send): what it
+ * left of its grant goes to the QPs waiting. */
+void eng_turn_end(struct uroce_eng *eng, struct uroce_qp *qp);
 /* Appends a completion; false if the CQ overran. */
 bool cq_push(struct uroce_cq *cq, const struct uroce_wc *wc);
 /* Copies payload into registered memory unless in phantom mode. */

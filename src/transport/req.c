@@ -230,20 +230,20 @@ static enum req_state req_check(struct uroce_qp *qp, uint64_t now) {
   } else if (rc && inflight >= 0 && (uint32_t)inflight >= window) {
     return REQST_WAIT_WINDOW;
   }
-  /* New PSNs only: resending adds nothing to what is in flight. */
-  if (rc && uroce_psn_cmp(r->psn, r->max_psn) >= 0 &&
-      !eng_room(qp->eng, qp,
-                      (uint64_t)req_psns(qp, w, r->psn,
-                                         w->state == WQE_POSTED ? qp_mp(qp)
-                                                                : w->mp) *
-                          qp->mtu))
-    return REQST_WAIT_WINDOW;
   if (rc && qp->eng->cc->cwnd && inflight > 0 &&
       uroce_psn_cmp(r->psn, r->max_psn) >= 0 &&
       (uint64_t)inflight * qp->mtu >= qp->eng->cc->cwnd(qp->cc_state))
     return REQST_WAIT_WINDOW;
   if (!paced(qp, now))
     return REQST_WAIT_PACE;
+  /* Last, as it takes from the QP's turn: new PSNs only (resending adds
+   * nothing to what is in flight). */
+  if (rc && uroce_psn_cmp(r->psn, r->max_psn) >= 0 &&
+      !eng_room(qp->eng, qp,
+                (uint64_t)req_psns(qp, w, r->psn,
+                                   w->state == WQE_POSTED ? qp_mp(qp) : w->mp) *
+                    qp->mtu))
+    return REQST_WAIT_WINDOW;
   return REQST_SEND;
 }
 
