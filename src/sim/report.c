@@ -422,7 +422,8 @@ static void resolved_json(FILE *f, const struct sim *s) {
             "{\"vl_buffer\": %llu, \"fc_latency_ns\": %g, \"fc_period_ns\": "
             "%g, \"grh\": %s, \"vls\": %u, \"sm\": {\"routing_engine\": "
             "\"%s\", \"lmc\": %u, \"max_wire_smps\": %u, "
-            "\"smp_processing_ns\": %g, \"route_ns\": %g}, \"cc\": "
+            "\"smp_processing_ns\": %g, \"route_ns\": %g, "
+            "\"sweep_interval_us\": %g}, \"cc\": "
             "{\"enabled\": %s, \"threshold\": %llu, \"marking_rate\": %u, "
             "\"ccti_increase\": %u, \"ccti_limit\": %u, \"ccti_timer_us\": "
             "%g, \"ird_step_ns\": %g}},\n",
@@ -431,6 +432,7 @@ static void resolved_json(FILE *f, const struct sim *s) {
             c->ib.vls, sim_sm_engine_name(c->ib.sm.engine), c->ib.sm.lmc,
             c->ib.sm.max_wire_smps, (double)c->ib.sm.smp_proc / 1e3,
             (double)c->ib.sm.route_time / 1e3,
+            (double)c->ib.sm.sweep_interval / 1e6,
             c->ib.cc.enabled ? "true" : "false",
             (unsigned long long)c->ib.cc.threshold, c->ib.cc.marking_rate,
             c->ib.cc.ccti_increase, c->ib.cc.ccti_limit,
@@ -443,11 +445,13 @@ static void resolved_json(FILE *f, const struct sim *s) {
               (double)x->at / 1e6, x->sw);
       if (x->kind == SIM_FAIL_LINK)
         fprintf(f, ", \"port\": %u", x->port);
-      fprintf(f, ", \"up_after_us\": %g}", (double)x->up_after / 1e6);
+      fprintf(f, ", \"up_after_us\": %g%s}", (double)x->up_after / 1e6,
+              x->trap_lost ? ", \"trap_lost\": true" : "");
     }
     if (c->fabric == SIM_FABRIC_IB)
-      fprintf(f, "],\n    \"recovery\": {\"trap_us\": %g},\n",
-              (double)c->recovery.trap / 1e6);
+      fprintf(f, "],\n    \"recovery\": {\"trap_us\": %g, \"traps\": %s},\n",
+              (double)c->recovery.trap / 1e6,
+              c->recovery.traps ? "true" : "false");
     else
       fprintf(f,
               "],\n    \"recovery\": {\"detection_us\": %g, "
@@ -611,6 +615,12 @@ static void fail_json(FILE *f, const struct sim *s) {
           "\"flows_retransmitting\": %llu, \"events\": [",
           (unsigned long long)sim_stats(s)->drops_link_down,
           (unsigned long long)resent);
+  /* Which sweep saw each change, where a trap may not have (InfiniBand
+   * with traps off or lost). */
+  const struct sim_cfg *c = sim_cfg(s);
+  bool by = false;
+  for (uint32_t i = 0; i < c->nfail && c->fabric == SIM_FABRIC_IB; i++)
+    by |= !c->recovery.traps || c->fail[i].trap_lost;
   for (uint32_t i = 0; i < n; i++) {
     const struct sim_fail_result *e = &r[i];
     char what[64];
@@ -623,13 +633,16 @@ static void fail_json(FILE *f, const struct sim *s) {
             "%s\n    {\"at_us\": %.3f, \"what\": \"%s\", \"state\": \"%s\", "
             "\"recovery_us\": %.3f, \"detect_us\": %.3f, \"sweep_us\": "
             "%.3f, \"compute_us\": %.3f, \"program_us\": %.3f, "
-            "\"packets_lost\": %llu, \"last_loss_us\": %.3f}",
+            "\"packets_lost\": %llu, \"last_loss_us\": %.3f",
             i ? "," : "", (double)e->at / 1e6, what, e->up ? "up" : "down",
             e->installed ? (double)(e->installed - e->at) / 1e6 : -1.0,
             (double)e->detect / 1e6, (double)e->sweep / 1e6,
             (double)e->compute / 1e6, (double)e->program / 1e6,
             (unsigned long long)e->lost_pkts,
             e->last_loss == SIM_NEVER ? -1.0 : (double)e->last_loss / 1e6);
+    if (by)
+      fprintf(f, ", \"noticed_by\": \"%s\"", sim_noticed_name(e->noticed));
+    fprintf(f, "}");
   }
   fprintf(f, "]},\n");
 }

@@ -38,6 +38,7 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->recovery.detection = 100 * SIM_US;
   c->recovery.convergence = 500 * SIM_US;
   c->recovery.trap = 10 * SIM_US;
+  c->recovery.traps = true;
   c->ib.cc.threshold = 64 << 10;
   c->ib.cc.marking_rate = 1;
   c->ib.cc.ccti_increase = 1;
@@ -48,6 +49,7 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->ib.sm.max_wire_smps = 4;
   c->ib.sm.smp_proc = 1 * SIM_US;
   c->ib.sm.route_time = 10 * SIM_NS;
+  c->ib.sm.sweep_interval = 10000 * SIM_MS; /* OpenSM's 10 s */
   c->tp.model = SIM_HOST_UROCE;
   c->tp.mtu = 4096;
   c->tp.window = 256;

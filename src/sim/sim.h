@@ -81,6 +81,10 @@ struct sim_sm_cfg {
   uint32_t max_wire_smps; /* SMPs the SM keeps outstanding */
   sim_time_t smp_proc;    /* an SMA answering one SMP */
   sim_time_t route_time;  /* computing one LFT entry */
+  /* OpenSM's sweep_interval: a periodic (light) sweep at every multiple
+   * of it from time 0 notices the changes no trap reported; 0: no
+   * periodic sweeps, OpenSM's meaning of 0. Default 10 s, OpenSM's. */
+  sim_time_t sweep_interval;
 };
 
 /* IB congestion control (IBA annex A10, simplified): a switch egress
@@ -258,15 +262,22 @@ struct sim_failure {
   uint32_t sw;
   uint16_t port;
   sim_time_t at, up_after;
+  /* InfiniBand: no trap reaches the SM for this failure's changes (down
+   * and up): lost, or the switch that would send it is the one that
+   * failed. Only a sweep (another change's, or a periodic one) sees it. */
+  bool trap_lost;
 };
 
 /* How the fabric reacts. RoCE: a link change is detected after
  * `detection`, then routing converges (ECMP groups shrink or grow) after
  * `convergence`. InfiniBand: the switch traps to the SM (`trap`), which
- * sweeps, recomputes and reprograms the LFTs (modelled times, sm.c). */
+ * sweeps, recomputes and reprograms the LFTs (modelled times, sm.c);
+ * without traps (traps false, or a failure's trap_lost) the SM's next
+ * periodic sweep (ib.sm.sweep_interval) notices the change instead. */
 struct sim_recovery_cfg {
   sim_time_t detection, convergence; /* RoCE */
   sim_time_t trap;                   /* InfiniBand */
+  bool traps;                        /* InfiniBand: switches send traps */
 };
 
 struct sim_cfg {
@@ -401,11 +412,24 @@ int sim_sm_info(const struct sim *s, struct sim_sm_info *out);
  * installed - at), how long each modelled step took, and the packets lost
  * to it (on the dead links, flushed from their queues, or routed to them
  * before the new routes), until the next change. */
+enum sim_noticed {
+  SIM_NOTICED_NOT_YET, /* no sweep has seen it (no trap, no periodic one) */
+  SIM_NOTICED_TRAP,    /* RoCE's detection, or a trap's sweep (IB) */
+  SIM_NOTICED_SWEEP,   /* a periodic sweep of the SM (IB) */
+};
+/* "none", "trap", "sweep" */
+const char *sim_noticed_name(enum sim_noticed n);
+
 struct sim_fail_result {
   const struct sim_failure *f;
   bool up; /* the change brought the link or switch back */
-  sim_time_t at, installed;
-  sim_time_t detect, sweep, compute, program; /* the modelled steps */
+  sim_time_t at;
+  sim_time_t installed; /* 0: not (yet) */
+  /* The modelled steps, installed = at + their sum: detect is the trap
+   * (or RoCE's detection), or the time until the periodic sweep that saw
+   * the change; that sweep's discovery, computation, programming. */
+  sim_time_t detect, sweep, compute, program;
+  enum sim_noticed noticed;
   uint64_t lost_pkts;
   sim_time_t last_loss; /* the last packet lost to it, SIM_NEVER: none */
 };

@@ -105,6 +105,132 @@ static void test_link_down(void) {
   link_on_path(true);
 }
 
+/* The link on flow 0's path fails at 100 us with its trap lost (a
+ * failure's trap_lost, or traps off for the fabric): the SM's periodic
+ * sweep at 250 us (interval 250) notices it, and packets are lost until
+ * exactly (250 - 100) + sweep + compute + program, within one packet
+ * time, the sweep's steps those of the trap's sweep in test_link_down;
+ * with no periodic sweeps (interval 0) it is never noticed. */
+static void lost_trap(bool per_failure, sim_time_t iv) {
+  struct sim_cfg c;
+  base(&c, true);
+  c.ib.sm.sweep_interval = iv;
+  c.recovery.traps = per_failure;
+  c.nfail = 1;
+  c.fail[0] = (struct sim_failure){.kind = SIM_FAIL_LINK,
+                                   .sw = 0,
+                                   .port = first_up(true),
+                                   .at = 100 * SIM_US,
+                                   .trap_lost = per_failure};
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  sim_add_flow(s, 0, 4, 64 << 20, 0, SIM_OP_WRITE);
+  int done = sim_run(s, iv ? 100 * SIM_MS : 2 * SIM_MS);
+  uint32_t n;
+  const struct sim_fail_result *r = sim_fail_results(s, &n);
+  CHECK_EQ(n, 1);
+  if (n != 1) {
+    sim_del(s);
+    return;
+  }
+  if (!iv) {
+    printf("ib, trap lost, no periodic sweeps: routes never change; %llu "
+           "packets lost by %.0f us, the last at %.3f us\n",
+           (unsigned long long)r->lost_pkts, (double)sim_now(s) / 1e6,
+           (double)r->last_loss / 1e6);
+    CHECK_EQ(r->installed, 0);
+    CHECK(r->noticed == SIM_NOTICED_NOT_YET);
+    CHECK(r->last_loss != SIM_NEVER && r->last_loss > 1 * SIM_MS);
+    sim_del(s);
+    return;
+  }
+  /* The trap's sweep of the same change, for its steps. */
+  struct sim_cfg ct = c;
+  ct.ib.sm.sweep_interval = 10000 * SIM_MS;
+  ct.recovery.traps = true;
+  ct.fail[0].trap_lost = false;
+  struct sim *st = mk(&ct);
+  sim_run(st, 150 * SIM_US);
+  const struct sim_fail_result *rt = sim_fail_results(st, &n);
+  CHECK_EQ(n, 1);
+  sim_time_t next = (r->at + iv - 1) / iv * iv;
+  sim_time_t model = (next - r->at) + rt->sweep + rt->compute + rt->program;
+  double pkt_ps =
+      (double)sim_data_wire_bytes(&c, 4096, false) * 8 / 100e9 * 1e12;
+  printf("ib, trap lost (%s), sweeps every %.0f us: link down at %.1f us, "
+         "routes back after %.3f us (next sweep %.3f, sweep %.3f, compute "
+         "%.3f, program %.3f; closed form %.3f); last loss %.3f us after; "
+         "%llu packets lost, flow done at %.1f us\n",
+         per_failure ? "trap_lost" : "traps off", (double)iv / 1e6,
+         (double)r->at / 1e6, (double)(r->installed - r->at) / 1e6,
+         (double)r->detect / 1e6, (double)r->sweep / 1e6,
+         (double)r->compute / 1e6, (double)r->program / 1e6,
+         (double)model / 1e6, (double)(r->last_loss - r->at) / 1e6,
+         (unsigned long long)r->lost_pkts,
+         (double)sim_flow(s, 0)->finish / 1e6);
+  CHECK(done == 1);
+  CHECK(r->noticed == SIM_NOTICED_SWEEP);
+  CHECK_EQ(r->detect, next - r->at);
+  CHECK_EQ(r->installed - r->at, model);
+  CHECK(rt->sweep > 0 && rt->program > 0);
+  CHECK(r->last_loss != SIM_NEVER && r->last_loss <= r->installed);
+  CHECK((double)(r->installed - r->last_loss) <= pkt_ps);
+  CHECK_EQ(sim_flow(s, 0)->acked, 64 << 20);
+  sim_del(st);
+  sim_del(s);
+}
+
+static void test_periodic_sweep(void) {
+  lost_trap(true, 250 * SIM_US);
+  lost_trap(false, 250 * SIM_US);
+  lost_trap(true, 75 * SIM_US); /* at 150 us, another phase */
+  lost_trap(true, 0);
+}
+
+/* A change whose trap is lost is seen by the next sweep of any kind: a
+ * trap of another change 50 us later starts one, which installs the
+ * routes for both (and no periodic sweep is left to run). */
+static void test_lost_trap_seen_by_another(void) {
+  struct sim_cfg c;
+  base(&c, true);
+  c.ib.sm.sweep_interval = 1000 * SIM_US;
+  uint16_t up = first_up(true);
+  c.nfail = 2;
+  c.fail[0] = (struct sim_failure){.kind = SIM_FAIL_LINK,
+                                   .sw = 0,
+                                   .port = up,
+                                   .at = 100 * SIM_US,
+                                   .trap_lost = true};
+  /* leaf 1's link to the same spine: every path keeps the other spine */
+  c.fail[1] = (struct sim_failure){
+      .kind = SIM_FAIL_LINK, .sw = 1, .port = up, .at = 150 * SIM_US};
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  sim_add_flow(s, 0, 4, 64 << 20, 0, SIM_OP_WRITE);
+  CHECK(sim_run(s, 100 * SIM_MS) == 1);
+  uint32_t n;
+  const struct sim_fail_result *r = sim_fail_results(s, &n);
+  CHECK_EQ(n, 2);
+  if (n == 2) {
+    printf("ib: lost trap at 100 us seen by the trap of 150 us: both "
+           "installed at %.3f us (recoveries %.3f and %.3f us)\n",
+           (double)r[0].installed / 1e6,
+           (double)(r[0].installed - r[0].at) / 1e6,
+           (double)(r[1].installed - r[1].at) / 1e6);
+    CHECK(r[0].noticed == SIM_NOTICED_TRAP && r[1].noticed == SIM_NOTICED_TRAP);
+    CHECK_EQ(r[0].installed, r[1].installed);
+    CHECK_EQ(r[0].detect, 60 * SIM_US); /* 150 + trap 10 - 100 */
+    CHECK_EQ(r[0].installed - r[0].at,
+             r[0].detect + r[0].sweep + r[0].compute + r[0].program);
+    CHECK(r[0].installed < 1000 * SIM_US);
+    CHECK(r[0].last_loss <= r[0].installed);
+  }
+  CHECK_EQ(sim_flow(s, 0)->acked, 64 << 20);
+  sim_del(s);
+}
+
 /* A spine dies and a link flaps under a permutation: every flow finishes,
  * each change gets its own recovery. */
 static void test_switch_and_flap(void) {
@@ -257,6 +383,8 @@ static void test_bad(void) {
 
 int main(void) {
   T_RUN(test_link_down);
+  T_RUN(test_periodic_sweep);
+  T_RUN(test_lost_trap_seen_by_another);
   T_RUN(test_switch_and_flap);
   T_RUN(test_host_link);
   T_RUN(test_host_link_pfc);
