@@ -366,13 +366,16 @@ int sim_fail_new(struct sim *s, char *err, size_t errlen) {
                f->port);
       return -1;
     }
+    /* A host cut off for good: its QPs and its peers' fail once their
+     * retries are spent, unless retries are unlimited. */
     if (f->kind == SIM_FAIL_LINK &&
         sw->n.ports[f->port].peer->node->kind != SIM_NODE_SWITCH &&
-        !f->up_after) {
+        !f->up_after && c->tp.retry_cnt >= 7 && c->stop_time == SIM_NEVER) {
       snprintf(err, errlen,
-               "failures[%u]: switch %u port %u is a host link: give it "
-               "up_after_us (the host would be cut off for good, and its "
-               "flows never end)",
+               "failures[%u]: switch %u port %u is a host link that never "
+               "comes back, and transport.retry_cnt 7 retries for ever: "
+               "the flows of that host would never end; give a retry_cnt "
+               "below 7, up_after_us or stop_time_us",
                i, f->sw, f->port);
       return -1;
     }

@@ -701,6 +701,7 @@ static const struct key transport_keys[] = {
     UINT("ack_every", ack_every, 1, 65536),
     UINT("paths", paths, 1, 16384),
     US("rto_us", rto),
+    UINT("retry_cnt", retry_cnt, 0, 7),
     FN_AT("out_of_order", ooo, tp_ooo),
     BOOL("ipv6", ipv6, .flags = F_ETH),
     UINT("data_priority", data_prio, 0, 7),

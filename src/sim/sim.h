@@ -176,6 +176,12 @@ struct sim_transport_cfg {
   uint32_t window;    /* unacknowledged packets per QP (power of two) */
   uint32_t ack_every; /* the responder acks every N packets and each last */
   sim_time_t rto;     /* retransmit timeout (go-back-N) */
+  /* Retries of a QP without progress (timeouts, and in the uroce model
+   * sequence NAKs) before it fails with "transport retry counter
+   * exceeded", as verbs' retry_cnt; 7: unlimited, as the engine reads
+   * it. Default 6 (NCCL's IB_RETRY_CNT is 7, which real NICs read as 7
+   * retries). */
+  uint8_t retry_cnt;
   int ooo;            /* accept out-of-order packets: 1, 0, -1 = auto */
   uint32_t paths;     /* uroce: source ports a QP sprays over (1 = off) */
   bool ipv6;
@@ -329,6 +335,12 @@ struct sim_flow {
   uint32_t id, src, dst;
   uint64_t bytes;
   sim_time_t start, finish; /* finish = SIM_NEVER until acked */
+  /* When its requester's QP failed (its work completed in error), else
+   * SIM_NEVER; status: that completion's status (enum uroce_wc_status,
+   * uroce_wc_status_str() names it), 0 while none. A failed flow never
+   * finishes. */
+  sim_time_t failed;
+  uint8_t status;
   uint64_t acked;           /* bytes acknowledged so far */
   uint64_t rx_bytes;        /* payload placed at the responder so far */
   uint64_t tx_pkts, retx_pkts;         /* data packets its requester sent */
@@ -344,6 +356,7 @@ struct sim_stats {
   double wall_s;
   sim_time_t now;
   uint64_t flows, flows_done;
+  uint64_t flows_failed; /* ended with an error completion (sim_flow.status) */
   uint64_t data_pkts, ctrl_pkts; /* sent by NICs */
   uint64_t retx_pkts, timeouts, naks, cnps;
   uint64_t drops_buffer[SIM_TIERS];   /* lossy tail drops */
@@ -378,10 +391,10 @@ void sim_del(struct sim *s);
 int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
                      sim_time_t start, enum sim_op op);
 
-/* Runs until every flow finished (and every event of that lookahead cell:
- * docs/sim.md, "Parallel simulation"), no event is left, or simulated
- * time reaches until (SIM_NEVER: no limit besides cfg->stop_time).
- * Returns 1 if every flow finished, else 0. */
+/* Runs until every flow ended, finished or failed (and every event of
+ * that lookahead cell: docs/sim.md, "Parallel simulation"), no event is
+ * left, or simulated time reaches until (SIM_NEVER: no limit besides
+ * cfg->stop_time). Returns 1 if every flow ended, else 0. */
 int sim_run(struct sim *s, sim_time_t until);
 
 /* Threads sim_run uses: cfg->threads (0: every CPU), fewer where the

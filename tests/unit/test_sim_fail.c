@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/report.h"
 #include "sim/sim.h"
 #include "t.h"
+#include "uroce/verbs.h"
 
 static struct sim *mk(struct sim_cfg *c) {
   char err[256] = "";
@@ -359,19 +361,122 @@ static void test_host_link_pfc(void) {
   }
 }
 
+/* Host 0's link goes down at 100 us and never comes back, under a flow
+ * into host 0, one out of it and two between other hosts, on both
+ * fabrics, both host models, on one thread and two. Host 0's NIC sends
+ * into its dead port, its peers into the routes toward it; no answer
+ * comes back, so each of the two flows' requesters times out retry_cnt
+ * + 1 times after its last progress (about 100 us: the ACK interval and
+ * a path either side) and fails with "transport retry counter exceeded";
+ * the other flows finish, and the run ends there, not at the limit. */
+static void host_for_good(bool ib, bool uroce, uint8_t retry_cnt,
+                          uint32_t threads) {
+  struct sim_cfg c;
+  base(&c, ib);
+  c.tp.model = uroce ? SIM_HOST_UROCE : SIM_HOST_SIMPLE;
+  c.tp.window = 256;
+  c.tp.retry_cnt = retry_cnt;
+  c.threads = threads;
+  c.nfail = 1;
+  c.fail[0] = (struct sim_failure){
+      .kind = SIM_FAIL_LINK, .sw = 0, .port = 0, .at = 100 * SIM_US};
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  uint64_t bytes = 8 << 20;
+  sim_add_flow(s, 4, 0, bytes, 0, SIM_OP_WRITE); /* into host 0 */
+  sim_add_flow(s, 0, 5, bytes, 0, SIM_OP_WRITE); /* out of host 0 */
+  sim_add_flow(s, 1, 6, bytes, 0, SIM_OP_WRITE);
+  sim_add_flow(s, 7, 2, bytes, 0, SIM_OP_READ * uroce); /* READ: uroce */
+  CHECK(sim_run(s, 200 * SIM_MS) == 1);
+  /* The engine's timeout is 4.096 us x 2^n, the first at or above. */
+  double rto = uroce ? 4.096 * 64 : 200;
+  double budget = (retry_cnt + 1) * rto, at[2];
+  for (uint32_t i = 0; i < 2; i++) {
+    const struct sim_flow *f = sim_flow(s, i);
+    at[i] = (double)f->failed / 1e6;
+    CHECK(f->failed != SIM_NEVER && f->finish == SIM_NEVER);
+    CHECK_EQ(f->status, UROCE_WC_RETRY_EXC_ERR);
+    CHECK(at[i] > 100 - 10 + budget && at[i] < 100 + 10 + budget);
+    CHECK(f->acked < bytes);
+  }
+  for (uint32_t i = 2; i < 4; i++) {
+    CHECK(sim_flow(s, i)->finish != SIM_NEVER);
+    CHECK_EQ(sim_flow(s, i)->acked, bytes);
+    CHECK(sim_flow(s, i)->failed == SIM_NEVER);
+  }
+  CHECK_EQ(sim_stats(s)->flows_failed, 2);
+  CHECK_EQ(sim_stats(s)->flows_done, 2);
+  /* The run ends with the last of them, failed or done. */
+  sim_time_t end = 0;
+  for (uint32_t i = 0; i < 4; i++) {
+    const struct sim_flow *f = sim_flow(s, i);
+    sim_time_t e = f->failed != SIM_NEVER ? f->failed : f->finish;
+    end = e > end ? e : end;
+  }
+  CHECK(sim_now(s) >= end && sim_now(s) < end + 10 * SIM_US);
+  printf("%s, %s hosts, retry_cnt %u, %u thread%s: host 0 cut off at 100 "
+         "us: its flows failed at %.3f and %.3f us (100 + %u x %.3f = "
+         "%.3f), the others done at %.1f and %.1f us; run ended at %.1f "
+         "us\n",
+         ib ? "ib" : "roce", uroce ? "uroce" : "simple", retry_cnt, threads,
+         threads > 1 ? "s" : "", at[0], at[1], retry_cnt + 1, rto, 100 + budget,
+         (double)sim_flow(s, 2)->finish / 1e6,
+         (double)sim_flow(s, 3)->finish / 1e6, (double)sim_now(s) / 1e6);
+  /* summary.json names them and says why. */
+  char dir[] = "/tmp/uroce-sim-fail-XXXXXX", path[64];
+  CHECK(mkdtemp(dir) != NULL);
+  char err[256] = "";
+  CHECK_EQ(sim_report_write(s, dir, true, err, sizeof err), 0);
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  FILE *fp = fopen(path, "r");
+  char *buf = calloc(1, 1 << 20);
+  if (fp && buf)
+    CHECK(fread(buf, 1, (1 << 20) - 1, fp) > 0);
+  if (fp)
+    fclose(fp);
+  CHECK(buf && strstr(buf, "\"failed\": 2"));
+  CHECK(buf && strstr(buf, "\"failed_flows\": [\n    {\"id\": 0, \"src\": "
+                           "4, \"dst\": 0"));
+  CHECK(buf && strstr(buf, "\"status\": \"transport retry counter "
+                           "exceeded\", \"status_code\": 12}"));
+  struct sim_summary m;
+  sim_summarize(s, &m);
+  CHECK_EQ(m.failed, 2);
+  CHECK(!strcmp(m.failed_what,
+                "0 (4->0), 1 (0->5): transport retry counter exceeded"));
+  free(buf);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK_EQ(system(cmd), 0);
+  sim_del(s);
+}
+
+static void test_host_link_for_good(void) {
+  for (int ib = 0; ib < 2; ib++)
+    for (int uroce = 0; uroce < 2; uroce++)
+      host_for_good(ib, uroce, 6, 1);
+  host_for_good(true, true, 2, 1); /* a smaller budget ends sooner */
+  host_for_good(false, false, 2, 1);
+  host_for_good(true, true, 6, 2); /* a partition each side */
+  host_for_good(false, true, 6, 2);
+}
+
 /* Failures that make no sense are refused with the reason. */
 static void test_bad(void) {
   struct sim_cfg c;
   char err[256];
   static const struct sim_failure bad[] = {
-      {.kind = SIM_FAIL_LINK, .sw = 0, .port = 0}, /* a host link, for good */
+      /* a host link, for good, with unlimited retries and no time limit */
+      {.kind = SIM_FAIL_LINK, .sw = 0, .port = 0},
       {.kind = SIM_FAIL_SWITCH, .sw = 0},          /* a leaf */
       {.kind = SIM_FAIL_LINK, .sw = 9, .port = 0}, /* no such switch */
   };
-  static const char *const why[] = {"host link: give it up_after_us", "leaf",
+  static const char *const why[] = {"retry_cnt 7 retries for ever", "leaf",
                                     "switch 9"};
   for (int i = 0; i < 3; i++) {
     base(&c, false);
+    c.tp.retry_cnt = 7;
     c.nfail = 1;
     c.fail[0] = bad[i];
     err[0] = 0;
@@ -388,6 +493,7 @@ int main(void) {
   T_RUN(test_switch_and_flap);
   T_RUN(test_host_link);
   T_RUN(test_host_link_pfc);
+  T_RUN(test_host_link_for_good);
   T_RUN(test_bad);
   return T_DONE();
 }
