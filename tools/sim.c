@@ -81,6 +81,9 @@ static void print_summary(const char *name, const struct sim_summary *m,
            (unsigned long long)m->pauses, (unsigned long long)m->ecn_marks,
            (unsigned long long)m->events, m->wall_s,
            m->wall_s > 0 ? (double)m->events / m->wall_s / 1e6 : 0);
+    if (m->failed)
+      printf("  %llu flow%s failed: %s\n", (unsigned long long)m->failed,
+             m->failed > 1 ? "s" : "", m->failed_what);
   }
   printf("  results in %s/\n", dir);
 }

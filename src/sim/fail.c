@@ -4,29 +4,38 @@
  * effect everywhere: on RoCE after a detection and a routing convergence
  * delay (ECMP groups over the shortest paths that remain), on InfiniBand
  * after a trap to the SM and its sweep, route computation (up/down or
- * minhop over the links up) and LFT programming, as sm.c models them. The
- * transport recovers the lost packets. */
+ * minhop over the links up) and LFT programming, as sm.c models them. A
+ * change whose trap is lost waits for a sweep: another change's, or the
+ * SM's next periodic one. The transport recovers the lost packets. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim/sim_int.h"
 
-enum { FE_CHANGE, FE_INSTALL };
+enum { FE_CHANGE, FE_INSTALL, FE_SWEEP };
 
 struct fail_ev {
   struct sim_ev ev;
   uint32_t idx; /* the failure */
   uint8_t what, up;
-  uint32_t res;     /* FE_INSTALL: the result it completes */
+  uint32_t covers;  /* FE_INSTALL: the results it completes, a bit each */
   uint16_t *staged; /* FE_INSTALL on InfiniBand static: the new LFTs */
 };
 
 struct sim_fail {
   struct fail_ev ev[SIM_FAIL_MAX][4]; /* down, up; their installs */
+  struct fail_ev sweep; /* the next periodic SM sweep, while one is due */
+  uint32_t unseen;      /* results no SM sweep has seen yet, a bit each */
   struct sim_fail_result res[2 * SIM_FAIL_MAX];
   uint32_t nres;
 };
+_Static_assert(2 * SIM_FAIL_MAX <= 32, "a result is a bit of a uint32_t");
+
+const char *sim_noticed_name(enum sim_noticed n) {
+  static const char *const names[] = {"none", "trap", "sweep"};
+  return (unsigned)n < 3 ? names[n] : "?";
+}
 
 /* The ports of failure f: one link, or every link of a switch. */
 static uint32_t fail_ports(struct sim *s, const struct sim_failure *f,
@@ -192,8 +201,9 @@ static int compute_nh(struct sim *s, uint64_t *nh) {
 }
 
 static void install(struct sim *s, struct fail_ev *fe) {
-  struct sim_fail_result *r = &s->fail->res[fe->res];
-  r->installed = s->now;
+  for (uint32_t i = 0; i < s->fail->nres; i++)
+    if (fe->covers >> i & 1)
+      s->fail->res[i].installed = s->now;
   if (fe->staged) {
     uint32_t nl = sim_sm_nlids(s);
     for (uint32_t i = 0; i < s->nswitches; i++)
@@ -209,6 +219,50 @@ static void install(struct sim *s, struct fail_ev *fe) {
     free(s->nh);
     s->nh = 0;
   }
+}
+
+/* An SM sweep that starts `wait` from now (a trap's way to the SM, or 0)
+ * and sees every change not seen yet: discovery over the links up, the
+ * new LFTs (or, with adaptive routing, the full programming of the
+ * start), installed by ins when programmed. */
+static void sm_sweep(struct sim *s, struct fail_ev *ins, sim_time_t wait,
+                     enum sim_noticed how) {
+  struct sim_fail *fl = s->fail;
+  sim_time_t disc, comp, prog;
+  if (s->cfg.routing == SIM_ROUTE_STATIC) {
+    uint32_t nl = sim_sm_nlids(s);
+    free(ins->staged);
+    ins->staged = malloc(sizeof(uint16_t) * nl * s->nswitches);
+    if (!ins->staged || sim_sm_recompute(s, ins->staged, &disc, &comp, &prog)) {
+      fprintf(stderr, "uroce sim: out of memory in the SM; routes stay\n");
+      free(ins->staged);
+      ins->staged = 0;
+      return;
+    }
+  } else {
+    /* Adaptive routing: the SM's sweep still reprograms the AR groups;
+     * modelled as a sweep and a full programming of the LFTs. */
+    struct sim_sm_info in;
+    sim_sm_info(s, &in);
+    disc = in.discover;
+    comp = in.compute;
+    prog = in.program;
+  }
+  sim_time_t start = s->now + wait;
+  for (uint32_t i = 0; i < fl->nres; i++) {
+    struct sim_fail_result *r = &fl->res[i];
+    if (!(fl->unseen >> i & 1))
+      continue;
+    r->detect = start - r->at;
+    r->sweep = disc;
+    r->compute = comp;
+    r->program = prog;
+    r->noticed = how;
+  }
+  ins->covers = fl->unseen;
+  fl->unseen = 0;
+  sim_ev_cancel(&fl->sweep.ev); /* nothing left for it */
+  sim_schedule(s, &ins->ev, start + disc + comp + prog);
 }
 
 static void change(struct sim *s, struct fail_ev *fe) {
@@ -240,44 +294,45 @@ static void change(struct sim *s, struct fail_ev *fe) {
       else if (fe->up)
         sim_schedule(s, &p->tx_ev, s->now);
     }
-  struct fail_ev *ins = &fl->ev[fe->idx][2 + fe->up];
-  ins->res = fl->nres - 1;
-  sim_time_t delay;
+  uint32_t ri = fl->nres - 1;
   if (!s->ib) {
     r->detect = s->cfg.recovery.detection;
     r->compute = s->cfg.recovery.convergence;
-    delay = r->detect + r->compute;
-  } else {
-    r->detect = s->cfg.recovery.trap;
-    if (s->cfg.routing == SIM_ROUTE_STATIC) {
-      uint32_t nl = sim_sm_nlids(s);
-      free(ins->staged);
-      ins->staged = malloc(sizeof(uint16_t) * nl * s->nswitches);
-      if (!ins->staged || sim_sm_recompute(s, ins->staged, &r->sweep,
-                                           &r->compute, &r->program)) {
-        fprintf(stderr, "uroce sim: out of memory in the SM; routes stay\n");
-        free(ins->staged);
-        ins->staged = 0;
-        return;
-      }
-    } else {
-      /* Adaptive routing: the SM's sweep still reprograms the AR groups;
-       * modelled as a sweep and a full programming of the LFTs. */
-      struct sim_sm_info in;
-      sim_sm_info(s, &in);
-      r->sweep = in.discover;
-      r->compute = in.compute;
-      r->program = in.program;
-    }
-    delay = r->detect + r->sweep + r->compute + r->program;
+    r->noticed = SIM_NOTICED_TRAP;
+    struct fail_ev *ins = &fl->ev[fe->idx][2 + fe->up];
+    ins->covers = 1u << ri;
+    sim_schedule(s, &ins->ev, s->now + r->detect + r->compute);
+    return;
   }
-  sim_schedule(s, &ins->ev, s->now + delay);
+  fl->unseen |= 1u << ri;
+  if (s->cfg.recovery.traps && !f->trap_lost) {
+    /* The sweep the trap starts sees every change so far. */
+    sm_sweep(s, &fl->ev[fe->idx][2 + fe->up], s->cfg.recovery.trap,
+             SIM_NOTICED_TRAP);
+    return;
+  }
+  sim_time_t iv = s->cfg.ib.sm.sweep_interval;
+  if (iv && fl->sweep.ev.at == SIM_NEVER) /* a sweep at t sees t's changes */
+    sim_schedule(s, &fl->sweep.ev, (s->now + iv - 1) / iv * iv);
+}
+
+/* The SM's periodic sweep: it sees the changes no trap reported. Its
+ * routes go in with the install event of the first of them. */
+static void periodic_sweep(struct sim *s) {
+  struct sim_fail *fl = s->fail;
+  if (!fl->unseen)
+    return;
+  uint32_t i = (uint32_t)__builtin_ctz(fl->unseen);
+  const struct sim_fail_result *r = &fl->res[i];
+  sm_sweep(s, &fl->ev[r->f - s->cfg.fail][2 + r->up], 0, SIM_NOTICED_SWEEP);
 }
 
 void sim_fail_event(struct sim *s, struct sim_ev *ev) {
   struct fail_ev *fe = container_of(ev, struct fail_ev, ev);
   if (fe->what == FE_INSTALL)
     install(s, fe);
+  else if (fe->what == FE_SWEEP)
+    periodic_sweep(s);
   else
     change(s, fe);
 }
@@ -311,14 +366,24 @@ int sim_fail_new(struct sim *s, char *err, size_t errlen) {
                f->port);
       return -1;
     }
+    /* A host cut off for good: its QPs and its peers' fail once their
+     * retries are spent, unless retries are unlimited. */
     if (f->kind == SIM_FAIL_LINK &&
         sw->n.ports[f->port].peer->node->kind != SIM_NODE_SWITCH &&
-        !f->up_after) {
+        !f->up_after && c->tp.retry_cnt >= 7 && c->stop_time == SIM_NEVER) {
       snprintf(err, errlen,
-               "failures[%u]: switch %u port %u is a host link: give it "
-               "up_after_us (the host would be cut off for good, and its "
-               "flows never end)",
+               "failures[%u]: switch %u port %u is a host link that never "
+               "comes back, and transport.retry_cnt 7 retries for ever: "
+               "the flows of that host would never end; give a retry_cnt "
+               "below 7, up_after_us or stop_time_us",
                i, f->sw, f->port);
+      return -1;
+    }
+    if (f->trap_lost && !s->ib) {
+      snprintf(err, errlen,
+               "failures[%u]: trap_lost is InfiniBand's (RoCE recovers "
+               "after detection and convergence)",
+               i);
       return -1;
     }
     if (f->kind == SIM_FAIL_SWITCH && sw->n.tier == 1) {
@@ -344,6 +409,8 @@ int sim_fail_new(struct sim *s, char *err, size_t errlen) {
       fe->what = k < 2 ? FE_CHANGE : FE_INSTALL;
       fe->up = (uint8_t)(k & 1);
     }
+  sim_ev_new(&fl->sweep.ev, SIM_EV_FAIL, (uint64_t)SIM_FAIL_MAX * 4);
+  fl->sweep.what = FE_SWEEP;
   for (uint32_t i = 0; i < c->nfail; i++) {
     sim_schedule(s, &fl->ev[i][0].ev, c->fail[i].at);
     if (c->fail[i].up_after)

@@ -226,7 +226,7 @@ static void *nic_new(struct sim *s, struct sim_nic *nic) {
       .seed = sim_seed(s->cfg.seed, 6, nic->n.id),
       .flags = UROCE_ENG_PHANTOM |
                (s->ooo ? UROCE_ENG_MULTIPATH : UROCE_ENG_STANDARD),
-      .cc = dcqcn                      ? &uroce_cc_dcqcn
+      .cc = dcqcn                    ? &uroce_cc_dcqcn
             : tp->cc == SIM_CC_SWIFT ? &uroce_cc_swift
                                      : 0,
       .cc_params = dcqcn ? &s->cfg.tp.dcqcn : 0,
@@ -337,7 +337,7 @@ static int qp_connect(struct he_nic *m, struct uroce_qp *qp, uint32_t peer_nic,
       .max_dest_rd_atomic = 16,
       .min_rnr_timer = 1,
       .timeout = m->timeout,
-      .retry_cnt = 7, /* unlimited: a simulated flow always finishes */
+      .retry_cnt = m->s->cfg.tp.retry_cnt, /* 7: unlimited */
       .rnr_retry = 7,
       .max_rd_atomic = 16};
   gid_of(m->s, peer_nic, a.ah_attr.dgid);
@@ -522,8 +522,21 @@ static void progress(struct he_flow *hf, bool snd) {
     f->rx_bytes = f->acked;
 }
 
-/* The requester's last completion: the flow is done. Its QP goes now;
- * the responder's when FLOW_END reaches the destination (flow_end). */
+/* The flow ended at its requester: its QP goes now, the responder's when
+ * FLOW_END reaches the destination (flow_end). */
+static void end_requester(struct he_flow *hf) {
+  struct he_nic *a = hf->snd;
+  struct sim_flow *f = hf->f;
+  map_del(a, uroce_qp_num(hf->sqp));
+  qp_drop(a, hf->sqp);
+  hf->sqp = 0;
+  hf->ends--;
+  a->nqp--;
+  sim_flow_end_later(a->s, f);
+  retry_waiting(a);
+}
+
+/* The requester's last completion: the flow is done. */
 static void finish(struct he_flow *hf, sim_time_t now) {
   struct he_nic *a = hf->snd;
   struct sim_flow *f = hf->f;
@@ -532,13 +545,7 @@ static void finish(struct he_flow *hf, sim_time_t now) {
   if (f->op == SIM_OP_READ)
     f->rx_bytes = f->bytes;
   sim_flow_done(a->s, f, now);
-  map_del(a, uroce_qp_num(hf->sqp));
-  qp_drop(a, hf->sqp);
-  hf->sqp = 0;
-  hf->ends--;
-  a->nqp--;
-  sim_flow_end_later(a->s, f);
-  retry_waiting(a);
+  end_requester(hf);
 }
 
 static void flow_end(void *mp, struct sim_flow *f, sim_time_t now) {
@@ -609,6 +616,7 @@ static struct he_flow *conn_make(struct sim *s, struct he_nic *a,
                            .src = na,
                            .dst = nb,
                            .finish = SIM_NEVER,
+                           .failed = SIM_NEVER,
                            .sport = (uint16_t)(0xC000 | (h >> 32 & 0x3FFF)),
                            .sl = s->cfg.tp.data_prio};
   c->f.st = &c->hf;
@@ -710,12 +718,14 @@ static void poll_cq(struct he_nic *m, sim_time_t now) {
         continue; /* a SEND arrived; the flow ends at its sender */
       struct sim_flow *f =
           wc->wr_id < s->nflows ? sim_flow_mut(s, (uint32_t)wc->wr_id) : 0;
-      if (!f || !f->st)
-        continue;
+      if (!f || !f->st || f->failed != SIM_NEVER)
+        continue; /* the rest of a failed QP's work, flushed */
       if (wc->status != UROCE_WC_SUCCESS) {
-        fprintf(stderr, "uroce sim: flow %u failed: status %u\n", f->id,
-                wc->status);
+        /* Its QP is in error (retries spent, say): the flow ends there,
+         * and summary.json says which and why. */
         m->failed++;
+        sim_flow_failed(s, f, now, (uint8_t)wc->status);
+        end_requester(f->st);
         continue;
       }
       finish(f->st, now);
@@ -769,11 +779,12 @@ static void keep_sack(struct sim_pkt *p, const struct uroce_tx_pkt *tx) {
   uint32_t words = (SIM_HDR_MAX - tx->hdr_len) / 8, off = 0;
   if (words > tx->payload_len / 8)
     words = tx->payload_len / 8;
-  uint8_t *h = p->hdr + uroce_opcode(UROCE_OP_MP_SACK)->offset[UROCE_HDR_SACKETH];
+  uint8_t *h =
+      p->hdr + uroce_opcode(UROCE_OP_MP_SACK)->offset[UROCE_HDR_SACKETH];
   h[0] = (uint8_t)words;
   for (int i = 0; i < tx->nseg && off < words * 8; i++) {
-    uint32_t n = tx->seg[i].len < words * 8 - off ? tx->seg[i].len
-                                                 : words * 8 - off;
+    uint32_t n =
+        tx->seg[i].len < words * 8 - off ? tx->seg[i].len : words * 8 - off;
     memcpy(p->hdr + tx->hdr_len + off, tx->seg[i].addr, n);
     off += n;
   }
@@ -994,7 +1005,11 @@ static uint64_t flow_bytes(struct sim *s, uint64_t bytes) {
   memset(&na, 0, sizeof(na));
   memset(&nb, 0, sizeof(nb));
   nb.n.id = 1;
-  struct sim_flow f = {.src = 0, .dst = 1, .bytes = bytes ? bytes : 1};
+  struct sim_flow f = {.src = 0,
+                       .dst = 1,
+                       .bytes = bytes ? bytes : 1,
+                       .finish = SIM_NEVER,
+                       .failed = SIM_NEVER};
   struct he_nic *a = nic_new(s, &na), *b = a ? nic_new(s, &nb) : 0;
   uint64_t used = 0;
   if (b && s->cfg.wl.kind == SIM_WL_COLLECTIVE) {

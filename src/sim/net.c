@@ -766,11 +766,35 @@ static struct sim_pkt *nic_arbitrate(struct sim *s, struct sim_nic *nic,
   return 0;
 }
 
+/* A NIC whose link is down sends as ever, and its port loses what it
+ * sends, one packet per serialisation time: the transport's timers see
+ * no answer, go back, and fail the QP when its retry count is spent.
+ * The link coming up kicks it (fail.c). */
+static void nic_poll_down(struct sim *s, struct sim_nic *nic) {
+  struct sim_port *port = &nic->port;
+  struct sim_pkt *pkt = s->host->pull(nic->model, s->now, 0);
+  if (pkt) {
+    if (pkt->kind == SIM_PKT_DATA)
+      s->st.data_pkts++;
+    else
+      s->st.ctrl_pkts++;
+    sim_fail_lost(s, pkt);
+    sim_time_t t = s->now + sim_ser_time(pkt->size, port->rate_bps);
+    sim_pkt_free(s, pkt);
+    sim_schedule(s, &nic->ev, t);
+    return;
+  }
+  sim_time_t t = s->host->next_time(nic->model);
+  if (t == SIM_NEVER)
+    sim_ev_cancel(&nic->ev);
+  else
+    sim_schedule(s, &nic->ev, t > s->now ? t : s->now);
+}
+
 static void nic_poll(struct sim *s, struct sim_nic *nic) {
   struct sim_port *port = &nic->port;
-  if (port->down) { /* its link is down: it holds everything; the link
-                     * coming up kicks it (fail.c) */
-    sim_ev_cancel(&nic->ev);
+  if (port->down) {
+    nic_poll_down(s, nic);
     return;
   }
   sim_time_t wake = SIM_NEVER;

@@ -363,7 +363,7 @@ static void *worker(void *arg) {
 static void fold_stats(struct sim_stats *to, struct sim_stats *from) {
   /* Every field but these few is a count: a new one must be added here. */
   _Static_assert(sizeof(struct sim_stats) ==
-                     8 * (21 + 9 * SIM_TIERS + SIM_NPRIO),
+                     8 * (22 + 9 * SIM_TIERS + SIM_NPRIO),
                  "fold every field of struct sim_stats");
 #define ADD(f) to->f += from->f
 #define ADDV(f)                                                                \
@@ -371,6 +371,7 @@ static void fold_stats(struct sim_stats *to, struct sim_stats *from) {
   to->f[i_] += from->f[i_]
   ADD(events);
   ADD(flows_done);
+  ADD(flows_failed);
   ADD(data_pkts);
   ADD(ctrl_pkts);
   ADD(retx_pkts);

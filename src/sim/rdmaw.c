@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "sim/sim_int.h"
+#include "uroce/verbs.h"
 #include "wire/opcode.h"
 
 enum rw_state { RW_IDLE, RW_READY, RW_PACED, RW_DONE };
@@ -34,6 +35,8 @@ struct rw_flow {
   sim_time_t rto_at, pace_at;
   uint32_t npkts, snd_nxt, snd_una, max_sent;
   uint8_t state, nak_sent;
+  uint8_t retries; /* go-backs since the last progress */
+  bool failed;     /* retries spent: the flow ended in error */
   /* responder */
   uint32_t epsn, unacked;
   struct uroce_dcqcn_np np;
@@ -106,6 +109,23 @@ static void rearm(struct rw_nic *m, struct rw_flow *rf) {
   }
   if (t < rf->tev.at)
     sim_heap_push(&m->timers, &rf->tev, t);
+}
+
+/* One go-back (a timeout or a NAK) without progress since the last:
+ * false once transport.retry_cnt of them went unanswered (7: never),
+ * and the flow has failed, as a verbs QP completes with "transport retry
+ * counter exceeded". */
+static bool use_retry(struct rw_nic *m, struct rw_flow *rf, sim_time_t now) {
+  struct sim *s = m->s;
+  uint8_t cnt = s->cfg.tp.retry_cnt;
+  if (cnt == 7 || rf->retries++ < cnt)
+    return true;
+  rf->failed = true;
+  rf->rto_at = rf->pace_at = SIM_NEVER;
+  if (rf->state != RW_READY) /* else pull() drops it from its turn */
+    rf->state = RW_DONE;
+  sim_flow_failed(s, rf->f, now, UROCE_WC_RETRY_EXC_ERR);
+  return false;
 }
 
 static inline bool can_send(const struct rw_flow *rf, uint32_t window) {
@@ -246,7 +266,7 @@ static void rx_ack(struct rw_nic *m, struct rw_flow *rf, struct sim_pkt *p,
                    sim_time_t now) {
   struct sim *s = m->s;
   const struct sim_cfg *c = &s->cfg;
-  if (rf->state == RW_DONE)
+  if (rf->state == RW_DONE || rf->failed)
     return;
   uint32_t a = p->psn;
   if (a > rf->max_sent)
@@ -255,6 +275,7 @@ static void rx_ack(struct rw_nic *m, struct rw_flow *rf, struct sim_pkt *p,
     uint64_t b =
         bytes_upto(rf, a, c->tp.mtu) - bytes_upto(rf, rf->snd_una, c->tp.mtu);
     rf->snd_una = a;
+    rf->retries = 0;
     if (rf->snd_nxt < a)
       rf->snd_nxt = a;
     sim_flow_acked(s, rf->f, b);
@@ -269,6 +290,8 @@ static void rx_ack(struct rw_nic *m, struct rw_flow *rf, struct sim_pkt *p,
     rf->rto_at = rf->snd_una < rf->snd_nxt ? now + c->tp.rto : SIM_NEVER;
   }
   if (p->kind == SIM_PKT_NAK && a < rf->snd_nxt) {
+    if (!use_retry(m, rf, now))
+      return;
     rf->snd_nxt = a; /* go back N */
     rf->rto_at = SIM_NEVER;
   }
@@ -291,7 +314,7 @@ static void deliver(void *mp, struct sim_pkt *p, sim_time_t now) {
       rx_ack(m, rf, p, now);
       break;
     case SIM_PKT_CNP:
-      if (m->cc && rf->state != RW_DONE) {
+      if (m->cc && rf->state != RW_DONE && !rf->failed) {
         m->cc->on_cnp_rx(rf->cc, ns(now));
         rearm(m, rf);
       }
@@ -303,7 +326,7 @@ static void deliver(void *mp, struct sim_pkt *p, sim_time_t now) {
 
 static void flow_timer(struct rw_nic *m, struct rw_flow *rf, sim_time_t now) {
   struct sim *s = m->s;
-  if (rf->state == RW_DONE)
+  if (rf->state == RW_DONE || rf->failed)
     return;
   if (m->cc && ps_of_ns(m->cc->next_expiry(rf->cc)) <= now)
     m->cc->handle_expiry(rf->cc, ns(now));
@@ -316,6 +339,8 @@ static void flow_timer(struct rw_nic *m, struct rw_flow *rf, sim_time_t now) {
     rf->rto_at = SIM_NEVER;
     if (rf->snd_una < rf->snd_nxt) {
       s->st.timeouts++;
+      if (!use_retry(m, rf, now))
+        return;
       rf->snd_nxt = rf->snd_una;
       if (rf->state == RW_IDLE)
         make_ready(m, rf);
@@ -398,6 +423,10 @@ static struct sim_pkt *pull(void *mp, sim_time_t now, uint8_t paused) {
     if (!m->rr_head)
       m->rr_tail = 0;
     m->rr_n[rf->f->sl]--;
+    if (rf->failed) {
+      rf->state = RW_DONE;
+      continue;
+    }
     rf->state = RW_IDLE;
     if (!can_send(rf, c->tp.window))
       continue;

@@ -44,6 +44,35 @@ static const char *coll_algo_name(int a) {
 
 static const char *routing_name(enum sim_routing r);
 
+/* What a user reads about the failed flows: the first few, "id
+ * (src->dst)", and why: "0 (0->7), 4 (4->0): transport retry counter
+ * exceeded". */
+static void failed_note(const struct sim *s, struct sim_summary *o) {
+  char *w = o->failed_what;
+  size_t cap = sizeof o->failed_what, len = 0;
+  uint64_t k = 0;
+  int status = -1;
+  bool mixed = false;
+  for (uint32_t i = 0; i < sim_nflows(s); i++) {
+    const struct sim_flow *f = sim_flow(s, i);
+    if (f->failed == SIM_NEVER)
+      continue;
+    if (k++ < 4 && len < cap)
+      len += (size_t)snprintf(w + len, cap - len, "%s%u (%u->%u)",
+                              k > 1 ? ", " : "", f->id, f->src, f->dst);
+    mixed |= status >= 0 && status != f->status;
+    if (status < 0)
+      status = f->status;
+  }
+  if (k > 4 && len < cap)
+    len += (size_t)snprintf(w + len, cap - len, " and %llu more",
+                            (unsigned long long)(k - 4));
+  if (k && len < cap)
+    snprintf(w + len, cap - len, ": %s%s",
+             uroce_wc_status_str((uint32_t)status),
+             mixed ? ", and other errors" : "");
+}
+
 void sim_summarize(const struct sim *s, struct sim_summary *o) {
   memset(o, 0, sizeof(*o));
   const struct sim_stats *st = sim_stats(s);
@@ -64,11 +93,14 @@ void sim_summarize(const struct sim *s, struct sim_summary *o) {
   size_t k = 0;
   double sum = 0, tsum = 0;
   sim_time_t last = 0;
+  uint64_t done_bytes = 0;
   for (uint32_t i = 0; i < n; i++) {
     const struct sim_flow *f = sim_flow(s, i);
     o->bytes += f->bytes;
+    o->failed += f->failed != SIM_NEVER;
     if (f->finish == SIM_NEVER || !fct || !tp)
       continue;
+    done_bytes += f->bytes;
     double us = (double)(f->finish - f->start) / 1e6;
     fct[k] = us;
     tp[k] = us > 0 ? (double)f->bytes * 8 / (us * 1e3) : 0;
@@ -92,8 +124,10 @@ void sim_summarize(const struct sim *s, struct sim_summary *o) {
     memcpy(o->tput_gbps, t5, sizeof(t5));
   }
   o->completion_us = (double)last / 1e6;
+  if (o->failed)
+    failed_note(s, o);
   o->goodput_gbps =
-      last ? (double)o->bytes * 8 / ((double)last / 1e12) / 1e9 : 0;
+      last ? (double)done_bytes * 8 / ((double)last / 1e12) / 1e9 : 0;
   for (int t = 0; t < SIM_TIERS; t++) {
     o->drops += st->drops_buffer[t] + st->drops_lossless[t];
     o->pauses += st->pause_frames[t];
@@ -422,7 +456,8 @@ static void resolved_json(FILE *f, const struct sim *s) {
             "{\"vl_buffer\": %llu, \"fc_latency_ns\": %g, \"fc_period_ns\": "
             "%g, \"grh\": %s, \"vls\": %u, \"sm\": {\"routing_engine\": "
             "\"%s\", \"lmc\": %u, \"max_wire_smps\": %u, "
-            "\"smp_processing_ns\": %g, \"route_ns\": %g}, \"cc\": "
+            "\"smp_processing_ns\": %g, \"route_ns\": %g, "
+            "\"sweep_interval_us\": %g}, \"cc\": "
             "{\"enabled\": %s, \"threshold\": %llu, \"marking_rate\": %u, "
             "\"ccti_increase\": %u, \"ccti_limit\": %u, \"ccti_timer_us\": "
             "%g, \"ird_step_ns\": %g}},\n",
@@ -431,6 +466,7 @@ static void resolved_json(FILE *f, const struct sim *s) {
             c->ib.vls, sim_sm_engine_name(c->ib.sm.engine), c->ib.sm.lmc,
             c->ib.sm.max_wire_smps, (double)c->ib.sm.smp_proc / 1e3,
             (double)c->ib.sm.route_time / 1e3,
+            (double)c->ib.sm.sweep_interval / 1e6,
             c->ib.cc.enabled ? "true" : "false",
             (unsigned long long)c->ib.cc.threshold, c->ib.cc.marking_rate,
             c->ib.cc.ccti_increase, c->ib.cc.ccti_limit,
@@ -443,11 +479,13 @@ static void resolved_json(FILE *f, const struct sim *s) {
               (double)x->at / 1e6, x->sw);
       if (x->kind == SIM_FAIL_LINK)
         fprintf(f, ", \"port\": %u", x->port);
-      fprintf(f, ", \"up_after_us\": %g}", (double)x->up_after / 1e6);
+      fprintf(f, ", \"up_after_us\": %g%s}", (double)x->up_after / 1e6,
+              x->trap_lost ? ", \"trap_lost\": true" : "");
     }
     if (c->fabric == SIM_FABRIC_IB)
-      fprintf(f, "],\n    \"recovery\": {\"trap_us\": %g},\n",
-              (double)c->recovery.trap / 1e6);
+      fprintf(f, "],\n    \"recovery\": {\"trap_us\": %g, \"traps\": %s},\n",
+              (double)c->recovery.trap / 1e6,
+              c->recovery.traps ? "true" : "false");
     else
       fprintf(f,
               "],\n    \"recovery\": {\"detection_us\": %g, "
@@ -470,11 +508,11 @@ static void resolved_json(FILE *f, const struct sim *s) {
   const struct sim_transport_cfg *p = &c->tp;
   fprintf(f,
           "    \"transport\": {\"model\": \"%s\", \"mtu\": %u, \"window\": "
-          "%u, \"ack_every\": %u, \"rto_us\": %g, \"out_of_order\": %s, "
-          "\"paths\": %u, \"ipv6\": %s, \"data_priority\": %u, "
-          "\"control_priority\": %u, \"cc\": \"%s\"",
+          "%u, \"ack_every\": %u, \"rto_us\": %g, \"retry_cnt\": %u, "
+          "\"out_of_order\": %s, \"paths\": %u, \"ipv6\": %s, "
+          "\"data_priority\": %u, \"control_priority\": %u, \"cc\": \"%s\"",
           p->model == SIM_HOST_SIMPLE ? "simple" : "uroce", p->mtu, p->window,
-          p->ack_every, (double)p->rto / 1e6,
+          p->ack_every, (double)p->rto / 1e6, p->retry_cnt,
           s->ooo ? "true" : "false", /* as sim_new resolved auto */
           p->paths, p->ipv6 ? "true" : "false", p->data_prio, p->ctrl_prio,
           p->cc == SIM_CC_DCQCN   ? "dcqcn"
@@ -597,6 +635,29 @@ static void slowdown_json(FILE *f, const struct sim *s) {
   fprintf(f, "],\n");
 }
 
+/* The flows that ended in error (only when some did), the first
+ * FAILED_LISTED of them: when, why, and how far they got. */
+#define FAILED_LISTED 64
+static void failed_json(FILE *f, const struct sim *s) {
+  uint32_t k = 0, n = sim_nflows(s);
+  for (uint32_t i = 0; i < n; i++) {
+    const struct sim_flow *fl = sim_flow(s, i);
+    if (fl->failed == SIM_NEVER || k++ >= FAILED_LISTED)
+      continue;
+    fprintf(f,
+            "%s\n    {\"id\": %u, \"src\": %u, \"dst\": %u, \"bytes\": "
+            "%llu, \"acked\": %llu, \"start_us\": %.3f, \"failed_us\": "
+            "%.3f, \"status\": \"%s\", \"status_code\": %u}",
+            k > 1 ? "," : "  \"failed_flows\": [", fl->id, fl->src, fl->dst,
+            (unsigned long long)fl->bytes, (unsigned long long)fl->acked,
+            (double)fl->start / 1e6, (double)fl->failed / 1e6,
+            uroce_wc_status_str(fl->status), fl->status);
+  }
+  if (k)
+    fprintf(f, "],\n  \"failed_flows_listed\": %u,\n",
+            k < FAILED_LISTED ? k : FAILED_LISTED);
+}
+
 /* Failures and recoveries, and the flows they made resend. */
 static void fail_json(FILE *f, const struct sim *s) {
   uint32_t n;
@@ -611,6 +672,12 @@ static void fail_json(FILE *f, const struct sim *s) {
           "\"flows_retransmitting\": %llu, \"events\": [",
           (unsigned long long)sim_stats(s)->drops_link_down,
           (unsigned long long)resent);
+  /* Which sweep saw each change, where a trap may not have (InfiniBand
+   * with traps off or lost). */
+  const struct sim_cfg *c = sim_cfg(s);
+  bool by = false;
+  for (uint32_t i = 0; i < c->nfail && c->fabric == SIM_FABRIC_IB; i++)
+    by |= !c->recovery.traps || c->fail[i].trap_lost;
   for (uint32_t i = 0; i < n; i++) {
     const struct sim_fail_result *e = &r[i];
     char what[64];
@@ -623,13 +690,16 @@ static void fail_json(FILE *f, const struct sim *s) {
             "%s\n    {\"at_us\": %.3f, \"what\": \"%s\", \"state\": \"%s\", "
             "\"recovery_us\": %.3f, \"detect_us\": %.3f, \"sweep_us\": "
             "%.3f, \"compute_us\": %.3f, \"program_us\": %.3f, "
-            "\"packets_lost\": %llu, \"last_loss_us\": %.3f}",
+            "\"packets_lost\": %llu, \"last_loss_us\": %.3f",
             i ? "," : "", (double)e->at / 1e6, what, e->up ? "up" : "down",
             e->installed ? (double)(e->installed - e->at) / 1e6 : -1.0,
             (double)e->detect / 1e6, (double)e->sweep / 1e6,
             (double)e->compute / 1e6, (double)e->program / 1e6,
             (unsigned long long)e->lost_pkts,
             e->last_loss == SIM_NEVER ? -1.0 : (double)e->last_loss / 1e6);
+    if (by)
+      fprintf(f, ", \"noticed_by\": \"%s\"", sim_noticed_name(e->noticed));
+    fprintf(f, "}");
   }
   fprintf(f, "]},\n");
 }
@@ -659,9 +729,13 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
   if (!m.coll_sizes) {
     fprintf(f,
             "  \"flows\": {\"count\": %llu, \"done\": %llu, \"bytes\": "
-            "%llu},\n",
+            "%llu",
             (unsigned long long)m.flows, (unsigned long long)m.done,
             (unsigned long long)m.bytes);
+    if (m.failed)
+      fprintf(f, ", \"failed\": %llu", (unsigned long long)m.failed);
+    fprintf(f, "},\n");
+    failed_json(f, s);
     fct_json(f, &m);
     slowdown_json(f, s);
   }
@@ -1345,8 +1419,13 @@ void sim_report_compare(FILE *o, uint32_t n, const char *const *names,
     RD(coll_busbw, "its busbw (GB/s)", "%.3f");
     RD(coll_ratio, "its time / bound", "%.3f");
   }
+  bool failed = false;
+  for (uint32_t i = 0; i < n; i++)
+    failed |= m[i].failed > 0;
   if (flows) {
     RU(done, "flows done", "%.0f");
+    if (failed)
+      RU(failed, "flows failed", "%.0f");
     RD(fct_us[1], "FCT p50 (us)", "%.2f");
     RD(fct_us[3], "FCT p99 (us)", "%.2f");
     RD(fct_us[5], "FCT max (us)", "%.2f");

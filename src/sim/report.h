@@ -11,10 +11,14 @@
 /* Headline figures of one run (also what --compare prints). */
 struct sim_summary {
   uint64_t flows, done, bytes;
+  /* Flows that ended in error (their QP failed), and what a user reads
+   * about them: the first few, each "id (src->dst)", and the status. */
+  uint64_t failed;
+  char failed_what[256];
   double fct_us[7];     /* min, p50, p90, p99, p99.9, max, mean */
   double tput_gbps[5];  /* per-flow bytes / FCT: min, p1, p50, mean, max */
   double completion_us; /* last flow finished */
-  double goodput_gbps;  /* all bytes / completion */
+  double goodput_gbps;  /* bytes of the finished flows / completion */
   uint64_t drops, drops_wire, pauses, ecn_marks, retx, timeouts, cnps;
   uint64_t max_queue[SIM_TIERS];
   uint64_t events;

@@ -22,7 +22,7 @@ struct ctx {
   double cfactor;
   /* Keys that belong to one fabric, checked once 'fabric' is known. */
   yaml_node_t *eth_at, *ib_at, *routing_at;
-  char eth_key[64];
+  char eth_key[64], ib_key[64];
   char *err;
   size_t errlen;
 };
@@ -292,8 +292,13 @@ static int read_key(struct ctx *x, const struct key *k, const char *where,
   int e;
   if (k->flags & F_ETH)
     eth_key(x, v, where, key);
-  if ((k->flags & F_IB) && !x->ib_at)
+  if ((k->flags & F_IB) && !x->ib_at) {
     x->ib_at = v;
+    if (!strcmp(where, "scenario"))
+      snprintf(x->ib_key, sizeof x->ib_key, "%s", key);
+    else
+      snprintf(x->ib_key, sizeof x->ib_key, "%s.%s", where, key);
+  }
   switch (k->kind) {
   case K_UINT:
     if (get_u64(x, v, key, k->ilo, k->ihi, &u))
@@ -696,6 +701,7 @@ static const struct key transport_keys[] = {
     UINT("ack_every", ack_every, 1, 65536),
     UINT("paths", paths, 1, 16384),
     US("rto_us", rto),
+    UINT("retry_cnt", retry_cnt, 0, 7),
     FN_AT("out_of_order", ooo, tp_ooo),
     BOOL("ipv6", ipv6, .flags = F_ETH),
     UINT("data_priority", data_prio, 0, 7),
@@ -764,6 +770,7 @@ static const struct key sm_keys[] = {
     UINT("max_wire_smps", max_wire_smps, 1, 4096),
     NS("smp_processing_ns", smp_proc),
     NS("route_ns", route_time),
+    US("sweep_interval_us", sweep_interval),
     END,
 };
 #undef T
@@ -803,6 +810,7 @@ static const struct key fail_keys[] = {
     US("up_after_us", up_after),
     UINT("switch", sw, 0, UINT32_MAX - 1),
     FN("port", fail_port),
+    BOOL("trap_lost", trap_lost, .flags = F_IB),
     END,
 };
 #undef T
@@ -836,6 +844,7 @@ static const struct key recovery_keys[] = {
     US("detection_us", detection, .flags = F_ETH),
     US("convergence_us", convergence, .flags = F_ETH),
     US("trap_us", trap, .flags = F_IB),
+    BOOL("traps", traps, .flags = F_IB),
     END,
 };
 #undef T
@@ -870,8 +879,9 @@ static int fabric_check(struct ctx *x) {
   if (c->fabric == SIM_FABRIC_ROCE) {
     if (x->ib_at)
       return fail(x, x->ib_at,
-                  "'infiniband' and 'recovery.trap_us' need 'fabric: "
-                  "infiniband' (the fabric is roce)");
+                  "'%s' is InfiniBand's; it needs 'fabric: infiniband' (the "
+                  "fabric is roce)",
+                  x->ib_key);
     return 0;
   }
   if (x->eth_at)

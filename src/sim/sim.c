@@ -38,6 +38,7 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->recovery.detection = 100 * SIM_US;
   c->recovery.convergence = 500 * SIM_US;
   c->recovery.trap = 10 * SIM_US;
+  c->recovery.traps = true;
   c->ib.cc.threshold = 64 << 10;
   c->ib.cc.marking_rate = 1;
   c->ib.cc.ccti_increase = 1;
@@ -48,11 +49,13 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->ib.sm.max_wire_smps = 4;
   c->ib.sm.smp_proc = 1 * SIM_US;
   c->ib.sm.route_time = 10 * SIM_NS;
+  c->ib.sm.sweep_interval = 10000 * SIM_MS; /* OpenSM's 10 s */
   c->tp.model = SIM_HOST_UROCE;
   c->tp.mtu = 4096;
   c->tp.window = 256;
   c->tp.ack_every = 16;
   c->tp.rto = 1000 * SIM_US;
+  c->tp.retry_cnt = 6;
   c->tp.ooo = -1;
   c->tp.paths = 1;
   c->tp.data_prio = 3;
@@ -307,6 +310,11 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
+  if (tp->retry_cnt > 7) {
+    snprintf(err, errlen, "transport: retry_cnt 0..7 (7: unlimited)");
+    sim_del(s);
+    return 0;
+  }
   if (tp->model == SIM_HOST_UROCE &&
       (tp->mtu > 4096 || (tp->mtu & (tp->mtu - 1)))) {
     snprintf(err, errlen,
@@ -469,6 +477,7 @@ int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
                             .bytes = bytes,
                             .start = start < s->now ? s->now : start,
                             .finish = SIM_NEVER,
+                            .failed = SIM_NEVER,
                             .op = (uint8_t)op,
                             .sl = s->cfg.tp.data_prio};
   /* Linux-style UDP source port: 0xC000 | 14 bits of hash of the QP. */
@@ -491,6 +500,13 @@ void sim_flow_acked(struct sim *s, struct sim_flow *f, uint64_t bytes) {
 void sim_flow_done(struct sim *s, struct sim_flow *f, sim_time_t now) {
   f->finish = now;
   s->st.flows_done++;
+}
+
+void sim_flow_failed(struct sim *s, struct sim_flow *f, sim_time_t now,
+                     uint8_t status) {
+  f->failed = now;
+  f->status = status;
+  s->st.flows_failed++;
 }
 
 void sim_flow_end_later(struct sim *s, struct sim_flow *f) {
@@ -882,7 +898,8 @@ static void sample(struct sim *s) {
     r->acked[(uint64_t)i * r->nflows + f] = sim_flow_int(s, f)->wire_rx;
   sample_rates(s, i);
   sample_cc(s, i);
-  if (s->coll ? !sim_coll_done(s) : s->st.flows_done < s->nflows)
+  if (s->coll ? !sim_coll_done(s)
+              : s->st.flows_done + s->st.flows_failed < s->nflows)
     sim_schedule(s, &s->sample_ev, s->now + s->cfg.sample_interval);
 }
 
@@ -982,8 +999,9 @@ void sim_dispatch(struct sim *s, struct sim_ev *ev) {
 }
 
 bool sim_run_done(const struct sim *s) {
-  return s->coll ? sim_coll_done(s)
-                 : s->nflows && s->st.flows_done == s->nflows;
+  return s->coll
+             ? sim_coll_done(s)
+             : s->nflows && s->st.flows_done + s->st.flows_failed == s->nflows;
 }
 
 /* Runs the events due by lim on this thread: every event of the cell in

@@ -81,6 +81,10 @@ struct sim_sm_cfg {
   uint32_t max_wire_smps; /* SMPs the SM keeps outstanding */
   sim_time_t smp_proc;    /* an SMA answering one SMP */
   sim_time_t route_time;  /* computing one LFT entry */
+  /* OpenSM's sweep_interval: a periodic (light) sweep at every multiple
+   * of it from time 0 notices the changes no trap reported; 0: no
+   * periodic sweeps, OpenSM's meaning of 0. Default 10 s, OpenSM's. */
+  sim_time_t sweep_interval;
 };
 
 /* IB congestion control (IBA annex A10, simplified): a switch egress
@@ -172,6 +176,12 @@ struct sim_transport_cfg {
   uint32_t window;    /* unacknowledged packets per QP (power of two) */
   uint32_t ack_every; /* the responder acks every N packets and each last */
   sim_time_t rto;     /* retransmit timeout (go-back-N) */
+  /* Retries of a QP without progress (timeouts, and in the uroce model
+   * sequence NAKs) before it fails with "transport retry counter
+   * exceeded", as verbs' retry_cnt; 7: unlimited, as the engine reads
+   * it. Default 6 (NCCL's IB_RETRY_CNT is 7, which real NICs read as 7
+   * retries). */
+  uint8_t retry_cnt;
   int ooo;            /* accept out-of-order packets: 1, 0, -1 = auto */
   uint32_t paths;     /* uroce: source ports a QP sprays over (1 = off) */
   bool ipv6;
@@ -258,15 +268,22 @@ struct sim_failure {
   uint32_t sw;
   uint16_t port;
   sim_time_t at, up_after;
+  /* InfiniBand: no trap reaches the SM for this failure's changes (down
+   * and up): lost, or the switch that would send it is the one that
+   * failed. Only a sweep (another change's, or a periodic one) sees it. */
+  bool trap_lost;
 };
 
 /* How the fabric reacts. RoCE: a link change is detected after
  * `detection`, then routing converges (ECMP groups shrink or grow) after
  * `convergence`. InfiniBand: the switch traps to the SM (`trap`), which
- * sweeps, recomputes and reprograms the LFTs (modelled times, sm.c). */
+ * sweeps, recomputes and reprograms the LFTs (modelled times, sm.c);
+ * without traps (traps false, or a failure's trap_lost) the SM's next
+ * periodic sweep (ib.sm.sweep_interval) notices the change instead. */
 struct sim_recovery_cfg {
   sim_time_t detection, convergence; /* RoCE */
   sim_time_t trap;                   /* InfiniBand */
+  bool traps;                        /* InfiniBand: switches send traps */
 };
 
 struct sim_cfg {
@@ -318,6 +335,12 @@ struct sim_flow {
   uint32_t id, src, dst;
   uint64_t bytes;
   sim_time_t start, finish; /* finish = SIM_NEVER until acked */
+  /* When its requester's QP failed (its work completed in error), else
+   * SIM_NEVER; status: that completion's status (enum uroce_wc_status,
+   * uroce_wc_status_str() names it), 0 while none. A failed flow never
+   * finishes. */
+  sim_time_t failed;
+  uint8_t status;
   uint64_t acked;           /* bytes acknowledged so far */
   uint64_t rx_bytes;        /* payload placed at the responder so far */
   uint64_t tx_pkts, retx_pkts;         /* data packets its requester sent */
@@ -333,6 +356,7 @@ struct sim_stats {
   double wall_s;
   sim_time_t now;
   uint64_t flows, flows_done;
+  uint64_t flows_failed; /* ended with an error completion (sim_flow.status) */
   uint64_t data_pkts, ctrl_pkts; /* sent by NICs */
   uint64_t retx_pkts, timeouts, naks, cnps;
   uint64_t drops_buffer[SIM_TIERS];   /* lossy tail drops */
@@ -367,10 +391,10 @@ void sim_del(struct sim *s);
 int64_t sim_add_flow(struct sim *s, uint32_t src, uint32_t dst, uint64_t bytes,
                      sim_time_t start, enum sim_op op);
 
-/* Runs until every flow finished (and every event of that lookahead cell:
- * docs/sim.md, "Parallel simulation"), no event is left, or simulated
- * time reaches until (SIM_NEVER: no limit besides cfg->stop_time).
- * Returns 1 if every flow finished, else 0. */
+/* Runs until every flow ended, finished or failed (and every event of
+ * that lookahead cell: docs/sim.md, "Parallel simulation"), no event is
+ * left, or simulated time reaches until (SIM_NEVER: no limit besides
+ * cfg->stop_time). Returns 1 if every flow ended, else 0. */
 int sim_run(struct sim *s, sim_time_t until);
 
 /* Threads sim_run uses: cfg->threads (0: every CPU), fewer where the
@@ -401,11 +425,24 @@ int sim_sm_info(const struct sim *s, struct sim_sm_info *out);
  * installed - at), how long each modelled step took, and the packets lost
  * to it (on the dead links, flushed from their queues, or routed to them
  * before the new routes), until the next change. */
+enum sim_noticed {
+  SIM_NOTICED_NOT_YET, /* no sweep has seen it (no trap, no periodic one) */
+  SIM_NOTICED_TRAP,    /* RoCE's detection, or a trap's sweep (IB) */
+  SIM_NOTICED_SWEEP,   /* a periodic sweep of the SM (IB) */
+};
+/* "none", "trap", "sweep" */
+const char *sim_noticed_name(enum sim_noticed n);
+
 struct sim_fail_result {
   const struct sim_failure *f;
   bool up; /* the change brought the link or switch back */
-  sim_time_t at, installed;
-  sim_time_t detect, sweep, compute, program; /* the modelled steps */
+  sim_time_t at;
+  sim_time_t installed; /* 0: not (yet) */
+  /* The modelled steps, installed = at + their sum: detect is the trap
+   * (or RoCE's detection), or the time until the periodic sweep that saw
+   * the change; that sweep's discovery, computation, programming. */
+  sim_time_t detect, sweep, compute, program;
+  enum sim_noticed noticed;
   uint64_t lost_pkts;
   sim_time_t last_loss; /* the last packet lost to it, SIM_NEVER: none */
 };

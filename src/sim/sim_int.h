@@ -470,6 +470,10 @@ void sim_schedule(struct sim *s, struct sim_ev *ev, sim_time_t t);
 /* Called by host models. */
 void sim_flow_acked(struct sim *s, struct sim_flow *f, uint64_t bytes);
 void sim_flow_done(struct sim *s, struct sim_flow *f, sim_time_t now);
+/* Flow f's requester failed with completion status (a uroce_wc_status):
+ * the flow ends without finishing. */
+void sim_flow_failed(struct sim *s, struct sim_flow *f, sim_time_t now,
+                     uint8_t status);
 /* Schedules f's FLOW_END at its destination one lookahead from now (the
  * host model's flow_end). */
 void sim_flow_end_later(struct sim *s, struct sim_flow *f);

@@ -357,10 +357,13 @@ int sim_sm_recompute(struct sim *s, uint16_t *staged, sim_time_t *disc,
   sim_time_t busy = 0;
   for (uint32_t i = 0; i < nsw; i++) {
     uint16_t *nw = staged + (size_t)i * nl, *od = old + (size_t)i * nl;
-    memcpy(nw, s->sws[i].lft, sizeof(uint16_t) * nl);
+    /* A switch cut off from the SM keeps its LFT: nobody can program it
+     * (a dead switch, or every switch when the SM's own link is down). */
+    memcpy(nw, sm->lat[i] == SIM_NEVER ? od : s->sws[i].lft,
+           sizeof(uint16_t) * nl);
     memcpy(s->sws[i].lft, od, sizeof(uint16_t) * nl);
     if (sm->lat[i] == SIM_NEVER)
-      continue; /* cut off from the SM: left as it is */
+      continue;
     for (uint32_t b = 0; b < nl; b += LFT_BLOCK) {
       uint32_t e = b + LFT_BLOCK < nl ? b + LFT_BLOCK : nl;
       if (memcmp(nw + b, od + b, (e - b) * sizeof(uint16_t))) {

@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/report.h"
 #include "sim/sim.h"
 #include "t.h"
+#include "uroce/verbs.h"
 
 static struct sim *mk(struct sim_cfg *c) {
   char err[256] = "";
@@ -103,6 +105,132 @@ static void link_on_path(bool ib) {
 static void test_link_down(void) {
   link_on_path(false);
   link_on_path(true);
+}
+
+/* The link on flow 0's path fails at 100 us with its trap lost (a
+ * failure's trap_lost, or traps off for the fabric): the SM's periodic
+ * sweep at 250 us (interval 250) notices it, and packets are lost until
+ * exactly (250 - 100) + sweep + compute + program, within one packet
+ * time, the sweep's steps those of the trap's sweep in test_link_down;
+ * with no periodic sweeps (interval 0) it is never noticed. */
+static void lost_trap(bool per_failure, sim_time_t iv) {
+  struct sim_cfg c;
+  base(&c, true);
+  c.ib.sm.sweep_interval = iv;
+  c.recovery.traps = per_failure;
+  c.nfail = 1;
+  c.fail[0] = (struct sim_failure){.kind = SIM_FAIL_LINK,
+                                   .sw = 0,
+                                   .port = first_up(true),
+                                   .at = 100 * SIM_US,
+                                   .trap_lost = per_failure};
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  sim_add_flow(s, 0, 4, 64 << 20, 0, SIM_OP_WRITE);
+  int done = sim_run(s, iv ? 100 * SIM_MS : 2 * SIM_MS);
+  uint32_t n;
+  const struct sim_fail_result *r = sim_fail_results(s, &n);
+  CHECK_EQ(n, 1);
+  if (n != 1) {
+    sim_del(s);
+    return;
+  }
+  if (!iv) {
+    printf("ib, trap lost, no periodic sweeps: routes never change; %llu "
+           "packets lost by %.0f us, the last at %.3f us\n",
+           (unsigned long long)r->lost_pkts, (double)sim_now(s) / 1e6,
+           (double)r->last_loss / 1e6);
+    CHECK_EQ(r->installed, 0);
+    CHECK(r->noticed == SIM_NOTICED_NOT_YET);
+    CHECK(r->last_loss != SIM_NEVER && r->last_loss > 1 * SIM_MS);
+    sim_del(s);
+    return;
+  }
+  /* The trap's sweep of the same change, for its steps. */
+  struct sim_cfg ct = c;
+  ct.ib.sm.sweep_interval = 10000 * SIM_MS;
+  ct.recovery.traps = true;
+  ct.fail[0].trap_lost = false;
+  struct sim *st = mk(&ct);
+  sim_run(st, 150 * SIM_US);
+  const struct sim_fail_result *rt = sim_fail_results(st, &n);
+  CHECK_EQ(n, 1);
+  sim_time_t next = (r->at + iv - 1) / iv * iv;
+  sim_time_t model = (next - r->at) + rt->sweep + rt->compute + rt->program;
+  double pkt_ps =
+      (double)sim_data_wire_bytes(&c, 4096, false) * 8 / 100e9 * 1e12;
+  printf("ib, trap lost (%s), sweeps every %.0f us: link down at %.1f us, "
+         "routes back after %.3f us (next sweep %.3f, sweep %.3f, compute "
+         "%.3f, program %.3f; closed form %.3f); last loss %.3f us after; "
+         "%llu packets lost, flow done at %.1f us\n",
+         per_failure ? "trap_lost" : "traps off", (double)iv / 1e6,
+         (double)r->at / 1e6, (double)(r->installed - r->at) / 1e6,
+         (double)r->detect / 1e6, (double)r->sweep / 1e6,
+         (double)r->compute / 1e6, (double)r->program / 1e6,
+         (double)model / 1e6, (double)(r->last_loss - r->at) / 1e6,
+         (unsigned long long)r->lost_pkts,
+         (double)sim_flow(s, 0)->finish / 1e6);
+  CHECK(done == 1);
+  CHECK(r->noticed == SIM_NOTICED_SWEEP);
+  CHECK_EQ(r->detect, next - r->at);
+  CHECK_EQ(r->installed - r->at, model);
+  CHECK(rt->sweep > 0 && rt->program > 0);
+  CHECK(r->last_loss != SIM_NEVER && r->last_loss <= r->installed);
+  CHECK((double)(r->installed - r->last_loss) <= pkt_ps);
+  CHECK_EQ(sim_flow(s, 0)->acked, 64 << 20);
+  sim_del(st);
+  sim_del(s);
+}
+
+static void test_periodic_sweep(void) {
+  lost_trap(true, 250 * SIM_US);
+  lost_trap(false, 250 * SIM_US);
+  lost_trap(true, 75 * SIM_US); /* at 150 us, another phase */
+  lost_trap(true, 0);
+}
+
+/* A change whose trap is lost is seen by the next sweep of any kind: a
+ * trap of another change 50 us later starts one, which installs the
+ * routes for both (and no periodic sweep is left to run). */
+static void test_lost_trap_seen_by_another(void) {
+  struct sim_cfg c;
+  base(&c, true);
+  c.ib.sm.sweep_interval = 1000 * SIM_US;
+  uint16_t up = first_up(true);
+  c.nfail = 2;
+  c.fail[0] = (struct sim_failure){.kind = SIM_FAIL_LINK,
+                                   .sw = 0,
+                                   .port = up,
+                                   .at = 100 * SIM_US,
+                                   .trap_lost = true};
+  /* leaf 1's link to the same spine: every path keeps the other spine */
+  c.fail[1] = (struct sim_failure){
+      .kind = SIM_FAIL_LINK, .sw = 1, .port = up, .at = 150 * SIM_US};
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  sim_add_flow(s, 0, 4, 64 << 20, 0, SIM_OP_WRITE);
+  CHECK(sim_run(s, 100 * SIM_MS) == 1);
+  uint32_t n;
+  const struct sim_fail_result *r = sim_fail_results(s, &n);
+  CHECK_EQ(n, 2);
+  if (n == 2) {
+    printf("ib: lost trap at 100 us seen by the trap of 150 us: both "
+           "installed at %.3f us (recoveries %.3f and %.3f us)\n",
+           (double)r[0].installed / 1e6,
+           (double)(r[0].installed - r[0].at) / 1e6,
+           (double)(r[1].installed - r[1].at) / 1e6);
+    CHECK(r[0].noticed == SIM_NOTICED_TRAP && r[1].noticed == SIM_NOTICED_TRAP);
+    CHECK_EQ(r[0].installed, r[1].installed);
+    CHECK_EQ(r[0].detect, 60 * SIM_US); /* 150 + trap 10 - 100 */
+    CHECK_EQ(r[0].installed - r[0].at,
+             r[0].detect + r[0].sweep + r[0].compute + r[0].program);
+    CHECK(r[0].installed < 1000 * SIM_US);
+    CHECK(r[0].last_loss <= r[0].installed);
+  }
+  CHECK_EQ(sim_flow(s, 0)->acked, 64 << 20);
+  sim_del(s);
 }
 
 /* A spine dies and a link flaps under a permutation: every flow finishes,
@@ -233,19 +361,122 @@ static void test_host_link_pfc(void) {
   }
 }
 
+/* Host 0's link goes down at 100 us and never comes back, under a flow
+ * into host 0, one out of it and two between other hosts, on both
+ * fabrics, both host models, on one thread and two. Host 0's NIC sends
+ * into its dead port, its peers into the routes toward it; no answer
+ * comes back, so each of the two flows' requesters times out retry_cnt
+ * + 1 times after its last progress (about 100 us: the ACK interval and
+ * a path either side) and fails with "transport retry counter exceeded";
+ * the other flows finish, and the run ends there, not at the limit. */
+static void host_for_good(bool ib, bool uroce, uint8_t retry_cnt,
+                          uint32_t threads) {
+  struct sim_cfg c;
+  base(&c, ib);
+  c.tp.model = uroce ? SIM_HOST_UROCE : SIM_HOST_SIMPLE;
+  c.tp.window = 256;
+  c.tp.retry_cnt = retry_cnt;
+  c.threads = threads;
+  c.nfail = 1;
+  c.fail[0] = (struct sim_failure){
+      .kind = SIM_FAIL_LINK, .sw = 0, .port = 0, .at = 100 * SIM_US};
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  uint64_t bytes = 8 << 20;
+  sim_add_flow(s, 4, 0, bytes, 0, SIM_OP_WRITE); /* into host 0 */
+  sim_add_flow(s, 0, 5, bytes, 0, SIM_OP_WRITE); /* out of host 0 */
+  sim_add_flow(s, 1, 6, bytes, 0, SIM_OP_WRITE);
+  sim_add_flow(s, 7, 2, bytes, 0, SIM_OP_READ * uroce); /* READ: uroce */
+  CHECK(sim_run(s, 200 * SIM_MS) == 1);
+  /* The engine's timeout is 4.096 us x 2^n, the first at or above. */
+  double rto = uroce ? 4.096 * 64 : 200;
+  double budget = (retry_cnt + 1) * rto, at[2];
+  for (uint32_t i = 0; i < 2; i++) {
+    const struct sim_flow *f = sim_flow(s, i);
+    at[i] = (double)f->failed / 1e6;
+    CHECK(f->failed != SIM_NEVER && f->finish == SIM_NEVER);
+    CHECK_EQ(f->status, UROCE_WC_RETRY_EXC_ERR);
+    CHECK(at[i] > 100 - 10 + budget && at[i] < 100 + 10 + budget);
+    CHECK(f->acked < bytes);
+  }
+  for (uint32_t i = 2; i < 4; i++) {
+    CHECK(sim_flow(s, i)->finish != SIM_NEVER);
+    CHECK_EQ(sim_flow(s, i)->acked, bytes);
+    CHECK(sim_flow(s, i)->failed == SIM_NEVER);
+  }
+  CHECK_EQ(sim_stats(s)->flows_failed, 2);
+  CHECK_EQ(sim_stats(s)->flows_done, 2);
+  /* The run ends with the last of them, failed or done. */
+  sim_time_t end = 0;
+  for (uint32_t i = 0; i < 4; i++) {
+    const struct sim_flow *f = sim_flow(s, i);
+    sim_time_t e = f->failed != SIM_NEVER ? f->failed : f->finish;
+    end = e > end ? e : end;
+  }
+  CHECK(sim_now(s) >= end && sim_now(s) < end + 10 * SIM_US);
+  printf("%s, %s hosts, retry_cnt %u, %u thread%s: host 0 cut off at 100 "
+         "us: its flows failed at %.3f and %.3f us (100 + %u x %.3f = "
+         "%.3f), the others done at %.1f and %.1f us; run ended at %.1f "
+         "us\n",
+         ib ? "ib" : "roce", uroce ? "uroce" : "simple", retry_cnt, threads,
+         threads > 1 ? "s" : "", at[0], at[1], retry_cnt + 1, rto, 100 + budget,
+         (double)sim_flow(s, 2)->finish / 1e6,
+         (double)sim_flow(s, 3)->finish / 1e6, (double)sim_now(s) / 1e6);
+  /* summary.json names them and says why. */
+  char dir[] = "/tmp/uroce-sim-fail-XXXXXX", path[64];
+  CHECK(mkdtemp(dir) != NULL);
+  char err[256] = "";
+  CHECK_EQ(sim_report_write(s, dir, true, err, sizeof err), 0);
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  FILE *fp = fopen(path, "r");
+  char *buf = calloc(1, 1 << 20);
+  if (fp && buf)
+    CHECK(fread(buf, 1, (1 << 20) - 1, fp) > 0);
+  if (fp)
+    fclose(fp);
+  CHECK(buf && strstr(buf, "\"failed\": 2"));
+  CHECK(buf && strstr(buf, "\"failed_flows\": [\n    {\"id\": 0, \"src\": "
+                           "4, \"dst\": 0"));
+  CHECK(buf && strstr(buf, "\"status\": \"transport retry counter "
+                           "exceeded\", \"status_code\": 12}"));
+  struct sim_summary m;
+  sim_summarize(s, &m);
+  CHECK_EQ(m.failed, 2);
+  CHECK(!strcmp(m.failed_what,
+                "0 (4->0), 1 (0->5): transport retry counter exceeded"));
+  free(buf);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK_EQ(system(cmd), 0);
+  sim_del(s);
+}
+
+static void test_host_link_for_good(void) {
+  for (int ib = 0; ib < 2; ib++)
+    for (int uroce = 0; uroce < 2; uroce++)
+      host_for_good(ib, uroce, 6, 1);
+  host_for_good(true, true, 2, 1); /* a smaller budget ends sooner */
+  host_for_good(false, false, 2, 1);
+  host_for_good(true, true, 6, 2); /* a partition each side */
+  host_for_good(false, true, 6, 2);
+}
+
 /* Failures that make no sense are refused with the reason. */
 static void test_bad(void) {
   struct sim_cfg c;
   char err[256];
   static const struct sim_failure bad[] = {
-      {.kind = SIM_FAIL_LINK, .sw = 0, .port = 0}, /* a host link, for good */
+      /* a host link, for good, with unlimited retries and no time limit */
+      {.kind = SIM_FAIL_LINK, .sw = 0, .port = 0},
       {.kind = SIM_FAIL_SWITCH, .sw = 0},          /* a leaf */
       {.kind = SIM_FAIL_LINK, .sw = 9, .port = 0}, /* no such switch */
   };
-  static const char *const why[] = {"host link: give it up_after_us", "leaf",
+  static const char *const why[] = {"retry_cnt 7 retries for ever", "leaf",
                                     "switch 9"};
   for (int i = 0; i < 3; i++) {
     base(&c, false);
+    c.tp.retry_cnt = 7;
     c.nfail = 1;
     c.fail[0] = bad[i];
     err[0] = 0;
@@ -257,9 +488,12 @@ static void test_bad(void) {
 
 int main(void) {
   T_RUN(test_link_down);
+  T_RUN(test_periodic_sweep);
+  T_RUN(test_lost_trap_seen_by_another);
   T_RUN(test_switch_and_flap);
   T_RUN(test_host_link);
   T_RUN(test_host_link_pfc);
+  T_RUN(test_host_link_for_good);
   T_RUN(test_bad);
   return T_DONE();
 }

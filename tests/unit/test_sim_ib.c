@@ -483,7 +483,12 @@ static void test_scenario_keys(void) {
       {"fabric: infiniband\ninfiniband: {vlarb_low: [[9, 1]]}\n", "vlarb_low"},
       {"fabric: infiniband\ninfiniband: {vlarb_high: [[1, 2, 3]]}\n",
        "[vl, weight]"},
-      {"recovery: {trap_us: 5}\n", "trap_us"},
+      {"recovery: {trap_us: 5}\n", "recovery.trap_us"},
+      {"recovery: {traps: false}\n", "recovery.traps"},
+      {"failures: [{at_us: 5, switch: 4, trap_lost: true}]\n",
+       "failures.trap_lost"},
+      {"fabric: infiniband\ninfiniband: {sm: {sweep_interval_us: -1}}\n",
+       "sweep_interval_us"},
       {"fabric: infiniband\nrecovery: {detection_us: 5}\n",
        "recovery.detection_us"},
       {"failures: [{at_us: 5}]\n", "'switch'"},
@@ -500,6 +505,18 @@ static void test_scenario_keys(void) {
     if (!strstr(err, bad[i].needle))
       fprintf(stderr, "  '%s' gave '%s'\n", bad[i].yaml, err);
   }
+  /* OpenSM's periodic sweep: 10 s unless told, 0 turns it off; traps
+   * on unless told. */
+  CHECK(parse("fabric: infiniband\n", &c, err, sizeof err) == 0);
+  CHECK(c.ib.sm.sweep_interval == 10000 * SIM_MS && c.recovery.traps);
+  sim_cfg_free(&c);
+  CHECK(parse("fabric: infiniband\ninfiniband: {sm: {sweep_interval_us: "
+              "0}}\nrecovery: {traps: false}\nfailures: [{at_us: 5, "
+              "switch: 4, trap_lost: true}]\n",
+              &c, err, sizeof err) == 0);
+  CHECK(c.ib.sm.sweep_interval == 0 && !c.recovery.traps && c.nfail == 1 &&
+        c.fail[0].trap_lost);
+  sim_cfg_free(&c);
   /* InfiniBand routes by its LFTs unless told otherwise. */
   CHECK(parse("fabric: infiniband\ninfiniband: {vl_buffer: 16KiB, grh: "
               "true, fc_latency_ns: 50}\n",
