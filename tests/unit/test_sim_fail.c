@@ -42,14 +42,21 @@ static void base(struct sim_cfg *c, bool ib) {
   }
 }
 
+/* mk(c) with flow 0: 64 MiB written from host 0 to host 4. */
+static struct sim *mk_flow(struct sim_cfg *c) {
+  struct sim *s = mk(c);
+  if (s)
+    sim_add_flow(s, 0, 4, 64 << 20, 0, SIM_OP_WRITE);
+  return s;
+}
+
 /* The leaf-0 up port flow 0 (host 0 to host 4) takes. */
 static uint16_t first_up(bool ib) {
   struct sim_cfg c;
   base(&c, ib);
-  struct sim *s = mk(&c);
+  struct sim *s = mk_flow(&c);
   if (!s)
     return 0;
-  sim_add_flow(s, 0, 4, 64 << 20, 0, SIM_OP_WRITE);
   uint16_t ports[8];
   uint32_t sws[8];
   int h = sim_flow_path(s, 0, ports, sws, 8);
@@ -64,10 +71,9 @@ static void link_on_path(bool ib) {
   c.nfail = 1;
   c.fail[0] = (struct sim_failure){
       .kind = SIM_FAIL_LINK, .sw = 0, .port = first_up(ib), .at = 100 * SIM_US};
-  struct sim *s = mk(&c);
+  struct sim *s = mk_flow(&c);
   if (!s)
     return;
-  sim_add_flow(s, 0, 4, 64 << 20, 0, SIM_OP_WRITE);
   CHECK(sim_run(s, 100 * SIM_MS) == 1);
   uint32_t n;
   const struct sim_fail_result *r = sim_fail_results(s, &n);
@@ -124,10 +130,9 @@ static void lost_trap(bool per_failure, sim_time_t iv) {
                                    .port = first_up(true),
                                    .at = 100 * SIM_US,
                                    .trap_lost = per_failure};
-  struct sim *s = mk(&c);
+  struct sim *s = mk_flow(&c);
   if (!s)
     return;
-  sim_add_flow(s, 0, 4, 64 << 20, 0, SIM_OP_WRITE);
   int done = sim_run(s, iv ? 100 * SIM_MS : 2 * SIM_MS);
   uint32_t n;
   const struct sim_fail_result *r = sim_fail_results(s, &n);
@@ -207,10 +212,9 @@ static void test_lost_trap_seen_by_another(void) {
   /* leaf 1's link to the same spine: every path keeps the other spine */
   c.fail[1] = (struct sim_failure){
       .kind = SIM_FAIL_LINK, .sw = 1, .port = up, .at = 150 * SIM_US};
-  struct sim *s = mk(&c);
+  struct sim *s = mk_flow(&c);
   if (!s)
     return;
-  sim_add_flow(s, 0, 4, 64 << 20, 0, SIM_OP_WRITE);
   CHECK(sim_run(s, 100 * SIM_MS) == 1);
   uint32_t n;
   const struct sim_fail_result *r = sim_fail_results(s, &n);
