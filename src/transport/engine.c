@@ -354,10 +354,7 @@ bool eng_room(struct uroce_eng *eng, struct uroce_qp *qp, uint64_t n) {
     eng->reserved -= n;
     return true;
   }
-  if (qp->turn) { /* too little left of it: back to the common pool */
-    eng->reserved -= qp->turn;
-    qp->turn = 0;
-  }
+  eng_turn_end(eng, qp); /* too little left of it: back to the others */
   uint64_t used = eng->inflight + eng->reserved;
   /* Room, and nobody waiting for it first; or nothing in flight at all
    * (nothing would wake it). */
