@@ -70,6 +70,9 @@ static void print_summary(const char *name, const struct sim_summary *m,
            (unsigned long long)m->pauses, (unsigned long long)m->ecn_marks,
            (unsigned long long)m->events, m->wall_s,
            m->wall_s > 0 ? (double)m->events / m->wall_s / 1e6 : 0);
+    if (m->coll_failed)
+      printf("  rank %u failed at %.3f us: %s\n", m->coll_fail_rank,
+             m->coll_fail_us, m->coll_fail_why);
   } else {
     printf("%s: %llu/%llu flows done; FCT p50 %.2f us, p99 %.2f us, max "
            "%.2f us; flow throughput mean %.2f Gb/s (min %.2f); drops %llu, "

@@ -73,6 +73,13 @@ struct sc_rank {
   bool busy;         /* a request of the current size is running */
   bool done;         /* ... and has ended, not yet counted */
   bool failed;
+  /* Why it failed: what it was doing and the error, set once, read for
+   * the report (the comm's own message, when there is one, goes with
+   * it). */
+  const char *fail_what;
+  int fail_rc;
+  sim_time_t fail_at;
+  uint32_t wc_err; /* the first error completion's status, 0: none */
 };
 
 struct sim_coll {
@@ -133,14 +140,30 @@ static void tp_dereg_mr(void *ctx, uroce_coll_mr *mr) {
 /* Rank r's request ended (failed: with an error) at s's now. */
 static void rank_done(struct sim *s, struct sc_rank *r, bool failed);
 
+/* Rank r failed at s's now doing what, with rc (a uroce_coll error, or 0
+ * when what says it all): kept for the report, said on stderr. */
+static void rank_fail(struct sim *s, struct sc_rank *r, const char *what,
+                      int rc) {
+  if (!r->fail_what) {
+    r->fail_what = what;
+    r->fail_rc = rc;
+    r->fail_at = s->now;
+  }
+  if (rc)
+    fprintf(stderr, "uroce sim: rank %u: %s: %s%s%s\n", r->rank, what,
+            uroce_coll_strerror(rc), r->comm ? ": " : "",
+            r->comm ? uroce_coll_errmsg(r->comm) : "");
+  else
+    fprintf(stderr, "uroce sim: rank %u: %s\n", r->rank, what);
+}
+
 static void push_cqe(struct sim *s, struct sc_rank *r,
                      const uroce_coll_cqe *q) {
   if (r->qn == r->qcap) {
     uint32_t cap = r->qcap ? 2 * r->qcap : 64;
     uroce_coll_cqe *nq = realloc(r->q, cap * sizeof(*nq));
     if (!nq) {
-      fprintf(stderr, "uroce sim: rank %u: out of memory for completions\n",
-              r->rank);
+      rank_fail(s, r, "out of memory for completions", 0);
       if (r->busy)
         rank_done(s, r, true);
       return;
@@ -302,10 +325,7 @@ static void connect_wanted(struct sim *s, struct sim_coll *sc,
     struct he_flow *c = sim_eng_conn_new(s, r->nic, sc->r[peer].nic, nsend,
                                          nrecv, r->rank, peer, salt);
     if (!c) {
-      fprintf(stderr,
-              "uroce sim: rank %u: cannot connect to rank %u: out of QPs or "
-              "memory\n",
-              r->rank, peer);
+      rank_fail(s, r, "connecting to a peer: out of QPs or memory", 0);
       sc->failed = sc->finished = true;
       return;
     }
@@ -335,6 +355,8 @@ void sim_coll_wc(struct sim *s, uint32_t rank, uint32_t peer,
     q.wr_id = (w >> 48 & 0xFF) << 56 | (w & 0xFFFFFFFFFFFFull);
   }
   q.status = wc->status == UROCE_WC_SUCCESS ? 0 : (int16_t) - (int)wc->status;
+  if (q.status && !r->wc_err)
+    r->wc_err = wc->status;
   push_cqe(s, r, &q);
 }
 
@@ -564,8 +586,7 @@ static void start_size(struct sim_coll *sc) {
                          (uroce_coll_dtype)cc->dtype, UROCE_COLL_SUM, 0,
                          (uroce_coll_algo)cc->algo, &r->req);
     if (rc) {
-      fprintf(stderr, "uroce sim: rank %u: starting the collective: %s\n", i,
-              uroce_coll_strerror(rc));
+      rank_fail(s, r, "starting the collective", rc);
       sc->failed = sc->finished = true;
       return;
     }
@@ -656,9 +677,35 @@ void sim_coll_event(struct sim *s, struct sim_ev *ev) {
   if (rc == UROCE_COLL_INPROGRESS)
     return;
   if (rc < 0)
-    fprintf(stderr, "uroce sim: rank %u: %s: %s\n", r->rank,
-            uroce_coll_strerror(rc), uroce_coll_errmsg(r->comm));
+    rank_fail(s, r, "running the collective", rc);
   rank_done(s, r, rc < 0);
+}
+
+bool sim_coll_failure(const struct sim *s, uint32_t *rank, double *at_us,
+                      char *why, size_t len) {
+  const struct sim_coll *sc = s->coll;
+  const struct sc_rank *first = NULL;
+  for (uint32_t i = 0; sc && i < sc->n; i++) {
+    const struct sc_rank *r = &sc->r[i];
+    if (r->fail_what && (!first || r->fail_at < first->fail_at))
+      first = r; /* the earliest; ties to the lowest rank */
+  }
+  if (!first)
+    return false;
+  *rank = first->rank;
+  *at_us = (double)first->fail_at / 1e6;
+  const char *msg = first->fail_rc && first->comm
+                        ? uroce_coll_errmsg(first->comm)
+                        : "";
+  char wc[64] = "";
+  if (first->wc_err)
+    snprintf(wc, sizeof wc, " (completion status: %s)",
+             uroce_wc_status_str(first->wc_err));
+  snprintf(why, len, "%s%s%s%s%s%s", first->fail_what,
+           first->fail_rc ? ": " : "",
+           first->fail_rc ? uroce_coll_strerror(first->fail_rc) : "",
+           msg && *msg ? ": " : "", msg ? msg : "", wc);
+  return true;
 }
 
 bool sim_coll_is_rank(const struct sim *s, uint32_t nic) {

@@ -169,6 +169,9 @@ void sim_summarize(const struct sim *s, struct sim_summary *o) {
       }
     }
     o->bytes = moved;
+    o->coll_failed =
+        sim_coll_failure(s, &o->coll_fail_rank, &o->coll_fail_us,
+                         o->coll_fail_why, sizeof o->coll_fail_why);
     /* Every byte the ranks received, over the time they took. */
     o->goodput_gbps = o->completion_us > 0
                           ? (double)st->rx_payload * 8 / o->completion_us / 1e3
@@ -203,6 +206,8 @@ static void tiers_json(FILE *f, const struct sim_cfg *c, const char *key,
   fprintf(f, "}%s\n", tail);
 }
 
+static void json_str(FILE *f, const char *v);
+
 /* The collective's results, one object per size. */
 static void coll_json(FILE *f, const struct sim *s) {
   uint32_t n;
@@ -234,7 +239,17 @@ static void coll_json(FILE *f, const struct sim *s) {
             (double)r[i].time / 1e6, r[i].algbw_gbs, r[i].busbw_gbs,
             r[i].bound_us, r[i].bound_busbw_gbs, r[i].ratio, r[i].steps,
             r[i].step_latency_us, r[i].bw_bound_us, r[i].chain_bound_us);
-  fprintf(f, "],\n    \"done\": %s},\n", n == cc->nsizes ? "true" : "false");
+  fprintf(f, "],\n    \"done\": %s", n == cc->nsizes ? "true" : "false");
+  uint32_t rank;
+  double at;
+  char why[256];
+  if (sim_coll_failure(s, &rank, &at, why, sizeof why)) {
+    fprintf(f, ", \"failed\": {\"rank\": %u, \"at_us\": %.3f, \"reason\": ",
+            rank, at);
+    json_str(f, why);
+    fputc('}', f);
+  }
+  fprintf(f, "},\n");
 }
 
 void sim_report_coll_table(FILE *o, const struct sim *s) {
@@ -393,8 +408,8 @@ static int ngroups(const struct sim_cfg *c) {
   return c->topo.kind == SIM_TOPO_FAT_TREE ? 6 : 4;
 }
 
-/* A file name as a JSON string: quotes, backslashes and control bytes
- * escaped. */
+/* A string (a file name, a reason) as JSON: quotes, backslashes and
+ * control bytes escaped. */
 static void json_str(FILE *f, const char *v) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
@@ -830,8 +845,10 @@ static int write_flows(const struct sim *s, const char *dir, char *err,
   if (!f)
     return -1;
   uint32_t n = sim_nflows(s);
+  /* status: done, failed (its QP failed: failed_us and the completion
+   * status say when and why) or unfinished (the run stopped first). */
   fprintf(f, "id,src,dst,bytes,start_us,finish_us,fct_us,gbps,tx_pkts,"
-             "retx_pkts,ideal_fct_us,slowdown\n");
+             "retx_pkts,ideal_fct_us,slowdown,status,failed_us,error\n");
   double *fct = malloc(sizeof(double) * (n ? n : 1));
   size_t k = 0;
   for (uint32_t i = 0; i < n; i++) {
@@ -839,13 +856,21 @@ static int write_flows(const struct sim *s, const char *dir, char *err,
     bool done = fl->finish != SIM_NEVER;
     double us = done ? (double)(fl->finish - fl->start) / 1e6 : -1;
     double ideal = sim_ideal_fct_us(s, fl->src, fl->dst, fl->bytes);
-    fprintf(f, "%u,%u,%u,%llu,%.3f,%.3f,%.3f,%.3f,%llu,%llu,%.3f,%.4f\n",
+    bool failed = fl->failed != SIM_NEVER;
+    fprintf(f,
+            "%u,%u,%u,%llu,%.3f,%.3f,%.3f,%.3f,%llu,%llu,%.3f,%.4f,%s,%.3f,"
+            "%s\n",
             fl->id, fl->src, fl->dst, (unsigned long long)fl->bytes,
             (double)fl->start / 1e6, done ? (double)fl->finish / 1e6 : -1, us,
             done && us > 0 ? (double)fl->bytes * 8 / (us * 1e3) : 0,
             (unsigned long long)(fl->tx_pkts + fl->rsp_tx_pkts),
             (unsigned long long)(fl->retx_pkts + fl->rsp_retx_pkts), ideal,
-            done ? us / ideal : -1);
+            done ? us / ideal : -1,
+            done     ? "done"
+            : failed ? "failed"
+                     : "unfinished",
+            failed ? (double)fl->failed / 1e6 : -1,
+            failed ? uroce_wc_status_str(fl->status) : "");
     if (done && fct)
       fct[k++] = us;
   }
@@ -1176,15 +1201,25 @@ static void fct_plot(const struct sim *s, FILE *f) {
   }
   if (l < 0)
     l = 0;
+  /* The CDF is of the flows that finished: the title says how many of
+   * all, and how many failed. */
+  char who[96], of[32] = "", failed[32] = "";
+  if (m.done < m.flows)
+    snprintf(of, sizeof of, " of %llu", (unsigned long long)m.flows);
+  if (m.failed)
+    snprintf(failed, sizeof failed, ", %llu failed",
+             (unsigned long long)m.failed);
+  snprintf(who, sizeof who, "%llu%s flows%s", (unsigned long long)m.done, of,
+           failed);
   fprintf(f,
           "set output 'fct_cdf.png'\nset title 'Flow completion time CDF "
-          "(%llu flows; p50 %.1f us, p99 %.1f us)'\nset xlabel 'FCT (us)'\n"
+          "(%s; p50 %.1f us, p99 %.1f us)'\nset xlabel 'FCT (us)'\n"
           "set ylabel 'fraction of flows'\n%sset xrange [%g:%g]\n"
           "set yrange [0:1.02]\nset key bottom right\n"
           "plot 'fct_cdf.csv' every ::1 using 1:2 with steps lw 2 title "
           "'FCT'\nunset logscale x\nset xrange [*:*]\nset yrange [*:*]\n"
           "set key outside right\n\n",
-          (unsigned long long)m.done, m.fct_us[1], m.fct_us[3],
+          who, m.fct_us[1], m.fct_us[3],
           logx ? "set logscale x\n" : "unset logscale x\n", l, h);
   fprintf(f,
           "set output 'fct_slowdown.png'\nset title 'FCT slowdown (FCT / FCT "
@@ -1363,6 +1398,8 @@ static void row(FILE *o, uint32_t n, const struct sim_summary *m, size_t off,
       uint32_t u;
       memcpy(&u, p, sizeof u);
       x = (double)u;
+    } else if (width == 1) {
+      x = *(const bool *)p;
     } else {
       memcpy(&x, p, sizeof x);
     }
@@ -1418,6 +1455,11 @@ void sim_report_compare(FILE *o, uint32_t n, const char *const *names,
     RD(coll_time_us, "its time (us)", "%.2f");
     RD(coll_busbw, "its busbw (GB/s)", "%.3f");
     RD(coll_ratio, "its time / bound", "%.3f");
+    bool cfail = false;
+    for (uint32_t i = 0; i < n; i++)
+      cfail |= m[i].coll_failed;
+    if (cfail)
+      RU(coll_failed, "a rank failed (1 = yes)", "%.0f");
   }
   bool failed = false;
   for (uint32_t i = 0; i < n; i++)

@@ -31,6 +31,12 @@ struct sim_summary {
   const char *coll_name;
   uint64_t coll_bytes, coll_min_bytes; /* largest and smallest finished */
   double coll_time_us, coll_busbw, coll_bound_busbw, coll_ratio;
+  /* A rank of it failed (the first: which, when, why); the sizes not
+   * done are missing. */
+  bool coll_failed;
+  uint32_t coll_fail_rank;
+  double coll_fail_us;
+  char coll_fail_why[256];
 };
 
 void sim_summarize(const struct sim *s, struct sim_summary *out);

@@ -509,6 +509,11 @@ struct sim_coll_result {
 /* NULL (and *n = 0) unless the workload is a collective. */
 const struct sim_coll_result *sim_coll_results(const struct sim *s,
                                                uint32_t *n);
+/* Whether a rank of the collective failed: the first (earliest, then
+ * lowest rank), when, and why (what it was doing, the error, the
+ * communicator's message). */
+bool sim_coll_failure(const struct sim *s, uint32_t *rank, double *at_us,
+                      char *why, size_t len);
 /* Collective facts for reports: ranks, busbw factor, link bandwidth times
  * payload efficiency (Gb/s); 0 if no collective. */
 uint32_t sim_coll_ranks(const struct sim *s);

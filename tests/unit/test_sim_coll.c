@@ -348,6 +348,66 @@ static void test_parse_errors(void) {
   }
 }
 
+/* A rank cut off for good fails the collective: the run ends, the sizes
+ * not done are missing, and the report says which rank failed, when and
+ * why (summary.json and the summary), as the flows' failures are told.
+ * Host 0's link goes down at 50 us and never comes back; with rto 100 us
+ * and retry_cnt 2 the connections into and out of it fail 3 x 131.072
+ * us after their last progress (the engine's timeout is 4.096 us x 2^n,
+ * the first at or above rto_us), which was at most a few round trips
+ * after the cut. */
+static void test_rank_cut_off(void) {
+  struct sim *s = make(FAT_TREE("spray") RING_AR
+                       "sizes: [1MiB, 4MiB]}\n"
+                       "transport: {rto_us: 100, retry_cnt: 2}\n"
+                       "failures: [{at_us: 50, switch: 0, port: 0}]\n");
+  CHECK(s != NULL);
+  if (!s)
+    return;
+  CHECK_EQ(sim_run(s, SIM_NEVER), 1);
+  uint32_t n, rank;
+  double at;
+  char why[256];
+  CHECK(sim_coll_results(s, &n) != NULL);
+  CHECK_EQ(n, 0);
+  CHECK(sim_coll_failure(s, &rank, &at, why, sizeof why));
+  printf("rank %u failed at %.3f us: %s\n", rank, at, why);
+  CHECK(at > 50 + 3 * 131.072 && at < 50 + 3 * 131.072 + 40);
+  CHECK(strstr(why, "running the collective") != NULL);
+  CHECK(strstr(why, "transport retry counter exceeded") != NULL);
+  struct sim_summary m;
+  sim_summarize(s, &m);
+  CHECK(m.coll_failed && m.coll_fail_rank == rank && m.coll_fail_us == at);
+  char dir[] = "/tmp/uroce-sim-coll-XXXXXX", path[64], err[256] = "";
+  CHECK(mkdtemp(dir) != NULL);
+  CHECK_EQ(sim_report_write(s, dir, true, err, sizeof err), 0);
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  FILE *fp = fopen(path, "r");
+  char *buf = calloc(1, 1 << 20), want[160];
+  if (fp && buf)
+    CHECK(fread(buf, 1, (1 << 20) - 1, fp) > 0);
+  if (fp)
+    fclose(fp);
+  snprintf(want, sizeof want,
+           "\"done\": false, \"failed\": {\"rank\": %u, \"at_us\": %.3f, "
+           "\"reason\": \"running the collective",
+           rank, at);
+  CHECK(buf && strstr(buf, want));
+  free(buf);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK_EQ(system(cmd), 0);
+  sim_del(s);
+  /* A collective that finishes names no failure. */
+  s = make(FAT_TREE("spray") RING_AR "sizes: [64KiB]}\n");
+  CHECK(s != NULL);
+  if (s) {
+    CHECK_EQ(sim_run(s, SIM_NEVER), 1);
+    CHECK(!sim_coll_failure(s, &rank, &at, why, sizeof why));
+    sim_del(s);
+  }
+}
+
 int main(void) {
   setvbuf(stdout, 0, _IONBF, 0);
   T_RUN(test_parse_errors);
@@ -356,5 +416,6 @@ int main(void) {
   T_RUN(test_determinism);
   T_RUN(test_all_collectives);
   T_RUN(test_servers);
+  T_RUN(test_rank_cut_off);
   return T_DONE();
 }

@@ -449,6 +449,28 @@ static void host_for_good(bool ib, bool uroce, uint8_t retry_cnt,
   CHECK_EQ(m.failed, 2);
   CHECK(!strcmp(m.failed_what,
                 "0 (4->0), 1 (0->5): transport retry counter exceeded"));
+  /* flows.csv: each row's status, and the failed ones' time and
+   * error; the CDF's title counts them. */
+  snprintf(path, sizeof path, "%s/flows.csv", dir);
+  fp = fopen(path, "r");
+  char line[512];
+  uint32_t row = 0;
+  while (fp && fgets(line, sizeof line, fp)) {
+    if (row == 0) {
+      CHECK(strstr(line, ",slowdown,status,failed_us,error\n") != NULL);
+    } else if (row <= 2) {
+      char tail[128];
+      snprintf(tail, sizeof tail,
+               ",failed,%.3f,transport retry counter exceeded\n", at[row - 1]);
+      CHECK(strstr(line, tail) != NULL);
+    } else {
+      CHECK(strstr(line, ",done,-1.000,\n") != NULL);
+    }
+    row++;
+  }
+  if (fp)
+    fclose(fp);
+  CHECK_EQ(row, 5);
   free(buf);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
