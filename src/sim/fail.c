@@ -6,14 +6,17 @@
  * after a trap to the SM and its sweep, route computation (up/down or
  * minhop over the links up) and LFT programming, as sm.c models them. A
  * change whose trap is lost waits for a sweep: another change's, or the
- * SM's next periodic one. The transport recovers the lost packets. */
+ * SM's next periodic one. When the master SM's own link goes down, no trap
+ * reaches it and it sweeps nothing; a standby SM notices by its polls and
+ * takes over with a sweep of its own. The transport recovers the lost
+ * packets. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim/sim_int.h"
 
-enum { FE_CHANGE, FE_INSTALL, FE_SWEEP };
+enum { FE_CHANGE, FE_INSTALL, FE_SWEEP, FE_TAKEOVER };
 
 struct fail_ev {
   struct sim_ev ev;
@@ -26,6 +29,7 @@ struct fail_ev {
 struct sim_fail {
   struct fail_ev ev[SIM_FAIL_MAX][4]; /* down, up; their installs */
   struct fail_ev sweep; /* the next periodic SM sweep, while one is due */
+  struct fail_ev takeover; /* the standby's, while the master is cut off */
   uint32_t unseen;      /* results no SM sweep has seen yet, a bit each */
   struct sim_fail_result res[2 * SIM_FAIL_MAX];
   uint32_t nres;
@@ -33,8 +37,8 @@ struct sim_fail {
 _Static_assert(2 * SIM_FAIL_MAX <= 32, "a result is a bit of a uint32_t");
 
 const char *sim_noticed_name(enum sim_noticed n) {
-  static const char *const names[] = {"none", "trap", "sweep"};
-  return (unsigned)n < 3 ? names[n] : "?";
+  static const char *const names[] = {"none", "trap", "sweep", "standby"};
+  return (unsigned)n < 4 ? names[n] : "?";
 }
 
 /* The ports of failure f: one link, or every link of a switch. */
@@ -226,14 +230,15 @@ static void install(struct sim *s, struct fail_ev *fe) {
  * new LFTs (or, with adaptive routing, the full programming of the
  * start), installed by ins when programmed. */
 static void sm_sweep(struct sim *s, struct fail_ev *ins, sim_time_t wait,
-                     enum sim_noticed how) {
+                     enum sim_noticed how, bool all) {
   struct sim_fail *fl = s->fail;
   sim_time_t disc, comp, prog;
   if (s->cfg.routing == SIM_ROUTE_STATIC) {
     uint32_t nl = sim_sm_nlids(s);
     free(ins->staged);
     ins->staged = malloc(sizeof(uint16_t) * nl * s->nswitches);
-    if (!ins->staged || sim_sm_recompute(s, ins->staged, &disc, &comp, &prog)) {
+    if (!ins->staged ||
+        sim_sm_recompute(s, ins->staged, &disc, &comp, &prog, all)) {
       fprintf(stderr, "uroce sim: out of memory in the SM; routes stay\n");
       free(ins->staged);
       ins->staged = 0;
@@ -264,6 +269,8 @@ static void sm_sweep(struct sim *s, struct fail_ev *ins, sim_time_t wait,
   sim_ev_cancel(&fl->sweep.ev); /* nothing left for it */
   sim_schedule(s, &ins->ev, start + disc + comp + prog);
 }
+
+static void standby_watch(struct sim *s);
 
 static void change(struct sim *s, struct fail_ev *fe) {
   struct sim_fail *fl = s->fail;
@@ -305,10 +312,17 @@ static void change(struct sim *s, struct fail_ev *fe) {
     return;
   }
   fl->unseen |= 1u << ri;
+  if (sim_sm_master_down(s)) {
+    /* No trap reaches the master and it sweeps nothing: a standby's
+     * polls go unanswered. */
+    standby_watch(s);
+    return;
+  }
+  sim_ev_cancel(&fl->takeover.ev); /* the master answers polls again */
   if (s->cfg.recovery.traps && !f->trap_lost) {
     /* The sweep the trap starts sees every change so far. */
     sm_sweep(s, &fl->ev[fe->idx][2 + fe->up], s->cfg.recovery.trap,
-             SIM_NOTICED_TRAP);
+             SIM_NOTICED_TRAP, false);
     return;
   }
   sim_time_t iv = s->cfg.ib.sm.sweep_interval;
@@ -320,11 +334,44 @@ static void change(struct sim *s, struct fail_ev *fe) {
  * routes go in with the install event of the first of them. */
 static void periodic_sweep(struct sim *s) {
   struct sim_fail *fl = s->fail;
+  if (!fl->unseen || sim_sm_master_down(s))
+    return;
+  uint32_t i = (uint32_t)__builtin_ctz(fl->unseen);
+  const struct sim_fail_result *r = &fl->res[i];
+  sm_sweep(s, &fl->ev[r->f - s->cfg.fail][2 + r->up], 0, SIM_NOTICED_SWEEP,
+           false);
+}
+
+/* The standby (if any, and its own link up) polls the master every
+ * polling timeout from time 0; the first poll after now goes unanswered,
+ * and it takes over at the polling_retries-th in a row. */
+static void standby_watch(struct sim *s) {
+  struct sim_fail *fl = s->fail;
+  uint32_t sb = sim_sm_standby(s);
+  const struct sim_sm_cfg *c = &s->cfg.ib.sm;
+  if (sb == UINT32_MAX || s->nics[sb].port.down ||
+      fl->takeover.ev.at != SIM_NEVER || !c->polling_timeout)
+    return;
+  sim_time_t t = c->polling_timeout,
+             first = (s->now / t + 1) * t; /* the first unanswered poll */
+  sim_schedule(s, &fl->takeover.ev, first + (c->polling_retries - 1) * t);
+}
+
+/* The standby takes over: it is the master from now on, sweeps the whole
+ * fabric from its NIC and programs every LFT block (it knows none); the
+ * changes no SM has seen are installed with it. */
+static void take_over(struct sim *s) {
+  struct sim_fail *fl = s->fail;
+  uint32_t sb = sim_sm_standby(s);
+  if (!sim_sm_master_down(s) || sb == UINT32_MAX || s->nics[sb].port.down)
+    return;
+  sim_sm_take_over(s);
   if (!fl->unseen)
     return;
   uint32_t i = (uint32_t)__builtin_ctz(fl->unseen);
   const struct sim_fail_result *r = &fl->res[i];
-  sm_sweep(s, &fl->ev[r->f - s->cfg.fail][2 + r->up], 0, SIM_NOTICED_SWEEP);
+  sm_sweep(s, &fl->ev[r->f - s->cfg.fail][2 + r->up], 0, SIM_NOTICED_STANDBY,
+           true);
 }
 
 void sim_fail_event(struct sim *s, struct sim_ev *ev) {
@@ -333,6 +380,8 @@ void sim_fail_event(struct sim *s, struct sim_ev *ev) {
     install(s, fe);
   else if (fe->what == FE_SWEEP)
     periodic_sweep(s);
+  else if (fe->what == FE_TAKEOVER)
+    take_over(s);
   else
     change(s, fe);
 }
@@ -411,6 +460,8 @@ int sim_fail_new(struct sim *s, char *err, size_t errlen) {
     }
   sim_ev_new(&fl->sweep.ev, SIM_EV_FAIL, (uint64_t)SIM_FAIL_MAX * 4);
   fl->sweep.what = FE_SWEEP;
+  sim_ev_new(&fl->takeover.ev, SIM_EV_FAIL, (uint64_t)SIM_FAIL_MAX * 4 + 1);
+  fl->takeover.what = FE_TAKEOVER;
   for (uint32_t i = 0; i < c->nfail; i++) {
     sim_schedule(s, &fl->ev[i][0].ev, c->fail[i].at);
     if (c->fail[i].up_after)

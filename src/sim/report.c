@@ -472,7 +472,8 @@ static void resolved_json(FILE *f, const struct sim *s) {
             "%g, \"grh\": %s, \"vls\": %u, \"sm\": {\"routing_engine\": "
             "\"%s\", \"lmc\": %u, \"max_wire_smps\": %u, "
             "\"smp_processing_ns\": %g, \"route_ns\": %g, "
-            "\"sweep_interval_us\": %g}, \"cc\": "
+            "\"sweep_interval_us\": %g, \"standby_nic\": %lld, "
+            "\"polling_timeout_us\": %g, \"polling_retries\": %u}, \"cc\": "
             "{\"enabled\": %s, \"threshold\": %llu, \"marking_rate\": %u, "
             "\"ccti_increase\": %u, \"ccti_limit\": %u, \"ccti_timer_us\": "
             "%g, \"ird_step_ns\": %g}},\n",
@@ -482,6 +483,9 @@ static void resolved_json(FILE *f, const struct sim *s) {
             c->ib.sm.max_wire_smps, (double)c->ib.sm.smp_proc / 1e3,
             (double)c->ib.sm.route_time / 1e3,
             (double)c->ib.sm.sweep_interval / 1e6,
+            c->ib.sm.standby_nic == UINT32_MAX ? -1LL
+                                               : (long long)c->ib.sm.standby_nic,
+            (double)c->ib.sm.polling_timeout / 1e6, c->ib.sm.polling_retries,
             c->ib.cc.enabled ? "true" : "false",
             (unsigned long long)c->ib.cc.threshold, c->ib.cc.marking_rate,
             c->ib.cc.ccti_increase, c->ib.cc.ccti_limit,
@@ -693,6 +697,8 @@ static void fail_json(FILE *f, const struct sim *s) {
   bool by = false;
   for (uint32_t i = 0; i < c->nfail && c->fabric == SIM_FABRIC_IB; i++)
     by |= !c->recovery.traps || c->fail[i].trap_lost;
+  struct sim_sm_info smi; /* or where a standby SM may take over */
+  by |= sim_sm_info(s, &smi) == 0 && c->ib.sm.standby_nic != UINT32_MAX;
   for (uint32_t i = 0; i < n; i++) {
     const struct sim_fail_result *e = &r[i];
     char what[64];
@@ -799,20 +805,30 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
     fprintf(f, "],\n");
     tiers_json(f, c, "max_vl_input_bytes", st->max_vl_in, ",");
     struct sim_sm_info sm;
-    if (sim_sm_info(s, &sm) == 0)
+    if (sim_sm_info(s, &sm) == 0) {
       fprintf(f,
               "  \"subnet_manager\": {\"routing_engine\": \"%s\", \"lids\": "
               "%u, \"lmc\": %u, \"smps\": %llu, \"discover_us\": %.3f, "
               "\"compute_us\": %.3f, \"program_us\": %.3f, "
               "\"deadlock_free\": %s, \"cdg_channels\": %llu, "
               "\"cdg_edges\": %llu, \"max_up_imbalance\": %u, "
-              "\"drops_noroute\": %llu},\n",
+              "\"drops_noroute\": %llu",
               sm.engine, sm.lids, sm.lmc, (unsigned long long)sm.smps,
               (double)sm.discover / 1e6, (double)sm.compute / 1e6,
               (double)sm.program / 1e6, sm.deadlock_free ? "true" : "false",
               (unsigned long long)sm.cdg_channels,
               (unsigned long long)sm.cdg_edges, sm.max_imbalance,
               (unsigned long long)st->drops_noroute);
+      if (c->ib.sm.standby_nic != UINT32_MAX) {
+        /* With a standby: where the master runs, when it took over. */
+        fprintf(f, ", \"standby_nic\": %u, \"master_nic\": %u",
+                c->ib.sm.standby_nic, sm.master_nic);
+        if (sm.takeovers)
+          fprintf(f, ", \"standby_took_over_us\": %.3f",
+                  (double)sm.took_over / 1e6);
+      }
+      fprintf(f, "},\n");
+    }
     tiers_json(f, c, "port_credit_wait_ns", cw, ",");
   }
   fail_json(f, s);

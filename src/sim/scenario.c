@@ -771,6 +771,9 @@ static const struct key sm_keys[] = {
     NS("smp_processing_ns", smp_proc),
     NS("route_ns", route_time),
     US("sweep_interval_us", sweep_interval),
+    UINT("standby_nic", standby_nic, 1, 16777215),
+    US("polling_timeout_us", polling_timeout),
+    UINT("polling_retries", polling_retries, 1, 255),
     END,
 };
 #undef T

@@ -50,6 +50,9 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->ib.sm.smp_proc = 1 * SIM_US;
   c->ib.sm.route_time = 10 * SIM_NS;
   c->ib.sm.sweep_interval = 10000 * SIM_MS; /* OpenSM's 10 s */
+  c->ib.sm.standby_nic = UINT32_MAX;
+  c->ib.sm.polling_timeout = 10000 * SIM_MS; /* OpenSM's 10 s */
+  c->ib.sm.polling_retries = 4;              /* OpenSM's */
   c->tp.model = SIM_HOST_UROCE;
   c->tp.mtu = 4096;
   c->tp.window = 256;

@@ -85,6 +85,14 @@ struct sim_sm_cfg {
    * of it from time 0 notices the changes no trap reported; 0: no
    * periodic sweeps, OpenSM's meaning of 0. Default 10 s, OpenSM's. */
   sim_time_t sweep_interval;
+  /* A standby SM on NIC standby_nic (UINT32_MAX: none; the master runs on
+   * NIC 0): it polls the master's SMInfo every polling_timeout and takes
+   * over after polling_retries polls in a row go unanswered (OpenSM's
+   * sminfo_polling_timeout, 10 s, and polling_retry_number, 4), then
+   * sweeps the fabric from its own NIC. */
+  uint32_t standby_nic;
+  sim_time_t polling_timeout;
+  uint32_t polling_retries;
 };
 
 /* IB congestion control (IBA annex A10, simplified): a switch egress
@@ -416,6 +424,11 @@ struct sim_sm_info {
   bool deadlock_free;
   uint64_t cdg_channels, cdg_edges;
   uint32_t max_imbalance;
+  /* The NIC the master SM runs on, and when a standby last took over
+   * (SIM_NEVER: never) and how often. */
+  uint32_t master_nic;
+  sim_time_t took_over;
+  uint32_t takeovers;
 };
 /* 0, or -1 if the fabric has no subnet manager (RoCE). */
 int sim_sm_info(const struct sim *s, struct sim_sm_info *out);
@@ -429,8 +442,9 @@ enum sim_noticed {
   SIM_NOTICED_NOT_YET, /* no sweep has seen it (no trap, no periodic one) */
   SIM_NOTICED_TRAP,    /* RoCE's detection, or a trap's sweep (IB) */
   SIM_NOTICED_SWEEP,   /* a periodic sweep of the SM (IB) */
+  SIM_NOTICED_STANDBY, /* the sweep of a standby SM taking over (IB) */
 };
-/* "none", "trap", "sweep" */
+/* "none", "trap", "sweep", "standby" */
 const char *sim_noticed_name(enum sim_noticed n);
 
 struct sim_fail_result {

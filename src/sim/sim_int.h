@@ -537,10 +537,18 @@ void sim_sm_check(struct sim *s, struct sim_sm_info *out);
 /* Recomputes the LFTs (up/down if that is the engine, else minhop) over
  * the links up now into staged
  * (nswitches x LIDs), and the modelled sweep, computation and programming
- * (changed blocks only) times. */
+ * (changed blocks only; every block with all, as an SM that just took
+ * over, which knows no switch's LFT, sends them) times. */
 int sim_sm_recompute(struct sim *s, uint16_t *staged, sim_time_t *discover,
-                     sim_time_t *compute, sim_time_t *program);
+                     sim_time_t *compute, sim_time_t *program, bool all);
 uint32_t sim_sm_nlids(const struct sim *s);
+/* The NIC the master SM runs on, whether it is cut off (its link down),
+ * and the standby taking over at s's now: it is the master from then on
+ * (the old master, should it come back, its standby). */
+uint32_t sim_sm_master(const struct sim *s);
+uint32_t sim_sm_standby(const struct sim *s); /* UINT32_MAX: none */
+bool sim_sm_master_down(const struct sim *s);
+void sim_sm_take_over(struct sim *s);
 
 /* par.c: parallel runs. */
 /* Sets the lookahead, the partitions and every node's and event's

@@ -17,6 +17,7 @@
 #define LFT_BLOCK 64
 
 struct sim_sm {
+  uint32_t nic, standby; /* the master's NIC; the standby's or UINT32_MAX */
   uint32_t nlids, nsw_lid0;
   uint64_t smps;
   sim_time_t discover, compute, program;
@@ -32,7 +33,7 @@ static inline struct sim_node *node_at(struct sim *s, uint32_t i) {
   return i < s->nswitches ? &s->sws[i].n : &s->nics[i - s->nswitches].n;
 }
 
-/* Discovery: breadth first from the SM's NIC (NIC 0), each node asked for
+/* Discovery: breadth first from the master SM's NIC, each node asked for
  * NodeInfo, SwitchInfo (switches) and PortInfo per port; the SM keeps
  * max_wire_smps outstanding, so the sweep lasts the sum of the round trips
  * over that. Fills lat[] for programming later. */
@@ -47,7 +48,7 @@ static int discover(struct sim *s, struct sim_sm *sm) {
   for (uint32_t i = 0; i < n; i++)
     sm->lat[i] = SIM_NEVER;
   const struct sim_sm_cfg *c = &s->cfg.ib.sm;
-  uint32_t head = 0, tail = 0, root = node_ix(s, &s->nics[0].n);
+  uint32_t head = 0, tail = 0, root = node_ix(s, &s->nics[sm->nic].n);
   sm->lat[root] = 0;
   q[tail++] = root;
   sim_time_t busy = 0;
@@ -333,8 +334,30 @@ uint32_t sim_sm_nlids(const struct sim *s) {
   return s->sm ? s->sm->nlids : 0;
 }
 
+uint32_t sim_sm_master(const struct sim *s) {
+  return s->sm ? s->sm->nic : 0;
+}
+
+uint32_t sim_sm_standby(const struct sim *s) {
+  return s->sm ? s->sm->standby : UINT32_MAX;
+}
+
+bool sim_sm_master_down(const struct sim *s) {
+  return s->sm && s->nics[s->sm->nic].port.down;
+}
+
+void sim_sm_take_over(struct sim *s) {
+  struct sim_sm *sm = s->sm;
+  uint32_t old = sm->nic;
+  sm->nic = sm->standby;
+  sm->standby = old;
+  sm->info.master_nic = sm->nic;
+  sm->info.took_over = s->now;
+  sm->info.takeovers++;
+}
+
 int sim_sm_recompute(struct sim *s, uint16_t *staged, sim_time_t *disc,
-                     sim_time_t *compute, sim_time_t *prog) {
+                     sim_time_t *compute, sim_time_t *prog, bool all) {
   struct sim_sm *sm = s->sm;
   const struct sim_sm_cfg *c = &s->cfg.ib.sm;
   uint32_t nl = sm->nlids, nsw = s->nswitches;
@@ -366,7 +389,7 @@ int sim_sm_recompute(struct sim *s, uint16_t *staged, sim_time_t *disc,
       continue;
     for (uint32_t b = 0; b < nl; b += LFT_BLOCK) {
       uint32_t e = b + LFT_BLOCK < nl ? b + LFT_BLOCK : nl;
-      if (memcmp(nw + b, od + b, (e - b) * sizeof(uint16_t))) {
+      if (all || memcmp(nw + b, od + b, (e - b) * sizeof(uint16_t))) {
         busy += 2 * sm->lat[i] + c->smp_proc;
         sm->smps++;
       }
@@ -559,8 +582,17 @@ int sim_sm_new(struct sim *s, char *err, size_t errlen) {
              s->nnics, c->lmc, s->nswitches);
     return -1;
   }
+  if (c->standby_nic != UINT32_MAX && c->standby_nic >= s->nnics) {
+    snprintf(err, errlen,
+             "infiniband.sm.standby_nic: NIC %u, the fabric has %u (the "
+             "master runs on NIC 0)",
+             c->standby_nic, s->nnics);
+    return -1;
+  }
   struct sim_sm *sm = calloc(1, sizeof(*sm));
   s->sm = sm;
+  if (sm)
+    sm->standby = c->standby_nic;
   s->nic_lid = malloc(sizeof(*s->nic_lid) * s->nnics);
   if (!sm || !s->nic_lid || discover(s, sm)) {
     snprintf(err, errlen, "out of memory for the subnet manager");
@@ -593,6 +625,7 @@ int sim_sm_new(struct sim *s, char *err, size_t errlen) {
   in->discover = sm->discover;
   in->compute = sm->compute;
   in->program = sm->program;
+  in->took_over = SIM_NEVER;
   sim_sm_check(s, in);
   return 0;
 }

@@ -488,6 +488,118 @@ static void test_host_link_for_good(void) {
   host_for_good(false, true, 6, 2);
 }
 
+/* The master SM runs on NIC 0. Its host link goes down for good at 100
+ * us, and a leaf-0 up-link on flow 0's path (host 1 to host 5) at 150 us:
+ * no trap reaches a master cut off, so nothing recovers the flow's path
+ * until a standby SM on NIC 7 (polling every 100 us, 3 unanswered polls)
+ * takes over: polls at 200, 300 and 400 us go unanswered, it takes over
+ * at 400 us and its sweep installs routes around the dead link (recovery
+ * exactly 400 - 150 + sweep + compute + program); the flow then delivers
+ * every byte. Without a standby the routes never change and the flow
+ * does not finish; if the master's link is back at 250 us, before the
+ * third poll, there is no takeover and the trap of its coming back starts
+ * the master's own sweep. */
+static void standby_case(uint32_t standby, sim_time_t master_up) {
+  struct sim_cfg c;
+  base(&c, true);
+  c.tp.retry_cnt = 3;
+  c.ib.sm.standby_nic = standby;
+  c.ib.sm.polling_timeout = 100 * SIM_US;
+  c.ib.sm.polling_retries = 3;
+  /* flow 0's leaf-0 up port */
+  struct sim *s0 = mk(&c);
+  if (!s0)
+    return;
+  sim_add_flow(s0, 1, 5, 64 << 20, 0, SIM_OP_WRITE);
+  uint16_t ports[8];
+  uint32_t sws[8];
+  CHECK_EQ(sim_flow_path(s0, 0, ports, sws, 8), 3);
+  sim_del(s0);
+  c.nfail = 2;
+  c.fail[0] = (struct sim_failure){.kind = SIM_FAIL_LINK,
+                                   .sw = 0,
+                                   .port = 0,
+                                   .at = 100 * SIM_US,
+                                   .up_after = master_up ? master_up - 100 * SIM_US
+                                                         : 0};
+  c.fail[1] = (struct sim_failure){
+      .kind = SIM_FAIL_LINK, .sw = 0, .port = ports[0], .at = 150 * SIM_US};
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  sim_add_flow(s, 1, 5, 64 << 20, 0, SIM_OP_WRITE);
+  sim_run(s, 30 * SIM_MS);
+  uint32_t n;
+  const struct sim_fail_result *r = sim_fail_results(s, &n);
+  struct sim_sm_info sm;
+  CHECK_EQ(sim_sm_info(s, &sm), 0);
+  const struct sim_flow *f = sim_flow(s, 0);
+  CHECK_EQ(n, master_up ? 3 : 2);
+  if (n < 2) {
+    sim_del(s);
+    return;
+  }
+  const struct sim_fail_result *e = &r[1];
+  if (master_up) {
+    printf("ib, master SM cut off 100-%.0f us, standby on NIC %u: no "
+           "takeover (master NIC %u); the link down at 150 us installed at "
+           "%.3f us (noticed by %s); flow done at %.1f us\n",
+           (double)master_up / 1e6, standby, sm.master_nic,
+           (double)e->installed / 1e6, sim_noticed_name(e->noticed),
+           (double)f->finish / 1e6);
+    CHECK_EQ(sm.takeovers, 0);
+    CHECK_EQ(sm.master_nic, 0);
+    CHECK(e->noticed == SIM_NOTICED_TRAP);
+    CHECK_EQ(e->installed, r[2].installed);
+    CHECK_EQ(e->installed - master_up,
+             c.recovery.trap + e->sweep + e->compute + e->program);
+    CHECK_EQ(f->acked, 64 << 20);
+  } else if (standby == UINT32_MAX) {
+    printf("ib, master SM cut off at 100 us, no standby: the link down at "
+           "150 us is never routed around (%llu packets lost); flow %s\n",
+           (unsigned long long)e->lost_pkts,
+           f->failed != SIM_NEVER ? "failed" : "not done");
+    CHECK_EQ(e->installed, 0);
+    CHECK(e->noticed == SIM_NOTICED_NOT_YET);
+    CHECK(f->finish == SIM_NEVER);
+  } else {
+    sim_time_t takeover = 400 * SIM_US;
+    printf("ib, master SM cut off at 100 us, standby on NIC %u took over at "
+           "%.3f us (master NIC now %u); the link down at 150 us installed "
+           "at %.3f us (detect %.3f, sweep %.3f, compute %.3f, program "
+           "%.3f); %llu packets lost; flow done at %.1f us\n",
+           standby, (double)sm.took_over / 1e6, sm.master_nic,
+           (double)e->installed / 1e6, (double)e->detect / 1e6,
+           (double)e->sweep / 1e6, (double)e->compute / 1e6,
+           (double)e->program / 1e6, (unsigned long long)e->lost_pkts,
+           (double)f->finish / 1e6);
+    CHECK_EQ(sm.takeovers, 1);
+    CHECK_EQ(sm.took_over, takeover);
+    CHECK_EQ(sm.master_nic, standby);
+    CHECK(e->noticed == SIM_NOTICED_STANDBY && r[0].noticed == e->noticed);
+    CHECK_EQ(e->detect, takeover - e->at);
+    CHECK_EQ(e->installed - takeover, e->sweep + e->compute + e->program);
+    CHECK(e->sweep > 0 && e->program > 0);
+    CHECK(e->last_loss != SIM_NEVER && e->last_loss <= e->installed);
+    CHECK_EQ(f->acked, 64 << 20);
+  }
+  sim_del(s);
+}
+
+static void test_standby_sm(void) {
+  standby_case(7, 0);
+  standby_case(UINT32_MAX, 0);
+  standby_case(7, 250 * SIM_US);
+  /* A standby that is not a NIC of the fabric is refused. */
+  struct sim_cfg c;
+  base(&c, true);
+  c.ib.sm.standby_nic = 8;
+  char err[256] = "";
+  struct sim *s = sim_new(&c, err, sizeof err);
+  CHECK(s == NULL && strstr(err, "standby_nic"));
+  sim_del(s);
+}
+
 /* Failures that make no sense are refused with the reason. */
 static void test_bad(void) {
   struct sim_cfg c;
@@ -520,6 +632,7 @@ int main(void) {
   T_RUN(test_host_link);
   T_RUN(test_host_link_pfc);
   T_RUN(test_host_link_for_good);
+  T_RUN(test_standby_sm);
   T_RUN(test_bad);
   return T_DONE();
 }
