@@ -41,6 +41,10 @@ struct uroce_cc_ops {
   /* Optional: the rate the QP is paced at, bits/s (for the trace); NULL
    * or 0 = not paced. */
   uint64_t (*rate)(const void *st);
+  /* Optional: a packet of this QP was lost in a full queue (the fabric
+   * trimmed it and the receiver said so): congestion for certain. NULL:
+   * the engine calls on_cnp_rx instead. */
+  void (*on_loss)(void *st, uint64_t now);
 };
 
 /* Sends as fast as the caller drains packets; ignores every signal. */
