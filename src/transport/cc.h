@@ -17,7 +17,9 @@ struct uroce_cc_ops {
   void (*init)(void *st, uint64_t now);
   /* A CE-marked packet arrived on this QP (the NP side; informational). */
   void (*on_ce_marked_rx)(void *st, uint64_t now);
-  /* A CNP arrived for this QP: the RP side reacts. */
+  /* A CNP arrived for this QP: the RP side reacts. Also called when a
+   * packet of the QP arrived trimmed (a switch's queue was full, as an
+   * ECN mark would say): the same signal from the same queue. */
   void (*on_cnp_rx)(void *st, uint64_t now);
   /* Newly acknowledged bytes (RC). */
   void (*on_ack)(void *st, uint64_t now, uint64_t bytes);
@@ -41,10 +43,6 @@ struct uroce_cc_ops {
   /* Optional: the rate the QP is paced at, bits/s (for the trace); NULL
    * or 0 = not paced. */
   uint64_t (*rate)(const void *st);
-  /* Optional: a packet of this QP was lost in a full queue (the fabric
-   * trimmed it and the receiver said so): congestion for certain. NULL:
-   * the engine calls on_cnp_rx instead. */
-  void (*on_loss)(void *st, uint64_t now);
 };
 
 /* Sends as fast as the caller drains packets; ignores every signal. */

@@ -73,15 +73,6 @@ static void swift_on_cnp(void *st, uint64_t now) {
     cut(s, now, 1 - s->p.ecn_beta);
 }
 
-/* A packet lost in a full queue (a trim NACK): Swift's reaction to a
- * loss seen by fast recovery, the largest cut (max_mdf), at most once
- * per RTT; UET's NSCC also takes a NACK as a congestion event. */
-static void swift_on_loss(void *st, uint64_t now) {
-  struct swift *s = st;
-  if (may_cut(s, now))
-    cut(s, now, 1 - s->p.max_mdf);
-}
-
 /* Additive increase while the delay is under target: ai bytes per window
  * acknowledged. */
 static void swift_on_ack(void *st, uint64_t now, uint64_t bytes) {
@@ -122,5 +113,4 @@ const struct uroce_cc_ops uroce_cc_swift = {
     .set_params = swift_set_params,
     .on_rtt = swift_on_rtt,
     .cwnd = swift_cwnd,
-    .on_loss = swift_on_loss,
 };

@@ -831,7 +831,7 @@ static void trim_trace(void *ctx, const struct uroce_trace_ev *ev) {
  * cut its payload off). Multipath: the responder NACKs that PSN in its
  * next selective ACK and the requester resends exactly it, at once (one
  * resend, cause "trim": no gap timer, probe or timeout), and Swift takes
- * it as congestion (one cut by max_mdf); the data is byte-exact. Standard
+ * it as congestion (one cut, as for a CNP); the data is byte-exact. Standard
  * mode: a loss like any other, one PSN sequence NAK and one go-back-N. */
 static void test_trimmed_packet(void) {
   struct tp_opts o;
@@ -866,7 +866,7 @@ static void test_trimmed_packet(void) {
   CHECK_EQ(trim_tr.cause[0], UROCE_TRC_TRIM);
   CHECK_EQ(trim_tr.cc_trim, 1);
   CHECK_EQ(trim_tr.cwnd, (uint64_t)(uroce_swift_defaults.init_cwnd *
-                                    (1 - uroce_swift_defaults.max_mdf)));
+                                    (1 - uroce_swift_defaults.ecn_beta)));
   teardown();
 
   uint32_t flags = eng_flags;
