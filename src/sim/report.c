@@ -129,7 +129,7 @@ void sim_summarize(const struct sim *s, struct sim_summary *o) {
   o->goodput_gbps =
       last ? (double)done_bytes * 8 / ((double)last / 1e12) / 1e9 : 0;
   for (int t = 0; t < SIM_TIERS; t++) {
-    o->drops += st->drops_buffer[t] + st->drops_lossless[t];
+    o->drops += st->drops_buffer[t] + st->drops_lossless[t] + st->drops_trim[t];
     o->pauses += st->pause_frames[t];
     o->ecn_marks += st->ecn_marks[t];
     o->max_queue[t] = st->max_queue[t];
@@ -772,7 +772,7 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
   util_json(f, s);
   uint64_t dl[SIM_TIERS];
   for (int t = 0; t < SIM_TIERS; t++)
-    dl[t] = st->drops_buffer[t] + st->drops_lossless[t];
+    dl[t] = st->drops_buffer[t] + st->drops_lossless[t] + st->drops_trim[t];
   fprintf(f,
           "  \"drops\": {\"total\": %llu, \"wire\": %llu, "
           "\"lossless_overflow\": %llu},\n",
