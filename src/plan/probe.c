@@ -214,8 +214,8 @@ int plan_probe(const struct plan_spec *sp, const struct plan_option *o,
   st->events = ss->events;
   st->flows = ss->flows;
   for (int i = 0; i < SIM_TIERS; i++) {
-    st->drops += ss->drops_buffer[i] + ss->drops_lossless[i] +
-                 ss->drops_trim[i];
+    st->drops +=
+        ss->drops_buffer[i] + ss->drops_lossless[i] + ss->drops_trim[i];
     st->trims += ss->trims[i];
     st->pauses += ss->pause_frames[i];
   }

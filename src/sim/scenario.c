@@ -671,8 +671,7 @@ static const struct key trim_keys[] = {
 };
 
 /* switch.trim, remembered for fabric_check. */
-static int sw_trim(struct ctx *x, const char *key, yaml_node_t *v,
-                   void *dst) {
+static int sw_trim(struct ctx *x, const char *key, yaml_node_t *v, void *dst) {
   x->trim_at = v;
   return walk(x, v, "switch.trim", trim_keys, dst);
 }

@@ -180,8 +180,8 @@ void mp_sent(struct uroce_qp *qp, uint32_t psn, uint32_t n, bool resp,
         gap_rtx_forget(m, p);
       else
         m->gap_rtx[m->gap_rtx_n++ % 32] = p;
-      *st = (uint8_t)((*st & ~(TX_GAP | TX_LOST | TX_PROBE | TX_TRIM)) |
-                      TX_RTX);
+      *st =
+          (uint8_t)((*st & ~(TX_GAP | TX_LOST | TX_PROBE | TX_TRIM)) | TX_RTX);
       if (uroce_psn_cmp(p, m->scan) < 0)
         m->scan = p; /* compare it with later deliveries again */
       /* Due back within an RTT: a gap from then on (RACK's timer), so
