@@ -1206,21 +1206,16 @@ void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
  * packet is told lost in the next selective ACK (UROCE_SACK_TRIM), sent
  * at once, so the requester resends it without waiting for a gap or a
  * probe (a READ or atomic request carries no payload to trim). Standard:
- * a loss like any other, a PSN sequence NAK for epsn if it was at or
- * after it (go-back-N), as the next packet would have made us send. */
+ * a loss like any other, and the next packet's PSN sequence NAK asks
+ * for it. NAKing at once made go-back-N resend whole windows into the
+ * queue that had just trimmed, before it drained: a 16-to-1 incast took
+ * 5.5 ms with 895 NAKs, against 3.9 ms with 11 dropping. */
 void resp_trimmed(struct uroce_qp *qp, const struct uroce_pkt_info *pi) {
   struct resp *r = &qp->resp;
   qp_dropped(qp, UROCE_DROP_TRIMMED, pi->psn);
-  if (qp->type != UROCE_QPT_RC || r->fatal)
+  if (qp->type != UROCE_QPT_RC || r->fatal || !qp_mp(qp))
     return;
   int32_t d = uroce_psn_diff(pi->psn, r->epsn);
-  if (!qp_mp(qp)) {
-    if (d >= 0 && !r->nak_pending) {
-      nak_psn_seq(r);
-      r->ack_now = true;
-    }
-    return;
-  }
   if (d < 0 || !r->mp_st || (uint32_t)d > r->mp_mask ||
       (r->mp_st[pi->psn & r->mp_mask] & RX_RCVD) ||
       !(pi->op->mask & (UROCE_OPM_SEND | UROCE_OPM_WRITE)) ||

@@ -869,6 +869,28 @@ static void test_trimmed_packet(void) {
                                     (1 - uroce_swift_defaults.ecn_beta)));
   teardown();
 
+  /* A READ response trimmed on its way back: asked for again at once. */
+  setup_cfg(&cfg, &o, 32);
+  ns.link[1][0].trim_nth = 7;
+  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 5000;
+  memset(&trim_tr, 0, sizeof(trim_tr));
+  uroce_eng_set_trace(ns.eng[0], trim_trace, 0);
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_READ, 2, 0, 64 << 10,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           0);
+  CHECK_EQ(wait_cq(A.scq, &wc, 1), 1);
+  CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+  CHECK(memcmp(A.mem, B.mem, 64 << 10) == 0);
+  sa = uroce_eng_stats(ns.eng[0]);
+  CHECK_EQ(ns.stats.trimmed, 1);
+  CHECK_EQ(sa->trims_rx, 1);
+  CHECK_EQ(sa->mp_trim_naks, 1);
+  CHECK_EQ(sa->mp_probes + sa->timeouts, 0);
+  CHECK_EQ(trim_tr.n, 1);
+  CHECK_EQ(trim_tr.psn[0], ns.link[1][0].trimmed_psn);
+  CHECK_EQ(trim_tr.cause[0], UROCE_TRC_TRIM);
+  teardown();
+
   uint32_t flags = eng_flags;
   eng_flags = UROCE_ENG_STANDARD;
   setup(&o, 31);
