@@ -349,6 +349,17 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
+  /* Trimming keeps the engine model's headers; the simple model has none
+   * (the scenario parser says so by key; this is for direct users). */
+  if (cfg->sw.trim &&
+      (cfg->tp.model != SIM_HOST_UROCE || cfg->fabric == SIM_FABRIC_IB ||
+       !cfg->sw.trim_queue)) {
+    snprintf(err, errlen,
+             "switch: trim needs the uroce model, an Ethernet fabric and "
+             "a trim queue");
+    sim_del(s);
+    return 0;
+  }
   if (ib_check(s, err, errlen)) {
     sim_del(s);
     return 0;

@@ -543,6 +543,23 @@ static void test_trim_queue_overflow(void) {
   CHECK(r.t >= r.bound && r.t / r.bound < 3);
 }
 
+/* Trimming keeps the engine model's headers: sim_new refuses it with the
+ * simple model (which has none) as the scenario parser does. */
+static void test_trim_needs_engine(void) {
+  struct sim_cfg c;
+  single_switch(&c, 4);
+  c.sw.pfc = false;
+  c.sw.trim = true;
+  c.tp.model = SIM_HOST_SIMPLE;
+  char err[256] = "";
+  struct sim *s = sim_new(&c, err, sizeof err);
+  CHECK(!s && strstr(err, "trim"));
+  sim_del(s);
+  c.tp.model = SIM_HOST_UROCE;
+  s = mk(&c);
+  sim_del(s);
+}
+
 /* A permutation of 2 MiB writes on the k = 16 fat-tree (1024 hosts), the
  * sending NICs spraying over the whole entropy space (paths: 16384, so
  * every packet of a flow hashes on its own, htsim's oblivious spraying)
@@ -762,6 +779,7 @@ int main(void) {
   T_RUN(test_lossy_sprayed_incast);
   T_RUN(test_trimmed_incast);
   T_RUN(test_trim_queue_overflow);
+  T_RUN(test_trim_needs_engine);
   T_RUN(test_permutation_nic_spray);
   T_RUN(test_pfc_spreading);
   return T_DONE();
