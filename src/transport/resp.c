@@ -1215,8 +1215,12 @@ void resp_trimmed(struct uroce_qp *qp, const struct uroce_pkt_info *pi) {
   qp_dropped(qp, UROCE_DROP_TRIMMED, pi->psn);
   if (qp->type != UROCE_QPT_RC || r->fatal || !qp_mp(qp))
     return;
+  /* The first packets of a QP may all be trimmed (an incast's first
+   * window): its state is made as for a request that arrived whole. */
+  if (!r->mp_st && mp_rx_alloc(qp))
+    return;
   int32_t d = uroce_psn_diff(pi->psn, r->epsn);
-  if (d < 0 || !r->mp_st || (uint32_t)d > r->mp_mask ||
+  if (d < 0 || (uint32_t)d > r->mp_mask ||
       (r->mp_st[pi->psn & r->mp_mask] & RX_RCVD) ||
       !(pi->op->mask & (UROCE_OPM_SEND | UROCE_OPM_WRITE)) ||
       r->trim_n == RESP_TRIMS)

@@ -841,7 +841,8 @@ static void test_trimmed_packet(void) {
   cfg.flags = UROCE_ENG_MULTIPATH;
   cfg.cc = &uroce_cc_swift;
   setup_cfg(&cfg, &o, 31);
-  ns.link[0][1].trim_nth = 5;
+  /* The very first packet: the responder has no multipath state yet. */
+  ns.link[0][1].trim_nth = 1;
   ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 5000;
   memset(&trim_tr, 0, sizeof(trim_tr));
   uroce_eng_set_trace(ns.eng[0], trim_trace, 0);
