@@ -284,7 +284,8 @@ static size_t flatten(const struct uroce_tx_pkt *tx, uint8_t *buf, size_t cap) {
   return n;
 }
 
-static void deliver(int to, const uint8_t *buf, size_t n, uint16_t sport) {
+static void deliver(int to, const uint8_t *buf, size_t n, uint16_t sport,
+                    uint8_t flags) {
   struct uroce_rx_pkt rx;
   memset(&rx, 0, sizeof(rx));
   if (uroce_pkt_parse(buf, n, &rx.pi) != 0)
@@ -292,11 +293,13 @@ static void deliver(int to, const uint8_t *buf, size_t n, uint16_t sport) {
   memcpy(rx.sgid, w.gid[!to], 16);
   memcpy(rx.dgid, w.gid[to], 16);
   rx.sport = sport;
+  rx.flags = flags;
   uroce_eng_read_pkt(w.eng[to], &rx, w.now);
 }
 
 /* Carries the next packet from side `from` to the other, as the input
- * says: drop it, flip bytes in it, deliver it twice. */
+ * says: drop it, flip bytes in it, deliver it twice, or trimmed (its
+ * payload cut, as a UET switch's full queue leaves it). */
 static void carry(struct in *in, int from, bool ctl) {
   struct uroce_tx_pkt tx;
   uint8_t buf[UROCE_TX_HDR_MAX + 4096 + 8];
@@ -314,9 +317,16 @@ static void carry(struct in *in, int from, bool ctl) {
       buf[pos % n] ^= u8(in);
     }
   }
-  deliver(!from, buf, n, tx.sport);
+  if ((how & 0x10) && tx.payload_len) {
+    memmove(buf + tx.hdr_len, buf + tx.hdr_len + tx.payload_len,
+            n - tx.hdr_len - tx.payload_len);
+    n -= tx.payload_len;
+    deliver(!from, buf, n, tx.sport, UROCE_RX_TRIMMED);
+    return;
+  }
+  deliver(!from, buf, n, tx.sport, 0);
   if (how & 0x20)
-    deliver(!from, buf, n, tx.sport);
+    deliver(!from, buf, n, tx.sport, 0);
 }
 
 /* A packet of the input's own, fixed up to reach a QP (its number, a PSN
@@ -362,7 +372,7 @@ static void inject(struct in *in) {
     if (ieth && mw)
       put_be32(ieth, uroce_mw_rkey(mw));
   }
-  deliver(side, buf, n, 0xC000);
+  deliver(side, buf, n, 0xC000, fix & 16 ? UROCE_RX_TRIMMED : 0);
 }
 
 static void found(const char *what, const struct uroce_wc *wc) {

@@ -297,10 +297,12 @@ static void print_table(FILE *f, const struct plan_run *pr) {
     if (lossy(&pr->r[i]))
       fprintf(f,
               "  %-30s sim*: %llu packets dropped in the probes (lossy "
-              "fabric past a link's rate) and recovered by timeout; the "
-              "step time scales that timeout with the bytes, so read it as "
-              "'this option loses packets', not as an estimate\n",
-              pr->r[i].o.name, (unsigned long long)pr->r[i].st.drops);
+              "fabric past a link's rate; %llu more trimmed and resent at "
+              "once) and recovered by timeout; the step time scales that "
+              "timeout with the bytes, so read it as 'this option loses "
+              "packets', not as an estimate\n",
+              pr->r[i].o.name, (unsigned long long)pr->r[i].st.drops,
+              (unsigned long long)pr->r[i].st.trims);
   static const char *const what[PLAN_NCOLL] = {
       "allreduce", "reduce-scatter and all-gather", "", "all-to-all"};
   fprintf(f,
@@ -499,11 +501,12 @@ static void write_json(FILE *f, const struct plan_run *pr) {
               ",\n     \"calibration\": {\"ring_probe_model_us\": %.3f, "
               "\"ring_probe_hashed_us\": %.3f, "
               "\"ring_probe_sim_us\": %.3f, %s, \"sim_wall_s\": %.2f, "
-              "\"sim_events\": %llu, \"sim_drops\": %llu, \"sim_pauses\": "
-              "%llu, \"outside_model\": %s}",
+              "\"sim_events\": %llu, \"sim_drops\": %llu, \"sim_trims\": "
+              "%llu, \"sim_pauses\": %llu, \"outside_model\": %s}",
               r->probe_model_us[0], r->probe_cal_us[0], r->probe_sim_us[0], a2a,
               r->st.wall_s, (unsigned long long)r->st.events,
-              (unsigned long long)r->st.drops, (unsigned long long)r->st.pauses,
+              (unsigned long long)r->st.drops, (unsigned long long)r->st.trims,
+              (unsigned long long)r->st.pauses,
               outside_model(r) ? "true" : "false");
     } else {
       fprintf(f, "null, \"why_not_simulated\": ");

@@ -191,6 +191,7 @@ static int do_rx(struct uroce_device *dev, uint64_t now) {
     memcpy(p.dgid, dev->gid, 16);
     p.sport = r->sport;
     p.ecn = r->tclass & 3;
+    p.flags = 0;
     uroce_eng_read_pkt(dev->eng, &p, now);
   }
   return n;

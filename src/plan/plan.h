@@ -277,6 +277,7 @@ bool plan_probe_possible(const struct plan_spec *sp,
 struct plan_probe_stats {
   double wall_s;
   uint64_t events, flows, drops, pauses;
+  uint64_t trims; /* data packets trimmed (UET-style) */
 };
 int plan_probe(const struct plan_spec *sp, const struct plan_option *o,
                struct plan_phase_times *ph, struct plan_probe_stats *st,

@@ -85,9 +85,12 @@ static void build_cfg(const struct plan_spec *sp, const struct plan_option *o,
     c->sw.ecn = false;
     c->tp.cc = SIM_CC_NONE;
   } else if (o->fabric == PLAN_UET) {
-    /* UET-style as the simulator supports it today: lossy switches,
-     * per-packet spraying, out-of-order placement; RoCEv2 framing. */
+    /* UET-style as the simulator supports it today: lossy switches
+     * that trim (a full queue cuts a packet to its headers, and the
+     * receiver NACKs it at once), per-packet spraying, out-of-order
+     * placement; RoCEv2 framing. */
     c->sw.pfc = false;
+    c->sw.trim = true;
     c->routing = SIM_ROUTE_SPRAY;
   } else {
     c->sw.pfc = true;
@@ -211,7 +214,9 @@ int plan_probe(const struct plan_spec *sp, const struct plan_option *o,
   st->events = ss->events;
   st->flows = ss->flows;
   for (int i = 0; i < SIM_TIERS; i++) {
-    st->drops += ss->drops_buffer[i] + ss->drops_lossless[i];
+    st->drops +=
+        ss->drops_buffer[i] + ss->drops_lossless[i] + ss->drops_trim[i];
+    st->trims += ss->trims[i];
     st->pauses += ss->pause_frames[i];
   }
   sim_del(s);

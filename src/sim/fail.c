@@ -109,6 +109,12 @@ static void flush(struct sim *s, struct sim_port *p) {
     sim_pkt_free(s, k);
   }
   p->ctl_head = p->ctl_tail = 0;
+  for (struct sim_pkt *k = p->trimq.head, *n; k; k = n) {
+    n = k->next;
+    sim_fail_lost(s, k);
+    sim_pkt_free(s, k);
+  }
+  p->trimq = (struct sim_pktq){0};
   /* Every pause across the link ends with it, both ways: the frames that
    * would have lifted them are lost with it (a NIC paused before its
    * link went down sent nothing after it came back). */

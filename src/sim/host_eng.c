@@ -749,6 +749,7 @@ static void eng_rx(struct he_nic *m, const struct he_slot *e, bool coll,
     gid_of(s, p->dst, rx.dgid);
     rx.sport = p->sport;
     rx.ecn = p->ecn;
+    rx.flags = p->flags & SIM_PF_TRIMMED ? UROCE_RX_TRIMMED : 0;
     struct he_flow *hf = e->hf;
     bool snd = e->snd;
     uroce_eng_read_pkt(m->eng, &rx, now / SIM_NS);
@@ -969,6 +970,7 @@ static void probe_first_pkt(struct he_nic *a, struct he_nic *b) {
   gid_of(b->s, b->nic->n.id, rx.dgid);
   rx.sport = a->tx.sport;
   rx.ecn = 0;
+  rx.flags = 0;
   uroce_eng_read_pkt(b->eng, &rx, 0);
 }
 

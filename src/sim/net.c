@@ -25,7 +25,7 @@ static inline uint8_t port_ready(const struct sim *s,
 
 static inline bool port_sendable(const struct sim *s,
                                  const struct sim_port *p) {
-  return p->ctl_head || port_ready(s, p);
+  return p->ctl_head || p->trimq.head || port_ready(s, p);
 }
 
 static void fc_active(struct sim *s, struct sim_port *p);
@@ -428,6 +428,15 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
       sim_schedule(s, &p->tx_ev, p->busy_until);
     return;
   }
+  if ((pkt = p->trimq.head)) {
+    if (!(p->trimq.head = pkt->next))
+      p->trimq.tail = 0;
+    p->trimq.bytes -= pkt->size;
+    put_on_wire(s, p, pkt);
+    if (port_sendable(s, p))
+      sim_schedule(s, &p->tx_ev, p->busy_until);
+    return;
+  }
   uint8_t m = port_ready(s, p);
   if (!m) {
     if (p->nonempty)
@@ -599,6 +608,43 @@ uint16_t sim_route(struct sim *s, struct sim_switch *sw,
   }
 }
 
+/* Appends pkt to the egress queue q. */
+static void pktq_put(struct sim_pktq *q, struct sim_pkt *pkt) {
+  pkt->next = 0;
+  if (q->tail)
+    q->tail->next = pkt;
+  else
+    q->head = pkt;
+  q->tail = pkt;
+  q->bytes += pkt->size;
+}
+
+/* Packet trimming (switch.trim): a data packet the lossy queue of out
+ * has no room for loses its payload; the headers, marked trimmed, go
+ * through out's trim queue ahead of data, and through the trim queues of
+ * the switches after (a trimmed packet is only ever queued there), so
+ * the receiver learns of the loss within a path's delay. A trim queue
+ * that is full drops them. */
+static void trim_put(struct sim *s, struct sim_port *out, unsigned tier,
+                     struct sim_pkt *pkt) {
+  if (!(pkt->flags & SIM_PF_TRIMMED)) {
+    pkt->size -= pkt->plen; /* the BTH's pad count stays, and its bytes */
+    pkt->plen = 0;
+    pkt->flags |= SIM_PF_TRIMMED;
+    s->st.trims[tier]++;
+    out->trims++;
+  }
+  struct sim_pktq *q = &out->trimq;
+  if (q->bytes + pkt->size > s->cfg.sw.trim_queue) {
+    s->st.drops_trim[tier]++;
+    out->trim_drops++;
+    sim_pkt_free(s, pkt);
+    return;
+  }
+  pktq_put(q, pkt);
+  port_kick(s, out);
+}
+
 static void sw_receive(struct sim *s, struct sim_switch *sw,
                        struct sim_port *in, struct sim_pkt *pkt) {
   if (pkt->kind == SIM_PKT_PAUSE) {
@@ -638,8 +684,15 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
       sim_pkt_free(s, pkt);
       return;
     }
+  } else if (pkt->flags & SIM_PF_TRIMMED) {
+    trim_put(s, out, tier, pkt);
+    return;
   } else if (sw->used + size > c->buffer_bytes ||
              (c->qmax_bytes && q->bytes + size > c->qmax_bytes)) {
+    if (c->trim && pkt->kind == SIM_PKT_DATA && pkt->plen) {
+      trim_put(s, out, tier, pkt);
+      return;
+    }
     s->st.drops_buffer[tier]++;
     sim_pkt_free(s, pkt);
     return;
@@ -672,13 +725,7 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
   if (s->ib)
     ib_take(s, in, prio, size);
   pkt->in_port = in->idx;
-  pkt->next = 0;
-  if (q->tail)
-    q->tail->next = pkt;
-  else
-    q->head = pkt;
-  q->tail = pkt;
-  q->bytes += size;
+  pktq_put(q, pkt);
   out->qbytes += size;
   out->nonempty |= bit;
   if (q->bytes > out->max_q)

@@ -363,7 +363,7 @@ static void *worker(void *arg) {
 static void fold_stats(struct sim_stats *to, struct sim_stats *from) {
   /* Every field but these few is a count: a new one must be added here. */
   _Static_assert(sizeof(struct sim_stats) ==
-                     8 * (22 + 9 * SIM_TIERS + SIM_NPRIO),
+                     8 * (22 + 11 * SIM_TIERS + SIM_NPRIO),
                  "fold every field of struct sim_stats");
 #define ADD(f) to->f += from->f
 #define ADDV(f)                                                                \
@@ -379,6 +379,8 @@ static void fold_stats(struct sim_stats *to, struct sim_stats *from) {
   ADD(naks);
   ADD(cnps);
   ADDV(drops_buffer);
+  ADDV(trims);
+  ADDV(drops_trim);
   ADDV(drops_lossless);
   ADD(drops_wire);
   ADD(drops_noroute);

@@ -129,7 +129,7 @@ void sim_summarize(const struct sim *s, struct sim_summary *o) {
   o->goodput_gbps =
       last ? (double)done_bytes * 8 / ((double)last / 1e12) / 1e9 : 0;
   for (int t = 0; t < SIM_TIERS; t++) {
-    o->drops += st->drops_buffer[t] + st->drops_lossless[t];
+    o->drops += st->drops_buffer[t] + st->drops_lossless[t] + st->drops_trim[t];
     o->pauses += st->pause_frames[t];
     o->ecn_marks += st->ecn_marks[t];
     o->max_queue[t] = st->max_queue[t];
@@ -207,6 +207,32 @@ static void tiers_json(FILE *f, const struct sim_cfg *c, const char *key,
 }
 
 static void json_str(FILE *f, const char *v);
+static void port_name(const struct sim *s, uint32_t j, char *out, size_t len);
+
+/* Packet trimming: data packets trimmed instead of dropped, trimmed
+ * headers a full trim queue dropped, the port that trimmed most. */
+static void trim_json(FILE *f, const struct sim *s) {
+  const struct sim_stats *st = sim_stats(s);
+  const struct sim_cfg *c = sim_cfg(s);
+  uint64_t n = 0, d = 0, pt, pd;
+  for (int t = 0; t < SIM_TIERS; t++) {
+    n += st->trims[t];
+    d += st->drops_trim[t];
+  }
+  char nm[40] = "";
+  uint32_t j = sim_port_top_trims(s, &pt, &pd);
+  if (j != UINT32_MAX)
+    port_name(s, j, nm, sizeof nm);
+  fprintf(f,
+          "  \"trimming\": {\"queue_bytes\": %llu, \"trimmed\": %llu, "
+          "\"trim_queue_drops\": %llu, \"top_port\": \"%s\", "
+          "\"top_port_trimmed\": %llu, \"top_port_trim_queue_drops\": "
+          "%llu},\n",
+          (unsigned long long)c->sw.trim_queue, (unsigned long long)n,
+          (unsigned long long)d, nm, (unsigned long long)pt,
+          (unsigned long long)pd);
+  tiers_json(f, c, "trimmed_by_tier", st->trims, ",");
+}
 
 /* The collective's results, one object per size. */
 static void coll_json(FILE *f, const struct sim *s) {
@@ -766,7 +792,7 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
   util_json(f, s);
   uint64_t dl[SIM_TIERS];
   for (int t = 0; t < SIM_TIERS; t++)
-    dl[t] = st->drops_buffer[t] + st->drops_lossless[t];
+    dl[t] = st->drops_buffer[t] + st->drops_lossless[t] + st->drops_trim[t];
   fprintf(f,
           "  \"drops\": {\"total\": %llu, \"wire\": %llu, "
           "\"lossless_overflow\": %llu},\n",
@@ -775,6 +801,8 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
           (unsigned long long)(st->drops_lossless[1] + st->drops_lossless[2] +
                                st->drops_lossless[3]));
   tiers_json(f, c, "drops_by_tier", dl, ",");
+  if (c->sw.trim)
+    trim_json(f, s);
   tiers_json(f, c, "pfc_pause_frames", st->pause_frames, ",");
   uint64_t pu[SIM_TIERS];
   for (int t = 0; t < SIM_TIERS; t++)

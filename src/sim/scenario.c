@@ -22,6 +22,7 @@ struct ctx {
   double cfactor;
   /* Keys that belong to one fabric, checked once 'fabric' is known. */
   yaml_node_t *eth_at, *ib_at, *routing_at;
+  yaml_node_t *trim_at; /* switch.trim, checked against PFC and the model */
   char eth_key[64], ib_key[64];
   char *err;
   size_t errlen;
@@ -663,11 +664,24 @@ static const struct key pfc_keys[] = {
     END,
 };
 
+static const struct key trim_keys[] = {
+    BOOL("enabled", trim),
+    BYTES("queue", trim_queue, 1),
+    END,
+};
+
+/* switch.trim, remembered for fabric_check. */
+static int sw_trim(struct ctx *x, const char *key, yaml_node_t *v, void *dst) {
+  x->trim_at = v;
+  return walk(x, v, "switch.trim", trim_keys, dst);
+}
+
 static const struct key switch_keys[] = {
     BYTES("buffer", buffer_bytes, 1, .flags = F_ETH),
     BYTES("queue_max", qmax_bytes, 0, .flags = F_ETH),
     SAME("ecn", ecn_keys, "switch.ecn", .flags = F_ETH),
     SAME("pfc", pfc_keys, "switch.pfc", .flags = F_ETH),
+    FN("trim", sw_trim, .flags = F_ETH),
     END,
 };
 #undef T
@@ -875,6 +889,25 @@ static const struct key top_keys[] = {
 };
 #undef T
 
+/* Trimming replaces a lossy queue's drop: a lossless data priority never
+ * overflows, and the built-in host model has no headers to keep. */
+static int trim_check(struct ctx *x) {
+  const struct sim_cfg *c = x->c;
+  if (!c->sw.trim)
+    return 0;
+  if (c->sw.pfc && ((c->sw.pfc_prios >> c->tp.data_prio) & 1))
+    return fail(x, x->trim_at,
+                "'switch.trim' makes no sense with a lossless data priority "
+                "(switch.pfc on priority %u, which pauses instead of "
+                "overflowing): set 'pfc: {enabled: false}' or move the data",
+                (unsigned)c->tp.data_prio);
+  if (c->tp.model != SIM_HOST_UROCE)
+    return fail(x, x->trim_at,
+                "'switch.trim' needs 'transport.model: uroce' (the simple "
+                "model's packets carry no headers to keep)");
+  return 0;
+}
+
 /* Keys of the other fabric are errors naming them; InfiniBand routes
  * by its static LFTs unless 'routing' says adaptive. */
 static int fabric_check(struct ctx *x) {
@@ -885,7 +918,7 @@ static int fabric_check(struct ctx *x) {
                   "'%s' is InfiniBand's; it needs 'fabric: infiniband' (the "
                   "fabric is roce)",
                   x->ib_key);
-    return 0;
+    return trim_check(x);
   }
   if (x->eth_at)
     return fail(

@@ -29,6 +29,7 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->sw.xoff = 128 << 10;
   c->sw.xon = 64 << 10;
   c->sw.headroom = -1;
+  c->sw.trim_queue = 64 << 10;
   c->routing = SIM_ROUTE_ECMP;
   c->ib.vl_buffer = 64 << 10;
   c->ib.fc_latency = 100 * SIM_NS;
@@ -348,6 +349,17 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
   }
   if (cfg->sw.pfc && cfg->sw.xon > cfg->sw.xoff) {
     snprintf(err, errlen, "switch: pfc xon must not exceed xoff");
+    sim_del(s);
+    return 0;
+  }
+  /* Trimming keeps the engine model's headers; the simple model has none
+   * (the scenario parser says so by key; this is for direct users). */
+  if (cfg->sw.trim &&
+      (cfg->tp.model != SIM_HOST_UROCE || cfg->fabric == SIM_FABRIC_IB ||
+       !cfg->sw.trim_queue)) {
+    snprintf(err, errlen,
+             "switch: trim needs the uroce model, an Ethernet fabric and "
+             "a trim queue");
     sim_del(s);
     return 0;
   }
@@ -699,6 +711,19 @@ void sim_port_info(const struct sim *s, uint32_t j, int *tier, uint32_t *sw,
   *sw = p->node->id;
   *port = p->idx;
   *down = p->idx < w->n_down;
+}
+
+uint32_t sim_port_top_trims(const struct sim *s, uint64_t *trims,
+                            uint64_t *drops) {
+  uint32_t best = UINT32_MAX;
+  *trims = *drops = 0;
+  for (uint32_t j = 0; j < s->nports; j++)
+    if (s->ports[j].trims > *trims) {
+      best = j;
+      *trims = s->ports[j].trims;
+      *drops = s->ports[j].trim_drops;
+    }
+  return best;
 }
 
 /* Link group of a port's egress (SIM_LINK_GROUPS). */

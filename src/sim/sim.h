@@ -161,6 +161,11 @@ struct sim_switch_cfg {
   uint8_t pfc_prios;  /* mask of lossless priorities */
   uint64_t xoff, xon; /* bytes per ingress port and priority */
   int64_t headroom;   /* bytes above xoff; < 0 = from the link */
+  /* Packet trimming (UET, NDP): a lossy queue that would overflow cuts a
+   * data packet to its headers, which go ahead of data through a trim
+   * queue of trim_queue bytes per port (beyond it they are dropped). */
+  bool trim;
+  uint64_t trim_queue;
 };
 
 enum sim_routing {
@@ -368,6 +373,9 @@ struct sim_stats {
   uint64_t data_pkts, ctrl_pkts; /* sent by NICs */
   uint64_t retx_pkts, timeouts, naks, cnps;
   uint64_t drops_buffer[SIM_TIERS];   /* lossy tail drops */
+  uint64_t trims[SIM_TIERS];          /* data packets trimmed instead */
+  uint64_t drops_trim[SIM_TIERS];     /* trimmed headers beyond the trim
+                                         queue */
   uint64_t drops_lossless[SIM_TIERS]; /* PFC headroom overflow */
   uint64_t drops_wire;                /* random link loss */
   uint64_t drops_noroute;             /* no LFT entry (InfiniBand) */
@@ -583,6 +591,12 @@ const struct sim_series *sim_series(const struct sim *s);
  * down (toward the hosts). */
 void sim_port_info(const struct sim *s, uint32_t j, int *tier, uint32_t *sw,
                    uint32_t *port, bool *down);
+
+/* The switch port that trimmed most data packets (switch.trim), for
+ * sim_port_info, with its trims and the trimmed headers its trim queue
+ * dropped; UINT32_MAX if none trimmed. */
+uint32_t sim_port_top_trims(const struct sim *s, uint64_t *trims,
+                            uint64_t *drops);
 
 /* PFC frames as they took effect at the port they paused or resumed, in
  * time order; at most SIM_PAUSE_LOG_MAX (then *full is set). nic set: node

@@ -29,6 +29,7 @@ enum sim_pkt_flags {
   SIM_PF_ACKREQ = 2, /* BTH AckReq */
   SIM_PF_XOFF = 4,   /* PAUSE: stop (else resume) */
   SIM_PF_FECN = 8,   /* IB CC: forward explicit congestion notification */
+  SIM_PF_TRIMMED = 16, /* a switch cut its payload (switch.trim) */
 };
 
 #define SIM_ECN_ECT0 2
@@ -133,6 +134,8 @@ struct sim_port {
   sim_time_t busy_until, tx_free;
   struct sim_pkt *fly_head, *fly_tail;
   struct sim_pkt *ctl_head, *ctl_tail; /* PFC frames: sent first */
+  struct sim_pktq trimq; /* trimmed headers (switch.trim): next, before
+                            data, outside the shared buffer */
   struct sim_pktq q[SIM_NPRIO];
   uint64_t qbytes; /* all priorities */
   uint64_t in_bytes[SIM_NPRIO];
@@ -182,6 +185,7 @@ struct sim_port {
   /* statistics */
   uint64_t tx_bytes;
   uint64_t max_q;
+  uint64_t trims, trim_drops; /* packets trimmed here; headers dropped */
 };
 
 enum sim_node_kind { SIM_NODE_NIC, SIM_NODE_SWITCH };

@@ -17,7 +17,9 @@ struct uroce_cc_ops {
   void (*init)(void *st, uint64_t now);
   /* A CE-marked packet arrived on this QP (the NP side; informational). */
   void (*on_ce_marked_rx)(void *st, uint64_t now);
-  /* A CNP arrived for this QP: the RP side reacts. */
+  /* A CNP arrived for this QP: the RP side reacts. Also called when a
+   * packet of the QP arrived trimmed (a switch's queue was full, as an
+   * ECN mark would say): the same signal from the same queue. */
   void (*on_cnp_rx)(void *st, uint64_t now);
   /* Newly acknowledged bytes (RC). */
   void (*on_ack)(void *st, uint64_t now, uint64_t bytes);

@@ -540,6 +540,8 @@ static enum comp_state mp_ack(struct comp_pkt *c) {
       return drop(c, UROCE_DROP_LENGTH);
     if (uroce_sacketh_flags(se) & UROCE_SACK_DUP)
       mp_dsack(c->qp, uroce_sacketh_dup(se));
+    else if (uroce_sacketh_flags(se) & UROCE_SACK_TRIM)
+      mp_trimmed(c->qp, uroce_sacketh_dup(se), c->now);
     uint64_t req_ts = 0; /* the latest sent READ/atomic request reported */
     uint32_t hole = 0;   /* PSNs from base before the first reported */
     for (uint32_t i = 0; i < words; i++) {

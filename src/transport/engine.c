@@ -178,7 +178,7 @@ const char *uroce_eng_drop_name(enum uroce_drop d) {
       "malformed", "no-qp",      "qp-state",  "transport",  "pkey",
       "qkey",      "psn",        "duplicate", "opcode-seq", "length",
       "no-rwqe",   "uc-message", "response",  "access",     "too-long",
-      "peer",      "no-memory"};
+      "peer",      "no-memory",  "trimmed"};
   return (unsigned)d < UROCE_DROP_COUNT ? names[d] : "?";
 }
 
@@ -795,6 +795,24 @@ static uint8_t qp_transport(const struct uroce_qp *qp) {
                                     : UROCE_TRANSPORT_UD;
 }
 
+/* Only the headers of a trimmed packet came: a request's loss is told to
+ * the requester (resp_trimmed); a READ response's is asked for again. */
+static void trimmed(struct uroce_eng *eng, struct uroce_qp *qp,
+                    const struct uroce_pkt_info *pi) {
+  eng->stats.trims_rx++;
+  if (pi->op->mask & UROCE_OPM_REQ) {
+    if (qp_can_recv(qp))
+      resp_trimmed(qp, pi);
+    else
+      drop(eng, qp, pi, UROCE_DROP_TRIMMED);
+  } else {
+    drop(eng, qp, pi, UROCE_DROP_TRIMMED);
+    if (qp->state == UROCE_QPS_RTS && (pi->op->mask & UROCE_OPM_READ))
+      mp_trimmed_resp(qp, pi->psn);
+  }
+  eng_sched(eng, qp);
+}
+
 int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
                        uint64_t now) {
   if (!eng || !rx)
@@ -855,6 +873,10 @@ int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
   }
   if (qp->type == UROCE_QPT_RC && qp->state != UROCE_QPS_RESET)
     mp_peer(qp, rx);
+  if (rx->flags & UROCE_RX_TRIMMED) {
+    trimmed(eng, qp, pi);
+    return 0;
+  }
   if (pi->op->mask & UROCE_OPM_REQ) {
     if (!qp_can_recv(qp)) {
       drop(eng, qp, pi, UROCE_DROP_QP_STATE);

@@ -122,6 +122,8 @@ enum uroce_drop {
   UROCE_DROP_TOO_LONG,   /* UD: message longer than the receive buffer */
   UROCE_DROP_PEER,       /* RC/UC: not from the address the QP is bound to */
   UROCE_DROP_NO_MEM,     /* multipath: no memory for the responder's state */
+  UROCE_DROP_TRIMMED,    /* its payload was cut by a switch (UROCE_RX_TRIMMED):
+                            a loss told at once */
   UROCE_DROP_COUNT
 };
 
@@ -142,6 +144,8 @@ struct uroce_eng_stats {
   uint64_t mp_retx_pkts; /* request packets sent again to fill a gap */
   uint64_t mp_probes;    /* probes after a timeout */
   uint64_t mp_spurious;  /* gaps filled by the first copy after all */
+  uint64_t trims_rx;     /* packets that arrived trimmed */
+  uint64_t mp_trim_naks; /* multipath: PSNs the peer said arrived trimmed */
   uint64_t inflight_waits; /* a QP waited for the device's in-flight bound */
 };
 
@@ -182,6 +186,9 @@ enum uroce_trace_cause {
   UROCE_TRC_ACK,     /* congestion control: an acknowledgement */
   UROCE_TRC_RTT,     /* congestion control: a round-trip sample */
   UROCE_TRC_TIMER,   /* congestion control: its own timer */
+  UROCE_TRC_TRIM,    /* a packet arrived trimmed (multipath: the
+                        responder's trim NACK; congestion control: the
+                        loss it tells) */
   UROCE_TRC_COUNT
 };
 
@@ -221,6 +228,14 @@ void *uroce_eng_user(const struct uroce_eng *eng);
 const struct uroce_eng_stats *uroce_eng_stats(const struct uroce_eng *eng);
 const char *uroce_eng_drop_name(enum uroce_drop d);
 
+enum uroce_rx_flags {
+  /* A switch cut the payload off (packet trimming, as UET and NDP
+   * fabrics do instead of dropping at a full queue): only the headers
+   * are valid, and they say which packet was lost. Set by the simulator;
+   * a RoCEv2 wire never sets it. */
+  UROCE_RX_TRIMMED = 1,
+};
+
 /* One received packet. The caller verified the ICRC and parsed it with
  * uroce_pkt_parse (pi.bth..payload must stay valid during the call; in
  * phantom mode only the headers need to be there). */
@@ -230,6 +245,7 @@ struct uroce_rx_pkt {
   uint8_t dgid[16]; /* destination address */
   uint16_t sport;   /* UDP source port */
   uint8_t ecn;      /* IP ECN bits; 3 = CE */
+  uint8_t flags;    /* UROCE_RX_*; 0 for a packet off the wire */
 };
 
 /* Consumes one packet. Bad packets are counted in the stats and dropped.

@@ -175,6 +175,7 @@ enum {
   TX_LOST = 16, /* to be sent again */
   TX_RTX = 32,  /* sent again at least once */
   TX_PROBE = 64, /* lost by a probe timeout, not by a gap */
+  TX_TRIM = 128, /* lost by a trim NACK (it arrived trimmed) */
 };
 struct mp_tx {
   uint8_t *st;  /* TX_* per PSN */
@@ -200,6 +201,8 @@ struct mp_tx {
   uint8_t fatal_status;
   uint32_t fatal_psn;
   uint32_t path;        /* next spraying path */
+  uint32_t trim_credit; /* PSNs delivered since the last resend of a
+                           trimmed one (mp_trim_clock) */
 };
 
 /* Completer states (comp.c): the steps of handling one response, each a
@@ -313,6 +316,8 @@ enum {
   RX_DEFER = 8, /* a READ or atomic to run when epsn reaches it */
 };
 #define MP_RUNS 32 /* multipath READ responses in progress or deferred */
+#define RESP_TRIMS 8 /* trimmed PSNs waiting to be told (more: a gap finds
+                        them) */
 
 struct resp {
   uint32_t epsn; /* expected PSN */
@@ -351,6 +356,8 @@ struct resp {
   uint8_t sack[8 * UROCE_SACK_MAX_WORDS]; /* the bitmap being sent */
   bool dup;         /* a request arrived again since the last SACK: */
   uint32_t dup_psn; /* the latest such */
+  uint32_t trim_psn[RESP_TRIMS]; /* arrived trimmed, not yet told (SACKs */
+  uint8_t trim_n;                /* with UROCE_SACK_TRIM, oldest first) */
 };
 
 struct uroce_qp {
@@ -632,8 +639,20 @@ uint64_t mp_pto(const struct uroce_qp *qp);
 /* The UDP source port of the next request packet (spraying). */
 uint16_t mp_sport(struct uroce_qp *qp);
 
+/* A request that arrived trimmed (UROCE_RX_TRIMMED, multipath): PSN psn
+ * was lost in a full queue: resent at once, and a congestion signal. */
+void mp_trimmed(struct uroce_qp *qp, uint32_t psn, uint64_t now);
+/* May trimmed PSN p go again now? Each delivery clocks out one such
+ * resend (NDP's pull, seen from the sender); a QP with nothing else in
+ * the network to clock it resends at once. Takes the credit. */
+bool mp_trim_clock(struct uroce_qp *qp, uint32_t p);
+/* A READ response that arrived trimmed: asked for again at once. */
+void mp_trimmed_resp(struct uroce_qp *qp, uint32_t psn);
+
 /* ---- resp.c ---- */
 void resp_reset(struct uroce_qp *qp);
+/* A request that arrived trimmed (UROCE_RX_TRIMMED): lost, and said so. */
+void resp_trimmed(struct uroce_qp *qp, const struct uroce_pkt_info *pi);
 void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now);
 int resp_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now);
 /* Only a due ACK or NAK, and none while READ responses or atomic acks

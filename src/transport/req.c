@@ -388,6 +388,8 @@ static int retx_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
                     uint64_t now) {
   uint32_t p;
   while (mp_next_lost(qp, &p)) {
+    if (!mp_trim_clock(qp, p))
+      return 0; /* a trimmed PSN waits for a delivery to clock it */
     struct swqe *w = sq_wqe_at(qp, p);
     if (!w) { /* completed meanwhile (an error): nothing to resend */
       mp_sent(qp, p, 1, false, now);
@@ -407,8 +409,12 @@ static int retx_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
     }
     struct gcur cur = seek(w, k.off);
     build(qp, w, &k, &cur, tx);
+    uint8_t st = *mp_tx_st(qp, p);
     qp_trace(qp, UROCE_TR_RESEND, p,
-             *mp_tx_st(qp, p) & TX_PROBE ? UROCE_TRC_PROBE : UROCE_TRC_GAP, 0);
+             st & TX_TRIM    ? UROCE_TRC_TRIM
+             : st & TX_PROBE ? UROCE_TRC_PROBE
+                             : UROCE_TRC_GAP,
+             0);
     mp_sent(qp, p, k.psns, wr_is_rd_atomic(w->opcode), now);
     qp->eng->stats.retx_pkts++;
     qp->eng->stats.mp_retx_pkts++;

@@ -57,6 +57,7 @@ void resp_reset(struct uroce_qp *qp) {
   r->mp_hi = r->epsn;
   r->mp_ssn = 0;
   r->dup = false;
+  r->trim_n = 0;
   if (r->mp_st) {
     memset(r->mp_st, 0, (size_t)r->mp_mask + 1);
     memset(r->runs, 0, MP_RUNS * sizeof(*r->runs));
@@ -1200,6 +1201,34 @@ void resp_rx(struct uroce_qp *qp, const struct uroce_rx_pkt *rx, uint64_t now) {
   }
 }
 
+/* A switch cut the payload off (packet trimming): nothing of the packet
+ * is used, its PSN says what was lost. Multipath: the SEND or WRITE
+ * packet is told lost in the next selective ACK (UROCE_SACK_TRIM), sent
+ * at once, so the requester resends it without waiting for a gap or a
+ * probe (a READ or atomic request carries no payload to trim). Standard:
+ * a loss like any other, and the next packet's PSN sequence NAK asks
+ * for it. NAKing at once made go-back-N resend whole windows into the
+ * queue that had just trimmed, before it drained: a 16-to-1 incast took
+ * 5.5 ms with 895 NAKs, against 3.9 ms with 11 dropping. */
+void resp_trimmed(struct uroce_qp *qp, const struct uroce_pkt_info *pi) {
+  struct resp *r = &qp->resp;
+  qp_dropped(qp, UROCE_DROP_TRIMMED, pi->psn);
+  if (qp->type != UROCE_QPT_RC || r->fatal || !qp_mp(qp))
+    return;
+  /* The first packets of a QP may all be trimmed (an incast's first
+   * window): its state is made as for a request that arrived whole. */
+  if (!r->mp_st && mp_rx_alloc(qp))
+    return;
+  int32_t d = uroce_psn_diff(pi->psn, r->epsn);
+  if (d < 0 || (uint32_t)d > r->mp_mask ||
+      (r->mp_st[pi->psn & r->mp_mask] & RX_RCVD) ||
+      !(pi->op->mask & (UROCE_OPM_SEND | UROCE_OPM_WRITE)) ||
+      r->trim_n == RESP_TRIMS)
+    return;
+  r->trim_psn[r->trim_n++] = pi->psn;
+  r->ack_pending = r->ack_now = true;
+}
+
 /* ---- packets out ---- */
 
 static void put_ack_hdr(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
@@ -1294,9 +1323,15 @@ static void sack_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx) {
   put_ack_hdr(qp, tx, UROCE_OP_MP_SACK, uroce_psn_add(r->epsn, UROCE_PSN_MASK),
               uroce_aeth_syn(UROCE_AETH_ACK, UROCE_AETH_CREDITS_INVALID), 0);
   const struct uroce_opcode_info *op = uroce_opcode(UROCE_OP_MP_SACK);
-  uroce_sacketh_put(tx->hdr + op->offset[UROCE_HDR_SACKETH], (uint8_t)words,
-                    r->epsn, r->dup ? UROCE_SACK_DUP : 0, r->dup_psn);
-  r->dup = false;
+  if (r->trim_n) { /* a trim NACK first; a D-SACK waits for the next */
+    uroce_sacketh_put(tx->hdr + op->offset[UROCE_HDR_SACKETH], (uint8_t)words,
+                      r->epsn, UROCE_SACK_TRIM, r->trim_psn[0]);
+    memmove(r->trim_psn, r->trim_psn + 1, --r->trim_n * sizeof(uint32_t));
+  } else {
+    uroce_sacketh_put(tx->hdr + op->offset[UROCE_HDR_SACKETH], (uint8_t)words,
+                      r->epsn, r->dup ? UROCE_SACK_DUP : 0, r->dup_psn);
+    r->dup = false;
+  }
   for (uint32_t i = 0; i < words; i++) {
     uint64_t v = 0;
     for (uint32_t b = 0; b < 64 && 64 * i + b < span; b++)
@@ -1328,13 +1363,15 @@ static int ack_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx) {
     return 1;
   }
   if (r->ack_pending && r->ack_now) {
-    if (qp_mp(qp) && (r->dup || uroce_psn_cmp(r->mp_hi, r->epsn) > 0))
+    if (qp_mp(qp) &&
+        (r->dup || r->trim_n || uroce_psn_cmp(r->mp_hi, r->epsn) > 0))
       sack_make_pkt(qp, tx);
     else
       put_ack_hdr(qp, tx, UROCE_OP_ACK, uroce_psn_add(r->epsn, UROCE_PSN_MASK),
                   uroce_aeth_syn(UROCE_AETH_ACK, UROCE_AETH_CREDITS_INVALID),
                   0);
-    r->ack_pending = r->ack_now = false;
+    /* More trim NACKs (or a D-SACK behind one) go in the next, at once. */
+    r->ack_pending = r->ack_now = r->trim_n || (r->dup && qp_mp(qp));
     r->unacked = 0;
     r->ack_deadline = UINT64_MAX;
     qp->eng->stats.acks_tx++;

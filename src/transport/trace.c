@@ -21,7 +21,7 @@ static const char *const cause_names[UROCE_TRC_COUNT] = {
     [UROCE_TRC_TIMEOUT] = "timeout", [UROCE_TRC_GAP] = "gap",
     [UROCE_TRC_PROBE] = "probe",     [UROCE_TRC_CNP] = "cnp",
     [UROCE_TRC_ACK] = "ack",         [UROCE_TRC_RTT] = "rtt",
-    [UROCE_TRC_TIMER] = "timer",
+    [UROCE_TRC_TIMER] = "timer",     [UROCE_TRC_TRIM] = "trim",
 };
 
 static const char *name_of(const char *const *names, unsigned n, unsigned i) {

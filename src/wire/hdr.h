@@ -225,9 +225,12 @@ static inline void uroce_mpeth_put(uint8_t *h, uint32_t ssn, uint32_t off) {
  * 0 (word w, bit i from the least significant: PSN base + 64w + i
  * arrived); 8 bits of flags (bit 0: the next 24 bits are valid) and the
  * latest request PSN that arrived a second time (a D-SACK: if the requester
- * had sent it again, the resend was needless). ---- */
+ * had sent it again, the resend was needless); with bit 1 instead, a
+ * request PSN that arrived trimmed (a switch cut its payload: lost, send
+ * it again now). ---- */
 #define UROCE_SACK_MAX_WORDS 16
 #define UROCE_SACK_DUP 1
+#define UROCE_SACK_TRIM 2
 static inline uint8_t uroce_sacketh_words(const uint8_t *h) {
   return h[0];
 }

@@ -138,6 +138,8 @@ static void put_sack(struct sb *s, const struct uroce_pkt_info *pi,
               SACK_RUNS_SHOWN);
   if (h->sack_flags & UROCE_SACK_DUP)
     sb_printf(s, json ? ",\"dup\":%u" : " dup=%u", h->sack_dup);
+  else if (h->sack_flags & UROCE_SACK_TRIM)
+    sb_printf(s, json ? ",\"trimmed\":%u" : " trimmed=%u", h->sack_dup);
   if (json)
     sb_printf(s, "}");
 }

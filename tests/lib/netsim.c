@@ -14,6 +14,7 @@ struct ns_pkt {
   int src, dst;
   uint16_t sport;
   uint8_t ecn;
+  bool trimmed;
   uint32_t len;
   struct ns_pkt *next_free;
   uint8_t data[NS_BUF];
@@ -238,6 +239,15 @@ static void transmit(struct netsim *ns, int src,
   }
   memset(b + off, 0, tx->pad + 4u);
   p->len = len;
+  p->trimmed = false;
+  if (tx->payload_len && l->trim_nth && ++l->payload_count == l->trim_nth) {
+    /* The headers, the pad the BTH counts and the ICRC slot stay. */
+    memset(b + tx->hdr_len, 0, tx->pad + 4u);
+    p->len = tx->hdr_len + tx->pad + 4u;
+    p->trimmed = true;
+    l->trimmed_psn = uroce_bth_psn(tx->hdr);
+    ns->stats.trimmed++;
+  }
   p->src = src;
   p->dst = dst;
   p->sport = tx->sport;
@@ -273,6 +283,7 @@ static void deliver(struct netsim *ns, struct ns_pkt *p) {
   memcpy(rx.dgid, ns->gid[p->dst], 16);
   rx.sport = p->sport;
   rx.ecn = p->ecn;
+  rx.flags = p->trimmed ? UROCE_RX_TRIMMED : 0;
   if (ns->trace) {
     const uint8_t *aeth = uroce_pkt_hdr(&rx.pi, UROCE_HDR_AETH);
     fprintf(stderr, "%10llu %d->%d %s psn %u len %u%s",

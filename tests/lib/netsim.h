@@ -40,9 +40,14 @@ struct ns_link {
    * (rxe_resp.c duplicate_request moves the READ's start to each
    * re-request's and drops one before it without an answer). */
   bool rxe_read_floor;
+  /* Trim the trim_nth packet with payload on this link, once (0: none):
+   * its payload is cut and it arrives flagged UROCE_RX_TRIMMED, as a UET
+   * switch's full queue leaves it; trimmed_psn is its PSN. */
+  uint32_t trim_nth;
+  uint32_t trimmed_psn;
   /* state */
   bool ge_bad;
-  uint64_t count;
+  uint64_t count, payload_count;
   struct {
     uint32_t rkey;
     uint64_t end, floor;
@@ -53,6 +58,7 @@ struct ns_link {
 
 struct ns_stats {
   uint64_t sent, delivered, lost, corrupted, duplicated, parse_err, flipped;
+  uint64_t trimmed;
 };
 
 struct ns_pkt;

@@ -405,6 +405,20 @@ static void test_multipath_decode(void) {
                                  "| MPETH ssn=7 offset=1024 | payload 16"));
     }
   }
+  /* A trim NACK: the SACKETH's PSN with flag bit 1 is the trimmed one. */
+  struct uroce_hdr_fields h = {.pkey = 0xFFFF,
+                               .dqpn = 0x77,
+                               .psn = 99,
+                               .opcode = UROCE_OP_MP_SACK,
+                               .syndrome = 0x1F,
+                               .sack_base = 100,
+                               .sack_flags = UROCE_SACK_TRIM,
+                               .sack_dup = 105};
+  uint8_t none[1];
+  inspect_pkt(&h, none, 0, false);
+  CHECK(strstr(out, "SACKETH base=100 words=0 got=- trimmed=105"));
+  inspect_pkt(&h, none, 0, true);
+  CHECK(strstr(out, "\"trimmed\":105}"));
 }
 
 static void test_filter_parse(void) {

@@ -438,14 +438,16 @@ static void test_sprayed_incast(void) {
   }
 }
 
-/* 16-to-1 incast of 1 MiB each on a lossy, switch-spraying k = 8
- * fat-tree (1 MiB per queue), multipath transport, no congestion control:
- * every sender's window overflows the receiver's queue again and again,
- * and the repairs must keep the link busy. Each resend that is lost again
- * is a gap due back within an RTT; when a probe moved the gap scan back,
- * the gaps beyond it lost their timer and went one per probe timeout
- * (137 ms, 100x the bound). Bound: N S / B plus the path. */
-static void test_lossy_sprayed_incast(void) {
+/* One run of the incast below (16 x 1 MiB on a k = 8 fat-tree, switches
+ * spraying, 1 MiB per lossy queue, no CC), trimming or not: its last
+ * finish against the bound N S / B plus the path. */
+struct incast_run {
+  double t, bound;
+  uint64_t drops, trims, trim_drops, retx, timeouts;
+  bool done;
+};
+
+static bool lossy_incast(bool trim, uint64_t trim_queue, struct incast_run *r) {
   uint32_t N = 16;
   uint64_t S = 1 << 20;
   struct sim_cfg c;
@@ -456,6 +458,9 @@ static void test_lossy_sprayed_incast(void) {
   c.sw.pfc = false;
   c.sw.buffer_bytes = 32 << 20;
   c.sw.qmax_bytes = 1 << 20;
+  c.sw.trim = trim;
+  if (trim_queue)
+    c.sw.trim_queue = trim_queue;
   c.tp.ooo = 1;
   c.tp.cc = SIM_CC_NONE;
   c.wl.kind = SIM_WL_INCAST;
@@ -463,25 +468,95 @@ static void test_lossy_sprayed_incast(void) {
   c.wl.bytes = S;
   struct sim *s = mk(&c);
   if (!s)
-    return;
-  CHECK(sim_run(s, 1000 * SIM_MS) == 1);
+    return false;
+  memset(r, 0, sizeof *r);
+  r->done = sim_run(s, 1000 * SIM_MS) == 1;
   sim_time_t end = 0;
-  for (uint32_t i = 0; i < sim_nflows(s); i++)
+  for (uint32_t i = 0; i < sim_nflows(s); i++) {
     if (sim_flow(s, i)->finish > end)
       end = sim_flow(s, i)->finish;
+    r->done &= sim_flow(s, i)->finish != SIM_NEVER;
+  }
   const struct sim_stats *st = sim_stats(s);
-  uint64_t drops = 0;
-  for (int i = 0; i < SIM_TIERS; i++)
-    drops += st->drops_buffer[i];
+  for (int i = 0; i < SIM_TIERS; i++) {
+    r->drops += st->drops_buffer[i];
+    r->trims += st->trims[i];
+    r->trim_drops += st->drops_trim[i];
+  }
+  r->retx = st->retx_pkts;
+  r->timeouts = st->timeouts;
   double goodput = 100e9 * wire_eff(4096) / 8;
-  double bound = N * (double)S / goodput + 6e-6 + 5 * 4178 * 8 / 100e9;
-  double t = (double)end / 1e12;
-  printf("lossy sprayed %u-to-1 incast, no CC: %.1f us, bound %.1f us "
-         "(%.2fx), drops %llu, resent %llu, timeouts %llu\n",
-         N, t * 1e6, bound * 1e6, t / bound, (unsigned long long)drops,
-         (unsigned long long)st->retx_pkts, (unsigned long long)st->timeouts);
-  CHECK(drops > 0);
-  CHECK(t >= bound && t / bound < 3);
+  r->bound = N * (double)S / goodput + 6e-6 + 5 * 4178 * 8 / 100e9;
+  r->t = (double)end / 1e12;
+  printf("lossy sprayed %u-to-1 incast, no CC%s: %.1f us, bound %.1f us "
+         "(%.2fx), drops %llu, trimmed %llu (%llu trimmed headers dropped), "
+         "resent %llu, timeouts %llu\n",
+         N, trim ? ", trimming" : "", r->t * 1e6, r->bound * 1e6,
+         r->t / r->bound, (unsigned long long)r->drops,
+         (unsigned long long)r->trims, (unsigned long long)r->trim_drops,
+         (unsigned long long)r->retx, (unsigned long long)r->timeouts);
+  sim_del(s);
+  return true;
+}
+
+/* 16-to-1 incast of 1 MiB each on a lossy, switch-spraying k = 8
+ * fat-tree (1 MiB per queue), multipath transport, no congestion control:
+ * every sender's window overflows the receiver's queue again and again,
+ * and the repairs must keep the link busy. Each resend that is lost again
+ * is a gap due back within an RTT; when a probe moved the gap scan back,
+ * the gaps beyond it lost their timer and went one per probe timeout
+ * (137 ms, 100x the bound). Bound: N S / B plus the path. */
+static void test_lossy_sprayed_incast(void) {
+  struct incast_run r;
+  if (!lossy_incast(false, 0, &r))
+    return;
+  CHECK(r.done);
+  CHECK(r.drops > 0 && r.trims == 0);
+  CHECK(r.t >= r.bound && r.t / r.bound < 3);
+}
+
+/* The same incast with trimming: nothing is dropped, every trimmed packet
+ * is NACKed at once and resent once per trim (no gap timer, no probe, so
+ * no timeout), and it finishes within 1.25x of the bound, sooner than
+ * dropping does. */
+static void test_trimmed_incast(void) {
+  struct incast_run d, r;
+  if (!lossy_incast(false, 0, &d) || !lossy_incast(true, 0, &r))
+    return;
+  CHECK(r.done);
+  CHECK(r.drops == 0 && r.trim_drops == 0 && r.trims > 0);
+  CHECK(r.timeouts == 0);
+  /* Every trim cost one resend, and little else was resent. */
+  CHECK(r.retx >= r.trims && r.retx - r.trims <= r.trims / 20);
+  CHECK(r.t >= r.bound && r.t / r.bound < 1.25);
+  CHECK(r.t < d.t);
+}
+
+/* A trim queue that holds two headers overflows: those headers are
+ * dropped, found by the gap timer or a probe, and every flow finishes. */
+static void test_trim_queue_overflow(void) {
+  struct incast_run r;
+  if (!lossy_incast(true, 256, &r))
+    return;
+  CHECK(r.done);
+  CHECK(r.trim_drops > 0 && r.trims > r.trim_drops);
+  CHECK(r.t >= r.bound && r.t / r.bound < 3);
+}
+
+/* Trimming keeps the engine model's headers: sim_new refuses it with the
+ * simple model (which has none) as the scenario parser does. */
+static void test_trim_needs_engine(void) {
+  struct sim_cfg c;
+  single_switch(&c, 4);
+  c.sw.pfc = false;
+  c.sw.trim = true;
+  c.tp.model = SIM_HOST_SIMPLE;
+  char err[256] = "";
+  struct sim *s = sim_new(&c, err, sizeof err);
+  CHECK(!s && strstr(err, "trim"));
+  sim_del(s);
+  c.tp.model = SIM_HOST_UROCE;
+  s = mk(&c);
   sim_del(s);
 }
 
@@ -702,6 +777,9 @@ int main(void) {
   T_RUN(test_fat_tree_spray);
   T_RUN(test_sprayed_incast);
   T_RUN(test_lossy_sprayed_incast);
+  T_RUN(test_trimmed_incast);
+  T_RUN(test_trim_queue_overflow);
+  T_RUN(test_trim_needs_engine);
   T_RUN(test_permutation_nic_spray);
   T_RUN(test_pfc_spreading);
   return T_DONE();

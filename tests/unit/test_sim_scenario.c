@@ -106,6 +106,31 @@ static void test_parse_errors(void) {
                "nope.txt");
   expect_error("seed: [1\n", "YAML error");
   expect_error("topology: 3\n", "'topology': expected a mapping");
+  /* Trimming replaces a lossy queue's drop: not with a lossless data
+   * priority (PFC's default), the simple model or InfiniBand. */
+  expect_error("switch:\n  trim: {enabled: true}\n",
+               "s.yaml:2: 'switch.trim' makes no sense with a lossless data "
+               "priority");
+  expect_error("switch:\n  pfc: {enabled: false}\n  trim: {enabled: true}\n"
+               "transport: {model: simple}\n",
+               "s.yaml:3: 'switch.trim' needs 'transport.model: uroce'");
+  expect_error("fabric: infiniband\nswitch: {trim: {enabled: true}}\n",
+               "'switch.trim' is Ethernet's");
+  expect_error("switch:\n  trim: {enabled: true, queue: 0}\n", "'queue'");
+  struct sim_cfg c;
+  char err[512];
+  CHECK_EQ(parse("switch:\n  pfc: {enabled: false}\n"
+                 "  trim: {enabled: true, queue: 8KiB}\n",
+                 &c, err, sizeof err),
+           0);
+  CHECK(c.sw.trim && c.sw.trim_queue == 8192);
+  sim_cfg_free(&c);
+  CHECK_EQ(parse("switch:\n  pfc: {enabled: true, priorities: [4]}\n"
+                 "  trim: {enabled: true}\n",
+                 &c, err, sizeof err),
+           0); /* data on priority 3 stays lossy */
+  CHECK(c.sw.trim && c.sw.trim_queue == 64 << 10);
+  sim_cfg_free(&c);
 }
 
 static void test_examples_load(void) {

@@ -806,6 +806,107 @@ static void test_inflight_turns(void) {
   ns_free(&ns);
 }
 
+
+/* The resends and congestion-control decisions of engine 0, for
+ * test_trimmed_packet. */
+static struct {
+  uint32_t n, psn[8];
+  uint8_t cause[8];
+  uint32_t cc_trim;
+  uint64_t cwnd;
+} trim_tr;
+
+static void trim_trace(void *ctx, const struct uroce_trace_ev *ev) {
+  (void)ctx;
+  if (ev->kind == UROCE_TR_RESEND && trim_tr.n < 8) {
+    trim_tr.psn[trim_tr.n] = ev->psn;
+    trim_tr.cause[trim_tr.n++] = ev->a;
+  } else if (ev->kind == UROCE_TR_CC && ev->a == UROCE_TRC_TRIM) {
+    trim_tr.cc_trim++;
+    trim_tr.cwnd = ev->cwnd;
+  }
+}
+
+/* One packet of a 64 KiB WRITE arrives trimmed (a UET switch's full queue
+ * cut its payload off). Multipath: the responder NACKs that PSN in its
+ * next selective ACK and the requester resends exactly it, at once (one
+ * resend, cause "trim": no gap timer, probe or timeout), and Swift takes
+ * it as congestion (one cut, as for a CNP); the data is byte-exact. Standard
+ * mode: a loss like any other, one PSN sequence NAK and one go-back-N. */
+/* Multipath engines with Swift, the nth packet one way trimmed (back:
+ * B to A, READ responses), a 64 KiB op posted at A and completed,
+ * the data byte-exact; engine 0's resends traced. */
+static void trim_run(const struct tp_opts *o, uint64_t seed, int back,
+                     uint32_t nth, uint32_t opcode) {
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.flags = UROCE_ENG_MULTIPATH;
+  cfg.cc = &uroce_cc_swift;
+  setup_cfg(&cfg, o, seed);
+  ns.link[back][!back].trim_nth = nth;
+  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = 5000;
+  memset(&trim_tr, 0, sizeof(trim_tr));
+  uroce_eng_set_trace(ns.eng[0], trim_trace, 0);
+  CHECK_EQ(tp_post_send(&A, opcode, 1, 0, 64 << 10, UROCE_SEND_SIGNALED,
+                        B.mr->iova, B.mr->rkey),
+           0);
+  struct uroce_wc wc;
+  CHECK_EQ(wait_cq(A.scq, &wc, 1), 1);
+  CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+  CHECK(memcmp(B.mem, A.mem, 64 << 10) == 0);
+  CHECK_EQ(ns.stats.trimmed, 1);
+  /* Exactly the trimmed PSN went again, once, for its trim. */
+  CHECK_EQ(trim_tr.n, 1);
+  CHECK_EQ(trim_tr.psn[0], ns.link[back][!back].trimmed_psn);
+  CHECK_EQ(trim_tr.cause[0], UROCE_TRC_TRIM);
+  const struct uroce_eng_stats *sa = uroce_eng_stats(ns.eng[0]);
+  CHECK_EQ(sa->mp_trim_naks, 1);
+  CHECK_EQ(sa->mp_probes + sa->timeouts + sa->go_backs, 0);
+}
+
+static void test_trimmed_packet(void) {
+  struct tp_opts o;
+  tp_opts_default(&o);
+  /* The very first packet: the responder has no multipath state yet. */
+  trim_run(&o, 31, 0, 1, UROCE_WR_RDMA_WRITE);
+  const struct uroce_eng_stats *sa = uroce_eng_stats(ns.eng[0]),
+                               *sb = uroce_eng_stats(ns.eng[1]);
+  CHECK_EQ(sb->trims_rx, 1);
+  CHECK_EQ(sb->drops[UROCE_DROP_TRIMMED], 1);
+  CHECK(!strcmp(uroce_eng_drop_name(UROCE_DROP_TRIMMED), "trimmed"));
+  CHECK_EQ(sa->mp_retx_pkts, 1);
+  CHECK_EQ(trim_tr.cc_trim, 1);
+  CHECK_EQ(trim_tr.cwnd, (uint64_t)(uroce_swift_defaults.init_cwnd *
+                                    (1 - uroce_swift_defaults.ecn_beta)));
+  teardown();
+
+  /* A READ response trimmed on its way back: asked for again at once. */
+  trim_run(&o, 32, 1, 7, UROCE_WR_RDMA_READ);
+  CHECK_EQ(uroce_eng_stats(ns.eng[0])->trims_rx, 1);
+  teardown();
+
+  /* Standard mode: a loss like any other, NAKed by the next packet. */
+  struct uroce_wc wc;
+  uint32_t flags = eng_flags;
+  eng_flags = UROCE_ENG_STANDARD;
+  setup(&o, 31);
+  eng_flags = flags;
+  ns.link[0][1].trim_nth = 5;
+  CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 1, 0, 64 << 10,
+                        UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+           0);
+  CHECK_EQ(wait_cq(A.scq, &wc, 1), 1);
+  CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+  CHECK(memcmp(B.mem, A.mem, 64 << 10) == 0);
+  sa = uroce_eng_stats(ns.eng[0]);
+  sb = uroce_eng_stats(ns.eng[1]);
+  CHECK_EQ(sb->trims_rx, 1);
+  CHECK_EQ(sb->naks_tx, 1);
+  CHECK_EQ(sa->go_backs, 1);
+  CHECK_EQ(sa->timeouts, 0);
+  teardown();
+}
+
 /* The delay/ECN window: found by name; over target the window shrinks in
  * proportion to the excess, at most once per RTT; under it, it grows by
  * ai per window acknowledged; a CNP cuts it by ecn_beta. Through the
@@ -1402,6 +1503,7 @@ int main(void) {
   T_RUN(test_inflight_turns);
   T_RUN(test_tx_burst);
   T_RUN(test_cc_swift);
+  T_RUN(test_trimmed_packet);
   T_RUN(test_timers_follow_modify);
   return T_DONE();
 }
