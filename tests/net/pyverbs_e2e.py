@@ -267,26 +267,32 @@ class Drop(unittest.TestCase):
     def rc_pair(self, pd, cq, access):
         """Two RC QPs of pd, each connected to the other, RTS."""
         import pyverbs.enums as e
-        from pyverbs.addr import AHAttr, GlobalRoute
-        from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+        from pyverbs.qp import QP, QPCap, QPInitAttr
         qps = [QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
                                  cap=QPCap(max_send_wr=16, max_recv_wr=16)))
                for _ in range(2)]
-        for qp, peer in ((qps[0], qps[1]), (qps[1], qps[0])):
-            a = QPAttr(qp_state=e.IBV_QPS_INIT)
-            a.qp_access_flags = access
-            a.port_num = 1
-            a.pkey_index = 0
-            gr = GlobalRoute(dgid=self.ctx.query_gid(1, 1), sgid_index=1)
-            a.ah_attr = AHAttr(gr=gr, is_global=1, port_num=1)
-            a.dest_qp_num = peer.qp_num
-            a.path_mtu = e.IBV_MTU_1024
-            a.rq_psn = a.sq_psn = 0
-            a.max_dest_rd_atomic = a.max_rd_atomic = 1
-            a.min_rnr_timer = 1
-            a.timeout, a.retry_cnt, a.rnr_retry = 14, 7, 7
-            qp.to_rts(a)
+        self.to_rts(qps[0], qps[1], access)
+        self.to_rts(qps[1], qps[0], access)
         return qps
+
+    def to_rts(self, qp, peer, access):
+        """qp to RTS, connected to peer on this device."""
+        import pyverbs.enums as e
+        from pyverbs.addr import AHAttr, GlobalRoute
+        from pyverbs.qp import QPAttr
+        a = QPAttr(qp_state=e.IBV_QPS_INIT)
+        a.qp_access_flags = access
+        a.port_num = 1
+        a.pkey_index = 0
+        gr = GlobalRoute(dgid=self.ctx.query_gid(1, 1), sgid_index=1)
+        a.ah_attr = AHAttr(gr=gr, is_global=1, port_num=1)
+        a.dest_qp_num = peer.qp_num
+        a.path_mtu = e.IBV_MTU_1024
+        a.rq_psn = a.sq_psn = 0
+        a.max_dest_rd_atomic = a.max_rd_atomic = 1
+        a.min_rnr_timer = 1
+        a.timeout, a.retry_cnt, a.rnr_retry = 14, 7, 7
+        qp.to_rts(a)
 
     def post_one(self, qp, cq, wr):
         qp.post_send(wr)
@@ -403,8 +409,7 @@ class Drop(unittest.TestCase):
         """An XRC initiator (send ops: the ibv_wr_* API) and a target QP
         of xrcd, connected to each other, RTS."""
         import pyverbs.enums as e
-        from pyverbs.addr import AHAttr, GlobalRoute
-        from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttrEx, QPEx
+        from pyverbs.qp import QP, QPCap, QPInitAttrEx, QPEx
         tgt = QP(self.ctx, QPInitAttrEx(qp_type=e.IBV_QPT_XRC_RECV,
                                         comp_mask=e.IBV_QP_INIT_ATTR_XRCD,
                                         xrcd=xrcd))
@@ -414,20 +419,8 @@ class Drop(unittest.TestCase):
             send_ops_flags=e.IBV_QP_EX_WITH_SEND,
             comp_mask=e.IBV_QP_INIT_ATTR_PD |
             e.IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
-        for qp, peer, access in ((tgt, ini, tgt_access), (ini, tgt, 0)):
-            a = QPAttr(qp_state=e.IBV_QPS_INIT)
-            a.qp_access_flags = access
-            a.port_num = 1
-            a.pkey_index = 0
-            gr = GlobalRoute(dgid=self.ctx.query_gid(1, 1), sgid_index=1)
-            a.ah_attr = AHAttr(gr=gr, is_global=1, port_num=1)
-            a.dest_qp_num = peer.qp_num
-            a.path_mtu = e.IBV_MTU_1024
-            a.rq_psn = a.sq_psn = 0
-            a.max_dest_rd_atomic = a.max_rd_atomic = 1
-            a.min_rnr_timer = 1
-            a.timeout, a.retry_cnt, a.rnr_retry = 14, 7, 7
-            qp.to_rts(a)
+        self.to_rts(tgt, ini, tgt_access)
+        self.to_rts(ini, tgt, 0)
         return ini, tgt
 
     def test_xrc(self):
