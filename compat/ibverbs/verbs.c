@@ -1163,9 +1163,12 @@ UV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
     ibqp->state = attr->qp_state;
   /* A reset QP's completions still in its CQs go, as mlx5 cleans them:
    * flushes from before would otherwise meet its new work. */
+  /* (XRC ends have one CQ or none of their own.) */
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
-    uroce_clean_cq(((struct uv_cq *)(void *)ibqp->send_cq)->ucq, ibqp->qp_num);
-    if (ibqp->recv_cq != ibqp->send_cq)
+    if (ibqp->send_cq)
+      uroce_clean_cq(((struct uv_cq *)(void *)ibqp->send_cq)->ucq,
+                     ibqp->qp_num);
+    if (ibqp->recv_cq && ibqp->recv_cq != ibqp->send_cq)
       uroce_clean_cq(((struct uv_cq *)(void *)ibqp->recv_cq)->ucq,
                      ibqp->qp_num);
   }

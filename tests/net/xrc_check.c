@@ -186,6 +186,13 @@ int main(void) {
         wc[r].opcode == IBV_WC_RECV && wc[!r].wr_id == 8);
   CHECK(!memcmp(buf, "xrc through an opened target QP", 32));
 
+  /* Both ends back to RESET and up again (they have no CQ of their own
+   * to clean, or one). */
+  struct ibv_qp_attr ra = {.qp_state = IBV_QPS_RESET};
+  CHECK(!ibv_modify_qp(opened, &ra, IBV_QP_STATE));
+  CHECK(!ibv_modify_qp(ini, &ra, IBV_QP_STATE));
+  to_rts(opened, ini->qp_num, &gid, IBV_ACCESS_LOCAL_WRITE);
+
   /* Everything goes, in an order where each is free when it goes. */
   CHECK(ibv_destroy_qp(opened) == 0);
   CHECK(ibv_destroy_qp(ini) == 0);
