@@ -58,11 +58,10 @@ static bool srq_num_used(struct uroce_eng *eng, uint32_t n) {
   return false;
 }
 
-/* Numbers count up from a random start, as a NIC's do, so a number
- * freed is not soon given again. */
+/* Numbers count up from 1, as a NIC's do, so a number freed is not soon
+ * given again. Not drawn from the engine's random source: an SRQ made
+ * must not change the keys and QPNs a seeded run draws after it. */
 uint32_t eng_srq_num(struct uroce_eng *eng) {
-  if (!eng->srq_next)
-    eng->srq_next = (uint32_t)eng_rand(eng) & 0xFFFFF;
   for (;;) {
     uint32_t n = eng->srq_next++ & 0xFFFFFF;
     if (n && !srq_num_used(eng, n))
