@@ -73,8 +73,7 @@ int uroce_eng_srq_new_xrc(struct uroce_pd *pd, struct uroce_xrcd *xrcd,
                           struct uroce_cq *cq,
                           const struct uroce_srq_attr *attr,
                           struct uroce_srq **out) {
-  if (!pd || !xrcd || !cq || !out || xrcd->eng != pd->eng ||
-      cq->eng != pd->eng)
+  if (!pd || !xrcd || !cq || !out || xrcd->eng != pd->eng || cq->eng != pd->eng)
     return UROCE_ERR_INVALID_ARGUMENT;
   int rc = uroce_eng_srq_new(pd, attr, out);
   if (rc)
@@ -117,8 +116,7 @@ bool xrc_tgt_bind(struct uroce_qp *qp, const struct uroce_pkt_info *pi) {
     }
   }
   /* A message's packets all go to the SRQ its first one named. */
-  if (!srq ||
-      ((qp->resp.have_rwqe || qp->resp.in_msg) && srq != qp->srq))
+  if (!srq || ((qp->resp.have_rwqe || qp->resp.in_msg) && srq != qp->srq))
     return false;
   qp->srq = srq;
   qp->pd = srq->pd;

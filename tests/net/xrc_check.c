@@ -22,18 +22,17 @@
   } while (0)
 
 static struct ibv_xrcd *open_x(struct ibv_context *c, int fd, int oflags) {
-  struct ibv_xrcd_init_attr a = {
-      .comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
-      .fd = fd,
-      .oflags = oflags};
+  struct ibv_xrcd_init_attr a = {.comp_mask = IBV_XRCD_INIT_ATTR_FD |
+                                              IBV_XRCD_INIT_ATTR_OFLAGS,
+                                 .fd = fd,
+                                 .oflags = oflags};
   return ibv_open_xrcd(c, &a);
 }
 
 static void to_rts(struct ibv_qp *qp, uint32_t dqpn, union ibv_gid *gid,
                    int access) {
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
-                          .port_num = 1,
-                          .qp_access_flags = access};
+  struct ibv_qp_attr a = {
+      .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = access};
   CHECK(!ibv_modify_qp(qp, &a,
                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                            IBV_QP_ACCESS_FLAGS));
@@ -94,9 +93,8 @@ int main(void) {
   CHECK(x2 && x2 != x1);
   struct ibv_xrcd *xp = open_x(c1, -1, O_CREAT); /* a private one */
   CHECK(xp);
-  struct ibv_xrcd_init_attr bad = {.comp_mask = IBV_XRCD_INIT_ATTR_RESERVED,
-                                   .fd = -1,
-                                   .oflags = O_CREAT};
+  struct ibv_xrcd_init_attr bad = {
+      .comp_mask = IBV_XRCD_INIT_ATTR_RESERVED, .fd = -1, .oflags = O_CREAT};
   errno = 0;
   CHECK(!ibv_open_xrcd(c1, &bad) && errno == EOPNOTSUPP);
 
@@ -105,13 +103,13 @@ int main(void) {
   static char buf[4096];
   struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
   CHECK(pd && cq && mr);
-  struct ibv_srq_init_attr_ex sa = {
-      .attr = {.max_wr = 4, .max_sge = 1},
-      .comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
-                   IBV_SRQ_INIT_ATTR_XRCD,
-      .srq_type = IBV_SRQT_XRC,
-      .pd = pd,
-      .xrcd = x1};
+  struct ibv_srq_init_attr_ex sa = {.attr = {.max_wr = 4, .max_sge = 1},
+                                    .comp_mask = IBV_SRQ_INIT_ATTR_TYPE |
+                                                 IBV_SRQ_INIT_ATTR_PD |
+                                                 IBV_SRQ_INIT_ATTR_XRCD,
+                                    .srq_type = IBV_SRQT_XRC,
+                                    .pd = pd,
+                                    .xrcd = x1};
   errno = 0;
   CHECK(!ibv_create_srq_ex(c1, &sa) && errno == EINVAL); /* no CQ */
   sa.comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
@@ -128,12 +126,12 @@ int main(void) {
                                    .xrcd = x1};
   struct ibv_qp *tgt = ibv_create_qp_ex(c1, &ta);
   CHECK(tgt && tgt->qp_type == IBV_QPT_XRC_RECV && !tgt->pd);
-  struct ibv_qp_open_attr oa = {
-      .comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
-                   IBV_QP_OPEN_ATTR_TYPE,
-      .qp_num = tgt->qp_num,
-      .xrcd = xp,
-      .qp_type = IBV_QPT_XRC_RECV};
+  struct ibv_qp_open_attr oa = {.comp_mask = IBV_QP_OPEN_ATTR_NUM |
+                                             IBV_QP_OPEN_ATTR_XRCD |
+                                             IBV_QP_OPEN_ATTR_TYPE,
+                                .qp_num = tgt->qp_num,
+                                .xrcd = xp,
+                                .qp_type = IBV_QPT_XRC_RECV};
   errno = 0;
   CHECK(!ibv_open_qp(c2, &oa) && errno == EINVAL); /* another domain */
   oa.xrcd = x2;
@@ -151,11 +149,12 @@ int main(void) {
    * an initiator reaches the SRQ through it. */
   uint32_t tqpn = tgt->qp_num;
   CHECK(ibv_destroy_qp(tgt) == 0);
-  struct ibv_qp_init_attr_ex ia = {.qp_type = IBV_QPT_XRC_SEND,
-                                   .comp_mask = IBV_QP_INIT_ATTR_PD,
-                                   .pd = pd,
-                                   .send_cq = cq,
-                                   .cap = {.max_send_wr = 4, .max_send_sge = 1}};
+  struct ibv_qp_init_attr_ex ia = {
+      .qp_type = IBV_QPT_XRC_SEND,
+      .comp_mask = IBV_QP_INIT_ATTR_PD,
+      .pd = pd,
+      .send_cq = cq,
+      .cap = {.max_send_wr = 4, .max_send_sge = 1}};
   struct ibv_qp *ini = ibv_create_qp_ex(c1, &ia);
   CHECK(ini);
   union ibv_gid gid;

@@ -184,9 +184,9 @@ static void test_rdma_atomic(void) {
   CHECK_EQ(xsend(UROCE_WR_RDMA_READ, 2, n, 200000, 30001, tva + 500, 0), 0);
   uint64_t v = 40;
   memcpy(T.mem + 800000, &v, 8);
-  CHECK_EQ(xsend(UROCE_WR_ATOMIC_FETCH_AND_ADD, 3, n, 300000, 8, tva + 800000,
-                 2),
-           0);
+  CHECK_EQ(
+      xsend(UROCE_WR_ATOMIC_FETCH_AND_ADD, 3, n, 300000, 8, tva + 800000, 2),
+      0);
   CHECK_EQ(ns_wait_cq(&ns, I.cq, wc, 3), 3);
   for (int i = 0; i < 3; i++) {
     CHECK_EQ(wc[i].wr_id, i + 1);
@@ -271,8 +271,7 @@ static void test_wire(void) {
   buf[0] = UROCE_OP_XRC_BASE + UROCE_OP_ACK;
   CHECK_EQ(uroce_pkt_parse(buf, 16 + 4, &rx.pi), 0);
   CHECK_EQ(uroce_eng_read_pkt(ns.eng[1], &rx, ns.now), 0);
-  CHECK_EQ(uroce_eng_stats(ns.eng[1])->drops[UROCE_DROP_TRANSPORT],
-           drops + 1);
+  CHECK_EQ(uroce_eng_stats(ns.eng[1])->drops[UROCE_DROP_TRANSPORT], drops + 1);
   teardown();
 }
 
@@ -283,14 +282,11 @@ static void test_objects(void) {
   struct uroce_qp *q;
   struct uroce_qp_init_attr bad = {.qp_type = UROCE_QPT_XRC_RECV};
   CHECK_EQ(uroce_eng_qp_new(T.pd, &bad, &q), UROCE_ERR_INVALID_ARGUMENT);
-  bad = (struct uroce_qp_init_attr){.qp_type = UROCE_QPT_XRC_SEND,
-                                    .send_cq = I.cq,
-                                    .cap.max_recv_wr = 4};
+  bad = (struct uroce_qp_init_attr){
+      .qp_type = UROCE_QPT_XRC_SEND, .send_cq = I.cq, .cap.max_recv_wr = 4};
   CHECK_EQ(uroce_eng_qp_new(I.pd, &bad, &q), UROCE_ERR_INVALID_ARGUMENT);
-  bad = (struct uroce_qp_init_attr){.qp_type = UROCE_QPT_RC,
-                                    .send_cq = T.cq,
-                                    .recv_cq = T.cq,
-                                    .srq = T.s1};
+  bad = (struct uroce_qp_init_attr){
+      .qp_type = UROCE_QPT_RC, .send_cq = T.cq, .recv_cq = T.cq, .srq = T.s1};
   CHECK_EQ(uroce_eng_qp_new(T.pd, &bad, &q), UROCE_ERR_INVALID_ARGUMENT);
   struct uroce_srq_attr sa = {.max_wr = 4, .max_sge = 1};
   struct uroce_srq *s;
