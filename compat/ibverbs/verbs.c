@@ -707,10 +707,9 @@ static struct ibv_srq *op_create_srq_ex(struct ibv_context *context,
     errno = EINVAL;
     return NULL;
   }
-  if (init->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_TYPE |
-                                    IBV_SRQ_INIT_ATTR_PD |
-                                    IBV_SRQ_INIT_ATTR_XRCD |
-                                    IBV_SRQ_INIT_ATTR_CQ)) {
+  if (init->comp_mask &
+      ~(uint32_t)(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+                  IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ)) {
     errno = EOPNOTSUPP; /* tag matching */
     return NULL;
   }
@@ -724,15 +723,13 @@ static struct ibv_srq *op_create_srq_ex(struct ibv_context *context,
   bool xrc = t == IBV_SRQT_XRC;
   uint32_t xrc_mask = IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
   /* An XRC SRQ needs its domain and its CQ; a basic one takes neither. */
-  if (xrc ? (init->comp_mask & xrc_mask) != xrc_mask || !init->xrcd ||
-                !init->cq
+  if (xrc ? (init->comp_mask & xrc_mask) != xrc_mask || !init->xrcd || !init->cq
           : (init->comp_mask & xrc_mask) != 0) {
     errno = EINVAL;
     return NULL;
   }
-  struct uv_srq *srq =
-      srq_new(init->pd, init->srq_context, &init->attr,
-              xrc ? init->xrcd : NULL, xrc ? init->cq : NULL);
+  struct uv_srq *srq = srq_new(init->pd, init->srq_context, &init->attr,
+                               xrc ? init->xrcd : NULL, xrc ? init->cq : NULL);
   return srq ? &srq->srq : NULL;
 }
 
@@ -934,9 +931,8 @@ struct ibv_qp *uv_qp_new(struct ibv_context *context,
   }
   struct uroce_qp_init_attr a;
   memset(&a, 0, sizeof(a));
-  bool tgt = init->qp_type == IBV_QPT_XRC_RECV, ini =
-                                                   init->qp_type ==
-                                                   IBV_QPT_XRC_SEND;
+  bool tgt = init->qp_type == IBV_QPT_XRC_RECV,
+       ini = init->qp_type == IBV_QPT_XRC_SEND;
   if (!tgt) {
     a.send_cq = ((struct uv_cq *)(void *)init->send_cq)->ucq;
     a.cap.max_send_wr = init->cap.max_send_wr;
@@ -1041,8 +1037,8 @@ UV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
  * kernel's shared QP), for a context of this process. */
 struct ibv_qp *uv_open_qp(struct ibv_context *context,
                           struct ibv_qp_open_attr *attr) {
-  uint32_t need = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
-                  IBV_QP_OPEN_ATTR_TYPE;
+  uint32_t need =
+      IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
   if (!attr || (attr->comp_mask & need) != need ||
       attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED || !attr->xrcd ||
       attr->qp_type != IBV_QPT_XRC_RECV) {
@@ -1068,8 +1064,8 @@ struct ibv_qp *uv_open_qp(struct ibv_context *context,
   q->qp_num = attr->qp_num;
   q->handle = q->qp_num;
   struct uroce_qp_attr qa;
-  q->state = uroce_query_qp(qp->uqp, &qa, NULL) == 0 ? qa.qp_state
-                                                     : IBV_QPS_RESET;
+  q->state =
+      uroce_query_qp(qp->uqp, &qa, NULL) == 0 ? qa.qp_state : IBV_QPS_RESET;
   q->qp_type = IBV_QPT_XRC_RECV;
   pthread_mutex_init(&q->mutex, NULL);
   pthread_cond_init(&q->cond, NULL);

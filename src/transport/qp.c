@@ -49,8 +49,8 @@ static void qp_reset(struct uroce_qp *qp) {
 static int xrc_end(const struct uroce_pd *pd,
                    const struct uroce_qp_init_attr *a) {
   if (a->qp_type == UROCE_QPT_XRC_SEND)
-    return pd && a->send_cq && !a->srq && !a->xrcd &&
-                   !a->cap.max_recv_wr && !a->cap.max_recv_sge
+    return pd && a->send_cq && !a->srq && !a->xrcd && !a->cap.max_recv_wr &&
+                   !a->cap.max_recv_sge
                ? XRC_INI
                : -1;
   if (a->qp_type == UROCE_QPT_XRC_RECV)
@@ -67,7 +67,8 @@ int uroce_eng_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
     return UROCE_ERR_INVALID_ARGUMENT;
   if (attr->qp_type != UROCE_QPT_RC && attr->qp_type != UROCE_QPT_UC &&
       attr->qp_type != UROCE_QPT_UD && attr->qp_type != UROCE_QPT_GSI &&
-      attr->qp_type != UROCE_QPT_XRC_SEND && attr->qp_type != UROCE_QPT_XRC_RECV)
+      attr->qp_type != UROCE_QPT_XRC_SEND &&
+      attr->qp_type != UROCE_QPT_XRC_RECV)
     return UROCE_ERR_INVALID_ARGUMENT;
   int xrc = xrc_end(pd, attr);
   if (xrc < 0)

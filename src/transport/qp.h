@@ -580,7 +580,7 @@ static inline uint32_t qp_npkts(const struct uroce_qp *qp, uint32_t len) {
   return len ? (len + qp->mtu - 1) / qp->mtu : 1;
 }
 static inline uint8_t qp_opcode_base(const struct uroce_qp *qp) {
-  return qp->xrc                      ? UROCE_OP_XRC_BASE
+  return qp->xrc                    ? UROCE_OP_XRC_BASE
          : qp->type == UROCE_QPT_UC ? UROCE_OP_UC_BASE
                                     : 0;
 }

@@ -25,10 +25,9 @@
       .name = nm,                                                              \
       .mask = (m) | H(BTH),                                                    \
       .length = LENGTH(m),                                                     \
-      .offset = {0, OFF_RDETH(m), OFF_DETH(m), OFF_XRCETH(m), OFF_RETH(m),      \
-                 OFF_ATMETH(m),                                                \
-                 OFF_AETH(m), OFF_ATMACK(m), OFF_MPETH(m), OFF_SACKETH(m),     \
-                 OFF_IMMDT(m), OFF_IETH(m), OFF_CNPPAD(m)},                    \
+      .offset = {0, OFF_RDETH(m), OFF_DETH(m), OFF_XRCETH(m), OFF_RETH(m),     \
+                 OFF_ATMETH(m), OFF_AETH(m), OFF_ATMACK(m), OFF_MPETH(m),      \
+                 OFF_SACKETH(m), OFF_IMMDT(m), OFF_IETH(m), OFF_CNPPAD(m)},    \
   }
 
 /* Meanings shared by the rows below. */
@@ -142,7 +141,8 @@ const struct uroce_opcode_info uroce_opcode_table[256] = {
 
 const char *uroce_hdr_name(enum uroce_hdr h) {
   static const char *const names[UROCE_HDR_COUNT] = {
-      "BTH",  "RDETH",        "DETH",  "XRCETH", "RETH",    "AtomicETH",    "AETH",
-      "AtomicAckETH", "MPETH", "SACKETH", "ImmDt", "IETH", "CNP-reserved"};
+      "BTH",       "RDETH", "DETH",         "XRCETH", "RETH",
+      "AtomicETH", "AETH",  "AtomicAckETH", "MPETH",  "SACKETH",
+      "ImmDt",     "IETH",  "CNP-reserved"};
   return (unsigned)h < UROCE_HDR_COUNT ? names[h] : "?";
 }

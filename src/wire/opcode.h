@@ -56,12 +56,12 @@ enum uroce_hdr {
 #define UROCE_OPM_INV (1u << 20)     /* carries an rkey to invalidate */
 #define UROCE_OPM_SEND (1u << 21)
 #define UROCE_OPM_WRITE (1u << 22)
-#define UROCE_OPM_READ (1u << 23)      /* read request or read response */
-#define UROCE_OPM_ATOMIC (1u << 24)    /* atomic request or atomic ack */
-#define UROCE_OPM_ACK (1u << 25)       /* ACK/NAK (AETH without data) */
-#define UROCE_OPM_RECV_WQE (1u << 26)  /* consumes a receive WQE when last */
-#define UROCE_OPM_NEEDS_ACK (1u << 27) /* reliable request: responder answers  \
-                                        */
+#define UROCE_OPM_READ (1u << 23)     /* read request or read response */
+#define UROCE_OPM_ATOMIC (1u << 24)   /* atomic request or atomic ack */
+#define UROCE_OPM_ACK (1u << 25)      /* ACK/NAK (AETH without data) */
+#define UROCE_OPM_RECV_WQE (1u << 26) /* consumes a receive WQE when last */
+/* reliable request: the responder answers */
+#define UROCE_OPM_NEEDS_ACK (1u << 27)
 #define UROCE_OPM_CNP (1u << 28)
 #define UROCE_OPM_MP (1u << 29) /* uroce multipath opcode (0xC0 block) */
 #define UROCE_OPM_ONLY (UROCE_OPM_FIRST | UROCE_OPM_LAST)

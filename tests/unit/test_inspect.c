@@ -412,8 +412,8 @@ static void test_xrc_decode(void) {
   struct uroce_hdr_fields h = {.pkey = 0xFFFF,
                                .dqpn = 0x77,
                                .psn = 5,
-                               .opcode = UROCE_OP_XRC_BASE +
-                                         UROCE_OP_WRITE_ONLY,
+                               .opcode =
+                                   UROCE_OP_XRC_BASE + UROCE_OP_WRITE_ONLY,
                                .xrc_srqn = 0xABCDE,
                                .va = 0x2000,
                                .rkey = 0x42,

@@ -82,7 +82,8 @@ static void test_opcode_table(void) {
     CHECK(op->mask & UROCE_OPM_HDR(UROCE_HDR_BTH));
     /* Offsets increase in wire order and end at length. */
     unsigned end = UROCE_BTH_LEN;
-    static const uint8_t lens[UROCE_HDR_COUNT] = {12, 4, 8, 4, 16, 28, 4, 8, 8, 8, 4, 4, 16};
+    static const uint8_t lens[UROCE_HDR_COUNT] = {12, 4, 8, 4, 16, 28, 4,
+                                                  8,  8, 8, 4, 4,  16};
     for (int h = 1; h < UROCE_HDR_COUNT; h++) {
       if (!(op->mask & UROCE_OPM_HDR(h)))
         continue;
