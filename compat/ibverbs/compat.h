@@ -103,7 +103,28 @@ struct uv_cq {
 struct uv_srq {
   struct ibv_srq srq;
   struct uroce_srq *usrq;
+  enum ibv_srq_type srq_type; /* an XRC SRQ's: its domain and CQ */
+  struct ibv_xrcd *xrcd;
+  struct ibv_cq *cq;
   struct uv_srq *next; /* the context's list, for async events */
+};
+
+/* An XRC domain as ibv_open_xrcd hands it out: every open is a handle of
+ * its own; the handles of one file (by inode) share the domain (xrc.c). */
+struct uv_xdom;
+struct uv_xrcd {
+  struct ibv_xrcd xrcd;
+  struct uv_xdom *dom;
+};
+struct uroce_xrcd *uv_xrcd_domain(struct ibv_xrcd *xrcd);
+
+/* An XRC target QP: the handles ibv_create_qp_ex and ibv_open_qp give out
+ * share it; the last one destroyed destroys it. */
+struct uv_tgt {
+  struct uroce_qp *uqp;
+  struct uroce_xrcd *ux; /* its domain (which it keeps from going) */
+  unsigned handles;
+  struct uv_tgt *next; /* all targets of the process (xrc.c) */
 };
 
 struct uv_ah {
@@ -120,6 +141,7 @@ struct uv_qp {
   int is_ex;          /* created with send_ops_flags: ibv_qp_to_qp_ex works */
   uint32_t max_inline;
   uint8_t sgid_index; /* of the primary path, for ibv_query_qp */
+  struct uv_tgt *tgt; /* an XRC target QP's shared part */
   /* ibv_wr_* builder state between wr_start and wr_complete. */
   int wr_err;
   unsigned nwr;
@@ -147,6 +169,21 @@ struct ibv_cq_ex *uv_create_cq_ex(struct ibv_context *context,
                                   struct ibv_cq_init_attr_ex *attr);
 void uv_qp_ex_init(struct uv_qp *qp);
 void uv_cq_ex_init(struct uv_cq *cq);
+/* xrc.c */
+struct ibv_xrcd *uv_open_xrcd(struct ibv_context *context,
+                              struct ibv_xrcd_init_attr *attr);
+int uv_close_xrcd(struct ibv_xrcd *xrcd);
+int uv_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
+struct ibv_qp *uv_open_qp(struct ibv_context *context,
+                          struct ibv_qp_open_attr *attr);
+/* A new target QP's shared part (NULL: no memory); the one of number
+ * qpn in xrcd's domain, with one more handle (NULL: none). */
+struct uv_tgt *uv_tgt_new(struct uroce_qp *uqp, struct uroce_xrcd *ux);
+struct uv_tgt *uv_tgt_find(struct ibv_xrcd *xrcd, uint32_t qpn);
+/* One handle goes: true if others keep the QP (one fewer now); false if
+ * it was the last, and the caller destroys the QP and then uv_tgt_free. */
+bool uv_tgt_others(struct uv_tgt *t);
+void uv_tgt_free(struct uv_tgt *t);
 /* device.c */
 int uv_query_port(struct ibv_context *context, uint8_t port_num,
                   struct ibv_port_attr *attr, size_t attr_len);

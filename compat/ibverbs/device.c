@@ -283,7 +283,8 @@ static void fill_device_attr(struct uv_context *ctx,
   a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
                         IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
                         IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_CHANGE_PHY_PORT |
-                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+                        IBV_DEVICE_XRC;
   a->max_sge = UROCE_MAX_SGE;
   a->max_sge_rd = UROCE_MAX_SGE;
   a->max_cq = 16384;
@@ -339,6 +340,9 @@ int uv_query_device_ex(struct ibv_context *context,
       IBV_ODP_SUPPORT_SRQ_RECV;
   full.odp_caps.per_transport_caps.ud_odp_caps =
       IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  full.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE |
+                      IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC |
+                      IBV_ODP_SUPPORT_SRQ_RECV;
   memcpy(attr, &full, attr_size < sizeof(full) ? attr_size : sizeof(full));
   return 0;
 }

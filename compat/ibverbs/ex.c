@@ -196,6 +196,12 @@ static void wr_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah,
   w->wr.ud.remote_qkey = remote_qkey;
 }
 
+static void wr_set_xrc_srqn(struct ibv_qp_ex *x, uint32_t remote_srqn) {
+  struct uroce_send_wr *w = cur_wr(qp_of(x));
+  if (w)
+    w->xrc_remote_srqn = remote_srqn;
+}
+
 static int wr_complete(struct ibv_qp_ex *x) {
   struct uv_qp *qp = qp_of(x);
   if (qp->wr_err) {
@@ -229,6 +235,7 @@ void uv_qp_ex_init(struct uv_qp *qp) {
   x->wr_set_inline_data = wr_set_inline_data;
   x->wr_set_inline_data_list = wr_set_inline_data_list;
   x->wr_set_ud_addr = wr_set_ud_addr;
+  x->wr_set_xrc_srqn = wr_set_xrc_srqn;
 }
 
 #define UV_SEND_OPS                                                            \

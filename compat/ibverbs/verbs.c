@@ -646,8 +646,10 @@ static void ctx_del_qp(struct uv_context *ctx, struct uv_qp *qp) {
 
 /* ---- shared receive queues ---- */
 
+/* An SRQ; with xrcd (and cq) an XRC SRQ of that domain. */
 static struct uv_srq *srq_new(struct ibv_pd *ibpd, void *srq_context,
-                              struct ibv_srq_attr *attr) {
+                              struct ibv_srq_attr *attr, struct ibv_xrcd *xrcd,
+                              struct ibv_cq *cq) {
   if (!ibpd || !attr) {
     errno = EINVAL;
     return NULL;
@@ -661,11 +663,17 @@ static struct uv_srq *srq_new(struct ibv_pd *ibpd, void *srq_context,
   struct uroce_srq_attr a = {.max_wr = attr->max_wr,
                              .max_sge = attr->max_sge ? attr->max_sge : 1,
                              .srq_limit = attr->srq_limit};
-  int rv = uroce_create_srq(pd->upd, &a, &srq->usrq);
+  int rv = xrcd ? uroce_create_xrc_srq(pd->upd, uv_xrcd_domain(xrcd),
+                                       ((struct uv_cq *)(void *)cq)->ucq, &a,
+                                       &srq->usrq)
+                : uroce_create_srq(pd->upd, &a, &srq->usrq);
   if (rv < 0) {
     free(srq);
     return uv_fail(rv);
   }
+  srq->srq_type = xrcd ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
+  srq->xrcd = xrcd;
+  srq->cq = cq;
   if (uroce_query_srq(srq->usrq, &a) == 0) {
     attr->max_wr = a.max_wr;
     attr->max_sge = a.max_sge;
@@ -689,7 +697,7 @@ UV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
     errno = EINVAL;
     return NULL;
   }
-  struct uv_srq *srq = srq_new(pd, init->srq_context, &init->attr);
+  struct uv_srq *srq = srq_new(pd, init->srq_context, &init->attr, NULL, NULL);
   return srq ? &srq->srq : NULL;
 }
 
@@ -699,12 +707,29 @@ static struct ibv_srq *op_create_srq_ex(struct ibv_context *context,
     errno = EINVAL;
     return NULL;
   }
-  if ((init->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
-      init->srq_type != IBV_SRQT_BASIC) {
-    errno = EOPNOTSUPP; /* XRC and tag-matching SRQs */
+  if (init->comp_mask &
+      ~(uint32_t)(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+                  IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ)) {
+    errno = EOPNOTSUPP; /* tag matching */
     return NULL;
   }
-  struct uv_srq *srq = srq_new(init->pd, init->srq_context, &init->attr);
+  enum ibv_srq_type t = (init->comp_mask & IBV_SRQ_INIT_ATTR_TYPE)
+                            ? init->srq_type
+                            : IBV_SRQT_BASIC;
+  if (t != IBV_SRQT_BASIC && t != IBV_SRQT_XRC) {
+    errno = EOPNOTSUPP; /* tag-matching SRQs */
+    return NULL;
+  }
+  bool xrc = t == IBV_SRQT_XRC;
+  uint32_t xrc_mask = IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  /* An XRC SRQ needs its domain and its CQ; a basic one takes neither. */
+  if (xrc ? (init->comp_mask & xrc_mask) != xrc_mask || !init->xrcd || !init->cq
+          : (init->comp_mask & xrc_mask) != 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct uv_srq *srq = srq_new(init->pd, init->srq_context, &init->attr,
+                               xrc ? init->xrcd : NULL, xrc ? init->cq : NULL);
   return srq ? &srq->srq : NULL;
 }
 
@@ -867,15 +892,25 @@ UV_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *context,
 /* Set by uroce_ibv_create_gsi_qp around its uv_qp_new. */
 static __thread bool tl_gsi;
 
+/* What a QP of its type needs: a PD and both CQs; an XRC initiator a PD
+ * and a send CQ; an XRC target its domain only. */
+static bool qp_objects_ok(const struct ibv_qp_init_attr_ex *init) {
+  bool pd = (init->comp_mask & IBV_QP_INIT_ATTR_PD) && init->pd;
+  if (init->qp_type == IBV_QPT_XRC_RECV)
+    return (init->comp_mask & IBV_QP_INIT_ATTR_XRCD) && init->xrcd;
+  if (init->qp_type == IBV_QPT_XRC_SEND)
+    return pd && init->send_cq && !init->srq;
+  return pd && init->send_cq && init->recv_cq;
+}
+
 struct ibv_qp *uv_qp_new(struct ibv_context *context,
                          struct ibv_qp_init_attr_ex *init) {
-  if (!init || !(init->comp_mask & IBV_QP_INIT_ATTR_PD) || !init->pd ||
-      !init->send_cq || !init->recv_cq) {
+  if (!init || !qp_objects_ok(init)) {
     errno = EINVAL;
     return NULL;
   }
   uint32_t supported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
-                       IBV_QP_INIT_ATTR_CREATE_FLAGS;
+                       IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_XRCD;
   /* Create flags (scatter FCS, CVLAN stripping, ...) need a NIC; asking
    * for none is fine. */
   if ((init->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && init->create_flags) {
@@ -884,8 +919,9 @@ struct ibv_qp *uv_qp_new(struct ibv_context *context,
   }
   if ((init->comp_mask & ~supported) ||
       (init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UC &&
-       init->qp_type != IBV_QPT_UD)) {
-    errno = EOPNOTSUPP; /* XRC, raw packet, RSS, TSO, create flags */
+       init->qp_type != IBV_QPT_UD && init->qp_type != IBV_QPT_XRC_SEND &&
+       init->qp_type != IBV_QPT_XRC_RECV)) {
+    errno = EOPNOTSUPP; /* raw packet, RSS, TSO, create flags */
     return NULL;
   }
   struct uv_qp *qp = calloc(1, sizeof(*qp));
@@ -895,38 +931,54 @@ struct ibv_qp *uv_qp_new(struct ibv_context *context,
   }
   struct uroce_qp_init_attr a;
   memset(&a, 0, sizeof(a));
-  a.send_cq = ((struct uv_cq *)(void *)init->send_cq)->ucq;
-  a.recv_cq = ((struct uv_cq *)(void *)init->recv_cq)->ucq;
-  a.srq = init->srq ? UV_CONTAINER(init->srq, struct uv_srq, srq)->usrq : 0;
-  a.cap.max_send_wr = init->cap.max_send_wr;
-  a.cap.max_recv_wr = init->cap.max_recv_wr;
-  a.cap.max_send_sge = init->cap.max_send_sge;
-  a.cap.max_recv_sge = init->cap.max_recv_sge;
-  a.cap.max_inline_data = init->cap.max_inline_data;
+  bool tgt = init->qp_type == IBV_QPT_XRC_RECV,
+       ini = init->qp_type == IBV_QPT_XRC_SEND;
+  if (!tgt) {
+    a.send_cq = ((struct uv_cq *)(void *)init->send_cq)->ucq;
+    a.cap.max_send_wr = init->cap.max_send_wr;
+    a.cap.max_send_sge = init->cap.max_send_sge;
+    a.cap.max_inline_data = init->cap.max_inline_data;
+  }
+  if (!tgt && !ini) {
+    a.recv_cq = ((struct uv_cq *)(void *)init->recv_cq)->ucq;
+    a.srq = init->srq ? UV_CONTAINER(init->srq, struct uv_srq, srq)->usrq : 0;
+    a.cap.max_recv_wr = init->cap.max_recv_wr;
+    a.cap.max_recv_sge = init->cap.max_recv_sge;
+  }
+  if (tgt)
+    a.xrcd = uv_xrcd_domain(init->xrcd);
   a.qp_type = tl_gsi ? UROCE_QPT_GSI : init->qp_type;
   a.sq_sig_all = init->sq_sig_all;
-  struct uv_pd *pd = UV_CONTAINER(init->pd, struct uv_pd, pd);
-  int rv = uroce_create_qp(pd->upd, &a, &qp->uqp);
+  struct uv_pd *pd = tgt ? NULL : UV_CONTAINER(init->pd, struct uv_pd, pd);
+  int rv = uroce_create_qp(pd ? pd->upd : NULL, &a, &qp->uqp);
   if (rv < 0) {
     free(qp);
     return uv_fail(rv);
+  }
+  if (tgt && !(qp->tgt = uv_tgt_new(qp->uqp, a.xrcd))) {
+    uroce_destroy_qp(qp->uqp);
+    free(qp);
+    errno = ENOMEM;
+    return NULL;
   }
   qp->max_inline = init->cap.max_inline_data;
   struct ibv_qp *q = &qp->qpx.qp_base;
   q->context = context;
   q->qp_context = init->qp_context;
-  q->pd = init->pd;
-  q->send_cq = init->send_cq;
-  q->recv_cq = init->recv_cq;
-  q->srq = init->srq;
+  q->pd = tgt ? NULL : init->pd;
+  q->send_cq = tgt ? NULL : init->send_cq;
+  q->recv_cq = tgt || ini ? NULL : init->recv_cq;
+  q->srq = tgt || ini ? NULL : init->srq;
   q->qp_num = uroce_qp_num(qp->uqp);
   q->handle = q->qp_num;
   q->state = IBV_QPS_RESET;
   q->qp_type = init->qp_type;
   pthread_mutex_init(&q->mutex, NULL);
   pthread_cond_init(&q->cond, NULL);
-  if (init->srq)
+  if (init->srq || tgt || ini)
     init->cap.max_recv_wr = init->cap.max_recv_sge = 0;
+  if (tgt)
+    init->cap.max_send_wr = init->cap.max_send_sge = 0;
   if (init->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
     qp->is_ex = 1;
     uv_qp_ex_init(qp);
@@ -981,6 +1033,46 @@ UV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
   return qp;
 }
 
+/* ibv_open_qp: another handle to an XRC target QP of the domain (the
+ * kernel's shared QP), for a context of this process. */
+struct ibv_qp *uv_open_qp(struct ibv_context *context,
+                          struct ibv_qp_open_attr *attr) {
+  uint32_t need =
+      IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  if (!attr || (attr->comp_mask & need) != need ||
+      attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED || !attr->xrcd ||
+      attr->qp_type != IBV_QPT_XRC_RECV) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct uv_qp *qp = calloc(1, sizeof(*qp));
+  if (!qp) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  qp->tgt = uv_tgt_find(attr->xrcd, attr->qp_num);
+  if (!qp->tgt) {
+    free(qp);
+    errno = EINVAL; /* no target QP of that number in the domain */
+    return NULL;
+  }
+  qp->uqp = qp->tgt->uqp;
+  struct ibv_qp *q = &qp->qpx.qp_base;
+  q->context = context;
+  if (attr->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT)
+    q->qp_context = attr->qp_context;
+  q->qp_num = attr->qp_num;
+  q->handle = q->qp_num;
+  struct uroce_qp_attr qa;
+  q->state =
+      uroce_query_qp(qp->uqp, &qa, NULL) == 0 ? qa.qp_state : IBV_QPS_RESET;
+  q->qp_type = IBV_QPT_XRC_RECV;
+  pthread_mutex_init(&q->mutex, NULL);
+  pthread_cond_init(&q->cond, NULL);
+  ctx_add_qp(uv_ctx(context), qp);
+  return q;
+}
+
 UV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp) {
   struct uv_qp *qp = (struct uv_qp *)(void *)ibqp;
   return qp->is_ex ? &qp->qpx : NULL;
@@ -988,9 +1080,13 @@ UV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp) {
 
 UV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp) {
   struct uv_qp *qp = (struct uv_qp *)(void *)ibqp;
-  int rv = uroce_destroy_qp(qp->uqp);
+  /* An XRC target lives while any handle to it does. */
+  bool others = qp->tgt && uv_tgt_others(qp->tgt);
+  int rv = others ? 0 : uroce_destroy_qp(qp->uqp);
   if (rv < 0)
     return uv_errno(rv);
+  if (qp->tgt && !others)
+    uv_tgt_free(qp->tgt);
   ctx_del_qp(uv_ctx(ibqp->context), qp);
   pthread_mutex_destroy(&ibqp->mutex);
   pthread_cond_destroy(&ibqp->cond);
@@ -1063,9 +1159,12 @@ UV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
     ibqp->state = attr->qp_state;
   /* A reset QP's completions still in its CQs go, as mlx5 cleans them:
    * flushes from before would otherwise meet its new work. */
+  /* (XRC ends have one CQ or none of their own.) */
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
-    uroce_clean_cq(((struct uv_cq *)(void *)ibqp->send_cq)->ucq, ibqp->qp_num);
-    if (ibqp->recv_cq != ibqp->send_cq)
+    if (ibqp->send_cq)
+      uroce_clean_cq(((struct uv_cq *)(void *)ibqp->send_cq)->ucq,
+                     ibqp->qp_num);
+    if (ibqp->recv_cq && ibqp->recv_cq != ibqp->send_cq)
       uroce_clean_cq(((struct uv_cq *)(void *)ibqp->recv_cq)->ucq,
                      ibqp->qp_num);
   }
@@ -1164,6 +1263,8 @@ static int uv_send_wr(const struct ibv_send_wr *w, enum ibv_qp_type qpt,
   u->send_flags = w->send_flags & 0xF;
   u->imm_data = w->imm_data;
   u->invalidate_rkey = w->invalidate_rkey;
+  if (qpt == IBV_QPT_XRC_SEND)
+    u->xrc_remote_srqn = w->qp_type.xrc.remote_srqn;
   switch (w->opcode) {
   case IBV_WR_ATOMIC_CMP_AND_SWP:
   case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -1309,6 +1410,10 @@ void uv_set_context_ops(struct uv_context *ctx) {
   v->create_qp_ex = uv_create_qp_ex;
   v->create_cq_ex = uv_create_cq_ex;
   v->create_srq_ex = op_create_srq_ex;
+  v->open_xrcd = uv_open_xrcd;
+  v->close_xrcd = uv_close_xrcd;
+  v->get_srq_num = uv_get_srq_num;
+  v->open_qp = uv_open_qp;
   v->advise_mr = op_advise_mr;
   v->alloc_dm = op_alloc_dm;
   v->free_dm = op_free_dm;

@@ -215,6 +215,27 @@ UROCE_EXPORT int uroce_post_srq_recv(struct uroce_srq *srq,
                                      struct uroce_recv_wr *wr,
                                      struct uroce_recv_wr **bad);
 
+/* The SRQ's number (24 bits): what an XRC initiator names to reach it. */
+UROCE_EXPORT uint32_t uroce_srq_num(const struct uroce_srq *srq);
+
+/* XRC domains (ibv_open_xrcd, within one device): XRC SRQs and XRC target
+ * QPs that belong together. uroce_dealloc_xrcd returns
+ * UROCE_ERR_BUSY while XRC SRQs or target QPs use it. */
+UROCE_EXPORT int uroce_alloc_xrcd(struct uroce_device *dev,
+                                  struct uroce_xrcd **out);
+UROCE_EXPORT int uroce_dealloc_xrcd(struct uroce_xrcd *xrcd);
+/* An XRC SRQ of xrcd whose receives complete into cq (which cannot be
+ * destroyed while the SRQ lives); WRITE, READ and atomics that name it
+ * are checked against pd. */
+UROCE_EXPORT int uroce_create_xrc_srq(struct uroce_pd *pd,
+                                      struct uroce_xrcd *xrcd,
+                                      struct uroce_cq *cq,
+                                      const struct uroce_srq_attr *attr,
+                                      struct uroce_srq **out);
+
+/* An XRC_SEND QP needs pd and send_cq; an XRC_RECV QP only attr->xrcd
+ * (pd may be NULL). Work requests of an XRC_SEND QP name the target's
+ * XRC SRQ in xrc_remote_srqn. */
 UROCE_EXPORT int uroce_create_qp(struct uroce_pd *pd,
                                  const struct uroce_qp_init_attr *attr,
                                  struct uroce_qp **out);

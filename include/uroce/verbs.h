@@ -18,6 +18,7 @@ struct uroce_pd;
 struct uroce_cq;
 struct uroce_qp;
 struct uroce_srq;
+struct uroce_xrcd;
 struct uroce_ah;
 struct uroce_mw;
 
@@ -155,6 +156,7 @@ struct uroce_send_wr {
   uint32_t send_flags; /* enum uroce_send_flags */
   uint32_t imm_data;   /* network order, as ibv */
   uint32_t invalidate_rkey;
+  uint32_t xrc_remote_srqn; /* XRC_SEND: the target's XRC SRQ number */
   union {
     struct {
       uint64_t remote_addr;
@@ -205,7 +207,11 @@ enum uroce_qp_type {
   UROCE_QPT_GSI = 1,
   UROCE_QPT_RC = 2,
   UROCE_QPT_UC = 3,
-  UROCE_QPT_UD = 4
+  UROCE_QPT_UD = 4,
+  /* XRC (IBA 9.8): the initiator sends, naming an XRC SRQ of the target's
+   * domain in each WR; the target receives into that SRQ. */
+  UROCE_QPT_XRC_SEND = 9,
+  UROCE_QPT_XRC_RECV = 10
 };
 enum uroce_qp_state {
   UROCE_QPS_RESET = 0,
@@ -239,6 +245,8 @@ struct uroce_qp_init_attr {
   struct uroce_qp_cap cap;
   uint32_t qp_type; /* enum uroce_qp_type */
   int sq_sig_all;
+  struct uroce_xrcd *xrcd; /* XRC_RECV: its domain (it has no PD, CQs,
+                              SRQ or queues of its own) */
 };
 
 /* Attribute mask bits, as IBV_QP_*. */

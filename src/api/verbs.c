@@ -531,13 +531,51 @@ int uroce_post_srq_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
   return rv;
 }
 
+uint32_t uroce_srq_num(const struct uroce_srq *srq) {
+  return srq ? uroce_eng_srq_num(srq) : 0;
+}
+
+/* ---- XRC domains ---- */
+
+int uroce_alloc_xrcd(struct uroce_device *dev, struct uroce_xrcd **out) {
+  if (!dev || !out)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  LOCK(dev);
+  int rv = uroce_eng_xrcd_new(dev->eng, out);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_dealloc_xrcd(struct uroce_xrcd *xrcd) {
+  if (!xrcd)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(uroce_eng_of_xrcd(xrcd));
+  LOCK(dev);
+  int rv = uroce_eng_xrcd_del(xrcd);
+  UNLOCK(dev);
+  return rv;
+}
+
+int uroce_create_xrc_srq(struct uroce_pd *pd, struct uroce_xrcd *xrcd,
+                         struct uroce_cq *cq, const struct uroce_srq_attr *attr,
+                         struct uroce_srq **out) {
+  if (!pd || !attr || !out)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  struct uroce_device *dev = dev_of(uroce_eng_of_pd(pd));
+  LOCK(dev);
+  int rv = uroce_eng_srq_new_xrc(pd, xrcd, cq, attr, out);
+  UNLOCK(dev);
+  return rv;
+}
+
 /* ---- queue pairs ---- */
 
 int uroce_create_qp(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
                     struct uroce_qp **out) {
-  if (!pd || !attr || !out)
+  if (!attr || !out || (!pd && !attr->xrcd))
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_device *dev = dev_of(uroce_eng_of_pd(pd));
+  struct uroce_device *dev =
+      dev_of(pd ? uroce_eng_of_pd(pd) : uroce_eng_of_xrcd(attr->xrcd));
   LOCK(dev);
   int rv = uroce_eng_qp_new(pd, attr, out);
   UNLOCK(dev);

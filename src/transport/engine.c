@@ -116,6 +116,7 @@ int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg) {
   ulist_init(&eng->ahs);
   ulist_init(&eng->sched);
   ulist_init(&eng->blocked);
+  ulist_init(&eng->xrcds);
   /* The QPN table starts small and doubles at half load (qp_hash_reserve):
    * an engine with few QPs costs little whatever its max_qp. */
   uint32_t hn = pow2_at_least(c.max_qp * 2);
@@ -143,6 +144,8 @@ void uroce_eng_del(struct uroce_eng *eng) {
     uroce_eng_qp_del(ULIST_ENTRY(eng->qps.next, struct uroce_qp, link));
   while (!ulist_empty(&eng->srqs))
     uroce_eng_srq_del(ULIST_ENTRY(eng->srqs.next, struct uroce_srq, link));
+  while (!ulist_empty(&eng->xrcds))
+    uroce_eng_xrcd_del(ULIST_ENTRY(eng->xrcds.next, struct uroce_xrcd, link));
   while (!ulist_empty(&eng->ahs))
     uroce_eng_ah_del(ULIST_ENTRY(eng->ahs.next, struct uroce_ah, link));
   while (!ulist_empty(&eng->cqs))
@@ -693,6 +696,8 @@ int uroce_eng_srq_new(struct uroce_pd *pd, const struct uroce_srq_attr *attr,
   srq->eng = eng;
   srq->pd = pd;
   srq->limit = attr->srq_limit;
+  srq->num = eng_srq_num(eng);
+  ulist_init(&srq->xlink);
   pd->refs++;
   ulist_add_tail(&eng->srqs, &srq->link);
   *out = srq;
@@ -727,6 +732,8 @@ int uroce_eng_srq_del(struct uroce_srq *srq) {
     return UROCE_ERR_INVALID_ARGUMENT;
   if (srq->refs)
     return UROCE_ERR_BUSY;
+  if (srq->xrcd)
+    xrc_srq_gone(srq);
   srq->pd->refs--;
   ulist_del(&srq->link);
   rq_release(srq->eng, &srq->rq);
@@ -790,7 +797,8 @@ static void drop(struct uroce_eng *eng, struct uroce_qp *qp,
 }
 
 static uint8_t qp_transport(const struct uroce_qp *qp) {
-  return qp->type == UROCE_QPT_RC   ? UROCE_TRANSPORT_RC
+  return qp->xrc                    ? UROCE_TRANSPORT_XRC
+         : qp->type == UROCE_QPT_RC ? UROCE_TRANSPORT_RC
          : qp->type == UROCE_QPT_UC ? UROCE_TRANSPORT_UC
                                     : UROCE_TRANSPORT_UD;
 }
@@ -851,7 +859,9 @@ int uroce_eng_read_pkt(struct uroce_eng *eng, const struct uroce_rx_pkt *rx,
     eng_sched(eng, qp);
     return 0;
   }
-  if (uroce_opcode_transport(pi->opcode) != qp_transport(qp)) {
+  /* An XRC initiator takes only responses, a target only requests. */
+  if (uroce_opcode_transport(pi->opcode) != qp_transport(qp) ||
+      (qp->xrc && !(pi->op->mask & UROCE_OPM_REQ) != (qp->xrc == XRC_INI))) {
     drop(eng, qp, pi, UROCE_DROP_TRANSPORT);
     return 0;
   }

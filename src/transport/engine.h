@@ -399,10 +399,37 @@ int uroce_eng_srq_modify(struct uroce_srq *srq,
 int uroce_eng_srq_query(struct uroce_srq *srq, struct uroce_srq_attr *attr);
 int uroce_eng_srq_del(struct uroce_srq *srq);
 struct uroce_eng *uroce_eng_of_srq(const struct uroce_srq *srq);
+/* Every SRQ has a 24-bit number, unique in its engine (what an XRC
+ * initiator names in its work requests). */
+uint32_t uroce_eng_srq_num(const struct uroce_srq *srq);
 /* Returns 0; UROCE_ERR_QUEUE_FULL or UROCE_ERR_INVALID_ARGUMENT (too many
  * SGEs) with *bad set to the first WR not posted. */
 int uroce_eng_srq_post_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
                             struct uroce_recv_wr **bad);
+
+/* ---- XRC domains and XRC SRQs (xrc.c) ---- */
+
+/* An XRC domain: the XRC SRQs and target QPs that belong together. A
+ * target QP delivers a SEND into the SRQ its XRCETH names, which must be
+ * one of its domain's; READ, WRITE and atomics are checked against that
+ * SRQ's PD. */
+int uroce_eng_xrcd_new(struct uroce_eng *eng, struct uroce_xrcd **out);
+/* Returns 0, or UROCE_ERR_BUSY while XRC SRQs or target QPs use it. */
+int uroce_eng_xrcd_del(struct uroce_xrcd *xrcd);
+struct uroce_eng *uroce_eng_of_xrcd(const struct uroce_xrcd *xrcd);
+/* An XRC SRQ of xrcd over pd: its receives complete into cq (which it
+ * keeps from being destroyed), with the target QP's number in qp_num.
+ * Returns what uroce_eng_srq_new does, and UROCE_ERR_INVALID_ARGUMENT
+ * for a missing xrcd or cq or one of another engine. Destroying it while
+ * target QPs deliver into it is allowed: their next request naming it
+ * is refused (NAK invalid request), a message in progress is dropped. */
+int uroce_eng_srq_new_xrc(struct uroce_pd *pd, struct uroce_xrcd *xrcd,
+                          struct uroce_cq *cq,
+                          const struct uroce_srq_attr *attr,
+                          struct uroce_srq **out);
+/* The domain of an XRC SRQ or an XRC target QP; NULL for others. */
+struct uroce_xrcd *uroce_eng_srq_xrcd(const struct uroce_srq *srq);
+struct uroce_xrcd *uroce_eng_qp_xrcd(const struct uroce_qp *qp);
 
 /* ---- queue pairs ---- */
 
@@ -410,7 +437,12 @@ int uroce_eng_srq_post_recv(struct uroce_srq *srq, struct uroce_recv_wr *wr,
  * handle is the engine's QP), exported from liburoce.so. */
 UROCE_EXPORT const char *uroce_qp_state_name(int state);
 
-/* Creates a QP in RESET with a random unused 24-bit QPN. Its congestion
+/* Creates a QP in RESET with a random unused 24-bit QPN. An XRC_SEND QP
+ * (the initiator) needs pd and send_cq and has no receive queue; an
+ * XRC_RECV QP (the target) needs attr->xrcd only (pd may be NULL) and has
+ * neither queues nor CQs: it answers requests and delivers SENDs into
+ * the XRC SRQs of its domain. Both are RC in every other respect,
+ * standard transport only (no multipath).  Its congestion
  * control state starts (cc->init, then cc->set_params with cfg.cc_params)
  * at the latest time the engine was given by read_pkt, write_pkt or
  * handle_expiry (0 before any). Returns 0,

@@ -43,22 +43,47 @@ static void qp_reset(struct uroce_qp *qp) {
   qp->last_cnp = UINT64_MAX;
 }
 
+/* Which XRC end attr asks for, or -1 if its objects do not fit its type:
+ * an initiator has a PD and a send CQ and nothing to receive with, a
+ * target a domain and nothing else of its own. */
+static int xrc_end(const struct uroce_pd *pd,
+                   const struct uroce_qp_init_attr *a) {
+  if (a->qp_type == UROCE_QPT_XRC_SEND)
+    return pd && a->send_cq && !a->srq && !a->xrcd && !a->cap.max_recv_wr &&
+                   !a->cap.max_recv_sge
+               ? XRC_INI
+               : -1;
+  if (a->qp_type == UROCE_QPT_XRC_RECV)
+    return a->xrcd && (!pd || pd->eng == a->xrcd->eng) && !a->srq &&
+                   !a->cap.max_send_wr && !a->cap.max_recv_wr
+               ? XRC_TGT
+               : -1;
+  return pd && a->send_cq && a->recv_cq ? XRC_NONE : -1;
+}
+
 int uroce_eng_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
                      struct uroce_qp **out) {
-  if (!pd || !attr || !out || !attr->send_cq || !attr->recv_cq)
+  if (!attr || !out)
     return UROCE_ERR_INVALID_ARGUMENT;
   if (attr->qp_type != UROCE_QPT_RC && attr->qp_type != UROCE_QPT_UC &&
-      attr->qp_type != UROCE_QPT_UD && attr->qp_type != UROCE_QPT_GSI)
+      attr->qp_type != UROCE_QPT_UD && attr->qp_type != UROCE_QPT_GSI &&
+      attr->qp_type != UROCE_QPT_XRC_SEND &&
+      attr->qp_type != UROCE_QPT_XRC_RECV)
     return UROCE_ERR_INVALID_ARGUMENT;
+  int xrc = xrc_end(pd, attr);
+  if (xrc < 0)
+    return UROCE_ERR_INVALID_ARGUMENT;
+  if (xrc == XRC_TGT)
+    pd = 0; /* it takes the PD of each request's SRQ */
   bool gsi = attr->qp_type == UROCE_QPT_GSI;
   const struct uroce_qp_cap *cap = &attr->cap;
   if (cap->max_send_wr > 65536 || cap->max_recv_wr > 65536 ||
       cap->max_send_sge > UROCE_MAX_SGE || cap->max_recv_sge > UROCE_MAX_SGE ||
       cap->max_inline_data > UROCE_MAX_INLINE)
     return UROCE_ERR_CAPS;
-  if (attr->srq && attr->srq->pd->eng != pd->eng)
+  if (attr->srq && (attr->srq->pd->eng != pd->eng || attr->srq->xrcd))
     return UROCE_ERR_INVALID_ARGUMENT;
-  struct uroce_eng *eng = pd->eng;
+  struct uroce_eng *eng = xrc == XRC_TGT ? attr->xrcd->eng : pd->eng;
   struct uroce_qp *qp = eng_alloc(eng, sizeof(*qp));
   if (!qp)
     return -ENOMEM;
@@ -74,13 +99,13 @@ int uroce_eng_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
     qp->cc_state = eng_alloc(eng, eng->cc->state_size);
   qp->eng = eng;
   qp->mp_cap = !(eng->cfg.flags & UROCE_ENG_STANDARD) &&
-               attr->qp_type == UROCE_QPT_RC;
+               attr->qp_type == UROCE_QPT_RC; /* XRC: standard only */
   int rc = 0;
   if (!qp->sq || !qp->sq_sge || (cap->max_inline_data && !qp->sq_inl) ||
       !qp->resp.rwqe_sge || !qp->resp.res ||
       (eng->cc->state_size && !qp->cc_state))
     rc = -ENOMEM;
-  if (!rc && !attr->srq)
+  if (!rc && !attr->srq && xrc == XRC_NONE)
     rc = rq_alloc(eng, &qp->rq, cap->max_recv_wr, cap->max_recv_sge);
   if (!rc)
     rc = eng_qp_attach(eng, qp, gsi);
@@ -95,11 +120,19 @@ int uroce_eng_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
   qp->scq = attr->send_cq;
   qp->rcq = attr->recv_cq;
   qp->srq = attr->srq;
-  qp->type = gsi ? UROCE_QPT_UD : (uint8_t)attr->qp_type;
+  qp->xrc = (uint8_t)xrc;
+  if (xrc == XRC_INI)
+    qp->rcq = 0;
+  if (xrc == XRC_TGT) {
+    qp->scq = qp->rcq = 0;
+    qp->xrcd = attr->xrcd;
+    qp->xrcd->refs++;
+  }
+  qp->type = gsi ? UROCE_QPT_UD : xrc ? UROCE_QPT_RC : (uint8_t)attr->qp_type;
   qp->state = UROCE_QPS_RESET;
   qp->sq_sig_all = attr->sq_sig_all;
   qp->cap = *cap;
-  if (attr->srq)
+  if (attr->srq || xrc)
     qp->cap.max_recv_wr = qp->cap.max_recv_sge = 0;
   qp->sq_mask = n - 1;
   qp->path_mtu = UROCE_MTU_1024;
@@ -119,9 +152,12 @@ int uroce_eng_qp_new(struct uroce_pd *pd, const struct uroce_qp_init_attr *attr,
     eng->cc->set_params(qp->cc_state, eng->cfg.cc_params, eng->now);
   qp->tr_rate = eng->cc->rate ? eng->cc->rate(qp->cc_state) : 0;
   qp->tr_cwnd = eng->cc->cwnd ? eng->cc->cwnd(qp->cc_state) : 0;
-  pd->refs++;
-  qp->scq->refs++;
-  qp->rcq->refs++;
+  if (xrc != XRC_TGT) {
+    pd->refs++;
+    qp->scq->refs++;
+  }
+  if (xrc == XRC_NONE)
+    qp->rcq->refs++;
   if (qp->srq)
     qp->srq->refs++;
   ulist_init(&qp->sched);
@@ -145,11 +181,16 @@ int uroce_eng_qp_del(struct uroce_qp *qp) {
   eng_grant(eng); /* what it held may let others go */
   ulist_del(&qp->link);
   eng_qp_detach(eng, qp);
-  qp->pd->refs--;
-  qp->scq->refs--;
-  qp->rcq->refs--;
-  if (qp->srq)
-    qp->srq->refs--;
+  if (qp->xrc == XRC_TGT) {
+    qp->xrcd->refs--; /* pd, rcq, srq: borrowed from an SRQ, not held */
+  } else {
+    qp->pd->refs--;
+    qp->scq->refs--;
+    if (qp->rcq)
+      qp->rcq->refs--;
+    if (qp->srq)
+      qp->srq->refs--;
+  }
   uroce_mw_unbind_qp(&eng->mrs, qp); /* its windows must not outlive it */
   qp_free_mem(eng, qp);
   return 0;
@@ -303,6 +344,17 @@ static int type_index(const struct uroce_qp *qp) {
   return qp->type == UROCE_QPT_RC ? 0 : qp->type == UROCE_QPT_UC ? 1 : 2;
 }
 
+/* RC's attributes that an XRC end may leave out (the kernel's table):
+ * an initiator has no responder resources to size, a target never sends
+ * a request. */
+static uint32_t xrc_optional(const struct uroce_qp *qp, int from, int to) {
+  if (qp->xrc == XRC_INI && from == UROCE_QPS_INIT && to == UROCE_QPS_RTR)
+    return M_(MAX_DEST_RD_ATOMIC) | M_(MIN_RNR_TIMER);
+  if (qp->xrc == XRC_TGT && from == UROCE_QPS_RTR && to == UROCE_QPS_RTS)
+    return M_(RETRY_CNT) | M_(RNR_RETRY) | M_(MAX_QP_RD_ATOMIC);
+  return 0;
+}
+
 /* Checks the values of the attributes named in mask. */
 static int check_values(const struct uroce_qp *qp,
                         const struct uroce_qp_attr *a, int mask) {
@@ -366,8 +418,9 @@ int uroce_eng_qp_modify(struct uroce_qp *qp, const struct uroce_qp_attr *a,
     return UROCE_ERR_BAD_STATE;
   int ti = type_index(qp);
   uint32_t attrs = (uint32_t)mask & ~(uint32_t)M_(STATE);
+  uint32_t req = t->req[ti] & ~xrc_optional(qp, cur, next);
   if (next != UROCE_QPS_RESET && next != UROCE_QPS_ERR) {
-    if ((attrs & t->req[ti]) != t->req[ti])
+    if ((attrs & req) != req)
       return UROCE_ERR_INVALID_ARGUMENT; /* a required attribute is missing */
     if (attrs & ~(t->req[ti] | t->opt[ti] | M_(CUR_STATE)))
       return UROCE_ERR_INVALID_ARGUMENT; /* not allowed here */
@@ -508,8 +561,13 @@ int uroce_eng_qp_query(struct uroce_qp *qp, struct uroce_qp_attr *a,
     init->recv_cq = qp->rcq;
     init->srq = qp->srq;
     init->cap = qp->cap;
-    init->qp_type = qp->type;
+    init->qp_type = qp->xrc == XRC_INI   ? UROCE_QPT_XRC_SEND
+                    : qp->xrc == XRC_TGT ? UROCE_QPT_XRC_RECV
+                                         : qp->type;
     init->sq_sig_all = qp->sq_sig_all;
+    init->xrcd = qp->xrcd;
+    if (qp->xrc == XRC_TGT)
+      init->srq = 0; /* bound per request, not the QP's */
   }
   return 0;
 }
@@ -701,6 +759,8 @@ static int check_send_wr(const struct uroce_qp *qp,
   if (qp->type == UROCE_QPT_UD &&
       (!wr->wr.ud.ah || total > qp->mtu || wr->wr.ud.remote_qpn > 0xFFFFFF))
     return UROCE_ERR_INVALID_ARGUMENT;
+  if (qp->xrc && wr->xrc_remote_srqn > 0xFFFFFF)
+    return UROCE_ERR_INVALID_ARGUMENT;
   *len = total;
   return 0;
 }
@@ -711,8 +771,8 @@ int uroce_eng_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
   if (!bad)
     bad = &dummy;
   *bad = wr;
-  if (!qp)
-    return UROCE_ERR_INVALID_ARGUMENT;
+  if (!qp || qp->xrc == XRC_TGT)
+    return UROCE_ERR_INVALID_ARGUMENT; /* a target has no send queue */
   eng_touch(qp->eng, qp);
   int rc = 0;
   for (; wr; wr = wr->next) {
@@ -741,6 +801,7 @@ int uroce_eng_qp_post_send(struct uroce_qp *qp, struct uroce_send_wr *wr,
       w->flags |= UROCE_SEND_SIGNALED;
     w->imm = wr->imm_data;
     w->inv_rkey = wr->invalidate_rkey;
+    w->xrc_srqn = wr->xrc_remote_srqn;
     w->length = (uint32_t)len;
     if (wr->opcode == UROCE_WR_BIND_MW) {
       w->bind.mw = mw_entry(wr->wr.bind_mw.mw);
@@ -818,8 +879,8 @@ int uroce_eng_qp_post_recv(struct uroce_qp *qp, struct uroce_recv_wr *wr,
   if (!bad)
     bad = &dummy;
   *bad = wr;
-  if (!qp)
-    return UROCE_ERR_INVALID_ARGUMENT;
+  if (!qp || qp->xrc)
+    return UROCE_ERR_INVALID_ARGUMENT; /* XRC ends have no receive queue */
   if (qp->srq || qp->state == UROCE_QPS_RESET)
     return UROCE_ERR_BAD_STATE;
   eng_touch(qp->eng, qp);

@@ -73,6 +73,20 @@ struct uroce_srq {
   struct rq rq;
   uint32_t limit; /* 0 = disarmed */
   uint32_t refs;  /* QPs */
+  uint32_t num;   /* 24-bit SRQ number, unique in the engine */
+  /* XRC SRQ: its domain (NULL: an ordinary SRQ), its place in the
+   * domain's list, and the CQ its receives complete into. */
+  struct uroce_xrcd *xrcd;
+  struct ulist xlink;
+  struct uroce_cq *cq;
+};
+
+/* An XRC domain (xrc.c). */
+struct uroce_xrcd {
+  struct uroce_eng *eng;
+  struct ulist link; /* engine's list */
+  struct ulist srqs; /* its XRC SRQs, by xlink */
+  uint32_t refs;     /* XRC SRQs and target QPs */
 };
 
 enum swqe_state {
@@ -84,6 +98,7 @@ enum swqe_state {
 
 struct swqe {
   uint64_t wr_id;
+  uint32_t xrc_srqn; /* XRC initiator: the target SRQ, in every XRCETH */
   bool mp;      /* started in multipath mode: multipath opcodes */
   uint32_t ssn; /* receive sequence number (SEND, WRITE with immediate) */
   uint32_t opcode; /* enum uroce_wr_opcode */
@@ -381,7 +396,8 @@ struct uroce_qp {
   uint64_t turn;    /* bytes of eng->reserved granted to it (eng_charge) */
   uint64_t want;    /* bytes it asked eng_room for when it blocked */
   uint32_t qpn;
-  uint8_t type;
+  uint8_t type; /* an XRC QP is RC here, with xrc saying which end */
+  uint8_t xrc;  /* enum qp_xrc */
   uint8_t state;
   bool sq_sig_all;
   struct uroce_qp_cap cap;
@@ -411,6 +427,11 @@ struct uroce_qp {
   struct comp comp;
   struct resp resp;
 
+  /* XRC target: its domain. pd, rcq and srq are those of the XRC SRQ
+   * that the latest request named (NULL before one did, or once that SRQ
+   * is gone): the responder's code reads them as an RC QP's. */
+  struct uroce_xrcd *xrcd;
+
   uint8_t peer;  /* enum peer_mode */
   bool mp_cap;   /* RC and the engine not UROCE_ENG_STANDARD */
   struct mp_tx mp;
@@ -423,6 +444,9 @@ struct uroce_qp {
   uint64_t tr_rate, tr_cwnd; /* the congestion decision last traced */
 };
 
+/* Which end of XRC a QP is. */
+enum qp_xrc { XRC_NONE, XRC_INI, XRC_TGT };
+
 #define QP_HASH_EMPTY 0
 
 struct uroce_eng {
@@ -433,7 +457,8 @@ struct uroce_eng {
   struct uroce_eng_stats stats;
   uint64_t now; /* latest time given to read/write_pkt, handle_expiry */
   struct uroce_mr_table mrs;
-  struct ulist pds, cqs, srqs, qps, ahs, sched, blocked;
+  struct ulist pds, cqs, srqs, qps, ahs, sched, blocked, xrcds;
+  uint32_t srq_next; /* next SRQ number to try */
   uint64_t inflight; /* sum of the RC QPs' charged bytes */
   uint64_t reserved; /* sum of the turns granted to waiting QPs */
   uint64_t mp_reo;   /* the widest reorder window a QP learnt (mp.c) */
@@ -562,7 +587,9 @@ static inline uint32_t qp_npkts(const struct uroce_qp *qp, uint32_t len) {
   return len ? (len + qp->mtu - 1) / qp->mtu : 1;
 }
 static inline uint8_t qp_opcode_base(const struct uroce_qp *qp) {
-  return qp->type == UROCE_QPT_UC ? UROCE_OP_UC_BASE : 0;
+  return qp->xrc                    ? UROCE_OP_XRC_BASE
+         : qp->type == UROCE_QPT_UC ? UROCE_OP_UC_BASE
+                                    : 0;
 }
 /* The peer announced multipath and both ends use it. */
 static inline bool qp_mp(const struct uroce_qp *qp) {
@@ -648,6 +675,17 @@ void mp_trimmed(struct uroce_qp *qp, uint32_t psn, uint64_t now);
 bool mp_trim_clock(struct uroce_qp *qp, uint32_t p);
 /* A READ response that arrived trimmed: asked for again at once. */
 void mp_trimmed_resp(struct uroce_qp *qp, uint32_t psn);
+
+/* ---- xrc.c ---- */
+/* A free SRQ number (never 0). */
+uint32_t eng_srq_num(struct uroce_eng *eng);
+/* XRC target: binds the QP to the XRC SRQ the request's XRCETH names
+ * (pd, rcq, srq); false if it names none of the QP's domain or differs
+ * from the one of a message in progress. */
+bool xrc_tgt_bind(struct uroce_qp *qp, const struct uroce_pkt_info *pi);
+/* The XRC SRQ goes: target QPs bound to it let go (a receive in progress
+ * into it is dropped). */
+void xrc_srq_gone(struct uroce_srq *srq);
 
 /* ---- resp.c ---- */
 void resp_reset(struct uroce_qp *qp);

@@ -307,11 +307,11 @@ static uint8_t req_opcode(const struct uroce_qp *qp, const struct swqe *w,
     return (uint8_t)((qp_mp(qp) ? UROCE_OP_MP_BASE : qp_opcode_base(qp)) +
                      write_opcode(w, first, last));
   case UROCE_WR_RDMA_READ:
-    return UROCE_OP_READ_REQ;
+    return (uint8_t)(qp_opcode_base(qp) + UROCE_OP_READ_REQ);
   case UROCE_WR_ATOMIC_CMP_AND_SWP:
-    return UROCE_OP_CMP_SWAP;
+    return (uint8_t)(qp_opcode_base(qp) + UROCE_OP_CMP_SWAP);
   default:
-    return UROCE_OP_FETCH_ADD;
+    return (uint8_t)(qp_opcode_base(qp) + UROCE_OP_FETCH_ADD);
   }
 }
 
@@ -342,6 +342,8 @@ static void build(struct uroce_qp *qp, const struct swqe *w,
   uint32_t m = op->mask;
   if (m & UROCE_OPM_HDR(UROCE_HDR_DETH))
     uroce_deth_put(h + op->offset[UROCE_HDR_DETH], w->qkey, qp->qpn);
+  if (m & UROCE_OPM_HDR(UROCE_HDR_XRCETH))
+    uroce_xrceth_put(h + op->offset[UROCE_HDR_XRCETH], w->xrc_srqn);
   if (m & UROCE_OPM_HDR(UROCE_HDR_RETH)) {
     if (w->opcode == UROCE_WR_RDMA_READ) {
       uint64_t span = (uint64_t)k->psns * mtu;

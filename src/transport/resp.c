@@ -358,6 +358,8 @@ static enum resp_state chk_op_seq(struct resp_pkt *p) {
  * be invalidated remotely). */
 static enum resp_state chk_op_valid(struct resp_pkt *p) {
   struct uroce_qp *qp = p->qp;
+  if (qp->xrc && !xrc_tgt_bind(qp, p->pi)) /* XRCETH: an SRQ of its domain */
+    return RESPST_ERR_INVALID_REQ;
   uint32_t need = (p->mask & UROCE_OPM_WRITE)    ? UROCE_ACCESS_REMOTE_WRITE
                   : (p->mask & UROCE_OPM_READ)   ? UROCE_ACCESS_REMOTE_READ
                   : (p->mask & UROCE_OPM_ATOMIC) ? UROCE_ACCESS_REMOTE_ATOMIC
@@ -576,7 +578,7 @@ static struct resp_res *atomic_res(struct resp_pkt *p) {
   struct resp_res *res = res_alloc(p->qp);
   res->type = RES_ATOMIC;
   res->first_psn = res->last_psn = res->cur_psn = p->psn;
-  res->aop = p->pi->opcode;
+  res->aop = p->pi->opcode & 0x1F; /* RC's, whatever the transport */
   /* Its key was checked with this packet (chk_atmeth): where it lies. */
   struct uroce_mr *e =
       uroce_mr_by_rkey(&p->qp->eng->mrs, uroce_atmeth_rkey(p->atm));
@@ -1234,6 +1236,7 @@ void resp_trimmed(struct uroce_qp *qp, const struct uroce_pkt_info *pi) {
 static void put_ack_hdr(struct uroce_qp *qp, struct uroce_tx_pkt *tx,
                         uint8_t opcode, uint32_t psn, uint8_t syn,
                         uint8_t pad) {
+  opcode = (uint8_t)(opcode + qp_opcode_base(qp)); /* XRC: 0xA0 + RC's */
   const struct uroce_opcode_info *op = uroce_opcode(opcode);
   memset(tx->hdr, 0, UROCE_TX_HDR_MAX);
   qp_put_bth(qp, tx->hdr, opcode, false, pad, qp->dest_qpn, false, psn);

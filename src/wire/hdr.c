@@ -96,6 +96,8 @@ int uroce_hdr_encode(uint8_t *p, const struct uroce_hdr_fields *f) {
   }
   if (m & UROCE_OPM_HDR(UROCE_HDR_DETH))
     uroce_deth_put(p + op->offset[UROCE_HDR_DETH], f->qkey, f->sqp);
+  if (m & UROCE_OPM_HDR(UROCE_HDR_XRCETH))
+    uroce_xrceth_put(p + op->offset[UROCE_HDR_XRCETH], f->xrc_srqn);
   if (m & UROCE_OPM_HDR(UROCE_HDR_RETH))
     uroce_reth_put(p + op->offset[UROCE_HDR_RETH], f->va, f->rkey, f->dma_len);
   if (m & UROCE_OPM_HDR(UROCE_HDR_ATMETH))
@@ -146,6 +148,8 @@ void uroce_hdr_decode(const struct uroce_pkt_info *pi,
     f->qkey = uroce_deth_qkey(h);
     f->sqp = uroce_deth_sqp(h);
   }
+  if ((h = uroce_pkt_hdr(pi, UROCE_HDR_XRCETH)))
+    f->xrc_srqn = uroce_xrceth_srqn(h);
   if ((h = uroce_pkt_hdr(pi, UROCE_HDR_RETH))) {
     f->va = uroce_reth_va(h);
     f->rkey = uroce_reth_rkey(h);

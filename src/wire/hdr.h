@@ -107,6 +107,14 @@ static inline uint32_t uroce_deth_qkey(const uint8_t *h) {
 static inline uint32_t uroce_deth_sqp(const uint8_t *h) {
   return get_be24(h + 5);
 }
+/* XRCETH: 8 reserved bits, the target's 24-bit XRC SRQ number. */
+static inline uint32_t uroce_xrceth_srqn(const uint8_t *h) {
+  return get_be24(h + 1);
+}
+static inline void uroce_xrceth_put(uint8_t *h, uint32_t srqn) {
+  h[0] = 0;
+  put_be24(h + 1, srqn);
+}
 static inline void uroce_deth_put(uint8_t *h, uint32_t qkey, uint32_t sqp) {
   put_be32(h, qkey);
   h[4] = 0;
@@ -295,6 +303,7 @@ struct uroce_hdr_fields {
   uint32_t dqpn, psn;
   uint32_t een;               /* RDETH */
   uint32_t qkey, sqp;         /* DETH */
+  uint32_t xrc_srqn;          /* XRCETH */
   uint64_t va;                /* RETH / AtomicETH */
   uint32_t rkey, dma_len;     /* RETH (rkey also AtomicETH) */
   uint64_t swap_add, compare; /* AtomicETH */

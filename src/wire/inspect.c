@@ -158,6 +158,9 @@ static void put_ext(struct sb *s, const struct uroce_pkt_info *pi,
               json ? ",\"deth\":{\"qkey\":%u,\"sqp\":%u}"
                    : " | DETH qkey=0x%08x srcqp=0x%06x",
               h->qkey, h->sqp);
+  if (HAS(XRCETH))
+    sb_printf(s, json ? ",\"xrceth\":{\"srqn\":%u}" : " | XRCETH srqn=0x%06x",
+              h->xrc_srqn);
   if (HAS(RETH))
     sb_printf(s,
               json ? ",\"reth\":{\"va\":%" PRIu64 ",\"rkey\":%u,\"dma_len\":%u}"

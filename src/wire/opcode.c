@@ -8,7 +8,8 @@
 
 #define OFF_RDETH(m) UROCE_BTH_LEN
 #define OFF_DETH(m) (OFF_RDETH(m) + HAS(m, RDETH) * UROCE_RDETH_LEN)
-#define OFF_RETH(m) (OFF_DETH(m) + HAS(m, DETH) * UROCE_DETH_LEN)
+#define OFF_XRCETH(m) (OFF_DETH(m) + HAS(m, DETH) * UROCE_DETH_LEN)
+#define OFF_RETH(m) (OFF_XRCETH(m) + HAS(m, XRCETH) * UROCE_XRCETH_LEN)
 #define OFF_ATMETH(m) (OFF_RETH(m) + HAS(m, RETH) * UROCE_RETH_LEN)
 #define OFF_AETH(m) (OFF_ATMETH(m) + HAS(m, ATMETH) * UROCE_ATMETH_LEN)
 #define OFF_ATMACK(m) (OFF_AETH(m) + HAS(m, AETH) * UROCE_AETH_LEN)
@@ -24,9 +25,9 @@
       .name = nm,                                                              \
       .mask = (m) | H(BTH),                                                    \
       .length = LENGTH(m),                                                     \
-      .offset = {0, OFF_RDETH(m), OFF_DETH(m), OFF_RETH(m), OFF_ATMETH(m),     \
-                 OFF_AETH(m), OFF_ATMACK(m), OFF_MPETH(m), OFF_SACKETH(m),     \
-                 OFF_IMMDT(m), OFF_IETH(m), OFF_CNPPAD(m)},                    \
+      .offset = {0, OFF_RDETH(m), OFF_DETH(m), OFF_XRCETH(m), OFF_RETH(m),     \
+                 OFF_ATMETH(m), OFF_AETH(m), OFF_ATMACK(m), OFF_MPETH(m),      \
+                 OFF_SACKETH(m), OFF_IMMDT(m), OFF_IETH(m), OFF_CNPPAD(m)},    \
   }
 
 /* Meanings shared by the rows below. */
@@ -102,6 +103,15 @@ const struct uroce_opcode_info uroce_opcode_table[256] = {
     ROW(0x64, "UD_SEND_ONLY", SND | O | RWQE | H(DETH)),
     ROW(0x65, "UD_SEND_ONLY_WITH_IMMEDIATE", SND | O | IMM | RWQE | H(DETH)),
 
+    /* XRC (IBA 9.8): RC's rows at 0xA0, every request with the XRCETH that
+     * names the target's XRC SRQ; responses carry none. */
+    SEND_WRITE_ROWS(0xA0, "XRC", ACKD | H(XRCETH)),
+    READ_ATOMIC_ROWS(0xA0, "XRC", H(XRCETH), 0),
+    ROW(0xB6, "XRC_SEND_LAST_WITH_INVALIDATE",
+        SND | L | INV | RWQE | ACKD | H(XRCETH)),
+    ROW(0xB7, "XRC_SEND_ONLY_WITH_INVALIDATE",
+        SND | O | INV | RWQE | ACKD | H(XRCETH)),
+
     ROW(0x81, "CNP", UROCE_OPM_CNP | H(CNPPAD)),
 
     /* uroce multipath RC (docs/transport.md): every SEND and WRITE packet
@@ -131,7 +141,8 @@ const struct uroce_opcode_info uroce_opcode_table[256] = {
 
 const char *uroce_hdr_name(enum uroce_hdr h) {
   static const char *const names[UROCE_HDR_COUNT] = {
-      "BTH",  "RDETH",        "DETH",  "RETH",    "AtomicETH",    "AETH",
-      "AtomicAckETH", "MPETH", "SACKETH", "ImmDt", "IETH", "CNP-reserved"};
+      "BTH",       "RDETH", "DETH",         "XRCETH", "RETH",
+      "AtomicETH", "AETH",  "AtomicAckETH", "MPETH",  "SACKETH",
+      "ImmDt",     "IETH",  "CNP-reserved"};
   return (unsigned)h < UROCE_HDR_COUNT ? names[h] : "?";
 }

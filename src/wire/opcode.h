@@ -11,6 +11,7 @@
 #define UROCE_BTH_LEN 12
 #define UROCE_RDETH_LEN 4
 #define UROCE_DETH_LEN 8
+#define UROCE_XRCETH_LEN 4 /* 8 reserved bits, 24-bit XRC SRQ number */
 #define UROCE_RETH_LEN 16
 #define UROCE_ATMETH_LEN 28
 #define UROCE_AETH_LEN 4
@@ -29,6 +30,7 @@ enum uroce_hdr {
   UROCE_HDR_BTH,
   UROCE_HDR_RDETH,
   UROCE_HDR_DETH,
+  UROCE_HDR_XRCETH,
   UROCE_HDR_RETH,
   UROCE_HDR_ATMETH,
   UROCE_HDR_AETH,
@@ -44,24 +46,24 @@ enum uroce_hdr {
 /* Mask bits: header presence (bit = 1 << enum uroce_hdr) ... */
 #define UROCE_OPM_HDR(h) (1u << (h))
 /* ... and meaning. */
-#define UROCE_OPM_REQ (1u << 12)   /* sent by a requester */
-#define UROCE_OPM_RESP (1u << 13)  /* sent by a responder (acks, read resp) */
-#define UROCE_OPM_FIRST (1u << 14) /* first packet of a message */
-#define UROCE_OPM_MIDDLE (1u << 15)
-#define UROCE_OPM_LAST (1u << 16)    /* ONLY = FIRST | LAST */
-#define UROCE_OPM_PAYLOAD (1u << 17) /* may carry payload */
-#define UROCE_OPM_IMM (1u << 18)     /* carries immediate data */
-#define UROCE_OPM_INV (1u << 19)     /* carries an rkey to invalidate */
-#define UROCE_OPM_SEND (1u << 20)
-#define UROCE_OPM_WRITE (1u << 21)
-#define UROCE_OPM_READ (1u << 22)      /* read request or read response */
-#define UROCE_OPM_ATOMIC (1u << 23)    /* atomic request or atomic ack */
-#define UROCE_OPM_ACK (1u << 24)       /* ACK/NAK (AETH without data) */
-#define UROCE_OPM_RECV_WQE (1u << 25)  /* consumes a receive WQE when last */
-#define UROCE_OPM_NEEDS_ACK (1u << 26) /* reliable request: responder answers  \
-                                        */
-#define UROCE_OPM_CNP (1u << 27)
-#define UROCE_OPM_MP (1u << 28) /* uroce multipath opcode (0xC0 block) */
+#define UROCE_OPM_REQ (1u << 13)   /* sent by a requester */
+#define UROCE_OPM_RESP (1u << 14)  /* sent by a responder (acks, read resp) */
+#define UROCE_OPM_FIRST (1u << 15) /* first packet of a message */
+#define UROCE_OPM_MIDDLE (1u << 16)
+#define UROCE_OPM_LAST (1u << 17)    /* ONLY = FIRST | LAST */
+#define UROCE_OPM_PAYLOAD (1u << 18) /* may carry payload */
+#define UROCE_OPM_IMM (1u << 19)     /* carries immediate data */
+#define UROCE_OPM_INV (1u << 20)     /* carries an rkey to invalidate */
+#define UROCE_OPM_SEND (1u << 21)
+#define UROCE_OPM_WRITE (1u << 22)
+#define UROCE_OPM_READ (1u << 23)     /* read request or read response */
+#define UROCE_OPM_ATOMIC (1u << 24)   /* atomic request or atomic ack */
+#define UROCE_OPM_ACK (1u << 25)      /* ACK/NAK (AETH without data) */
+#define UROCE_OPM_RECV_WQE (1u << 26) /* consumes a receive WQE when last */
+/* reliable request: the responder answers */
+#define UROCE_OPM_NEEDS_ACK (1u << 27)
+#define UROCE_OPM_CNP (1u << 28)
+#define UROCE_OPM_MP (1u << 29) /* uroce multipath opcode (0xC0 block) */
 #define UROCE_OPM_ONLY (UROCE_OPM_FIRST | UROCE_OPM_LAST)
 
 enum uroce_transport {
@@ -70,6 +72,7 @@ enum uroce_transport {
   UROCE_TRANSPORT_RD = 2,
   UROCE_TRANSPORT_UD = 3,
   UROCE_TRANSPORT_CNP = 4, /* 0x80 base: RoCEv2 congestion notification */
+  UROCE_TRANSPORT_XRC = 5, /* 0xA0 base: extended reliable connected */
 };
 
 /* Opcodes that the transport uses by name (RC base; UC = RC + 0x20). */
@@ -99,6 +102,7 @@ enum uroce_opcode {
   UROCE_OP_SEND_ONLY_INV = 0x17,
   UROCE_OP_UC_BASE = 0x20,
   UROCE_OP_RD_BASE = 0x40,
+  UROCE_OP_XRC_BASE = 0xA0, /* RC + 0xA0, XRCETH on every request */
   UROCE_OP_UD_SEND_ONLY = 0x64,
   UROCE_OP_UD_SEND_ONLY_IMM = 0x65,
   UROCE_OP_CNP = 0x81,
@@ -127,6 +131,8 @@ static inline const struct uroce_opcode_info *uroce_opcode(uint8_t opcode) {
 static inline enum uroce_transport uroce_opcode_transport(uint8_t opcode) {
   if ((opcode & 0xE0) == UROCE_OP_MP_BASE)
     return UROCE_TRANSPORT_RC;
+  if ((opcode & 0xE0) == UROCE_OP_XRC_BASE)
+    return UROCE_TRANSPORT_XRC;
   return opcode >= 0x80 ? UROCE_TRANSPORT_CNP
                         : (enum uroce_transport)(opcode >> 5);
 }

@@ -6,8 +6,9 @@ covers it without the suite: GIDs 0 and 1 the endpoint's address and
 RoCE v2 through every query, a UD datagram's completion (GRH flag,
 src_qp, network header type in sl as mlx5 reports it) and GRH, CQ
 comp_vector bounds, CQ resize both ways, a context's cmd_fd, QP create
-flags, memory windows (type 1 and 2, bind, invalidate) and device memory
-(zero-based regions over it).
+flags, memory windows (type 1 and 2, bind, invalidate), device memory
+(zero-based regions over it) and XRC (domains by file, XRC SRQs, target
+and initiator QPs, both post APIs, a foreign SRQ number NAKed).
 
   tests/net/pyverbs_e2e.py --uroce build/uroce
 Exits 77 (skip) without pyverbs.
@@ -266,26 +267,32 @@ class Drop(unittest.TestCase):
     def rc_pair(self, pd, cq, access):
         """Two RC QPs of pd, each connected to the other, RTS."""
         import pyverbs.enums as e
-        from pyverbs.addr import AHAttr, GlobalRoute
-        from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+        from pyverbs.qp import QP, QPCap, QPInitAttr
         qps = [QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
                                  cap=QPCap(max_send_wr=16, max_recv_wr=16)))
                for _ in range(2)]
-        for qp, peer in ((qps[0], qps[1]), (qps[1], qps[0])):
-            a = QPAttr(qp_state=e.IBV_QPS_INIT)
-            a.qp_access_flags = access
-            a.port_num = 1
-            a.pkey_index = 0
-            gr = GlobalRoute(dgid=self.ctx.query_gid(1, 1), sgid_index=1)
-            a.ah_attr = AHAttr(gr=gr, is_global=1, port_num=1)
-            a.dest_qp_num = peer.qp_num
-            a.path_mtu = e.IBV_MTU_1024
-            a.rq_psn = a.sq_psn = 0
-            a.max_dest_rd_atomic = a.max_rd_atomic = 1
-            a.min_rnr_timer = 1
-            a.timeout, a.retry_cnt, a.rnr_retry = 14, 7, 7
-            qp.to_rts(a)
+        self.to_rts(qps[0], qps[1], access)
+        self.to_rts(qps[1], qps[0], access)
         return qps
+
+    def to_rts(self, qp, peer, access):
+        """qp to RTS, connected to peer on this device."""
+        import pyverbs.enums as e
+        from pyverbs.addr import AHAttr, GlobalRoute
+        from pyverbs.qp import QPAttr
+        a = QPAttr(qp_state=e.IBV_QPS_INIT)
+        a.qp_access_flags = access
+        a.port_num = 1
+        a.pkey_index = 0
+        gr = GlobalRoute(dgid=self.ctx.query_gid(1, 1), sgid_index=1)
+        a.ah_attr = AHAttr(gr=gr, is_global=1, port_num=1)
+        a.dest_qp_num = peer.qp_num
+        a.path_mtu = e.IBV_MTU_1024
+        a.rq_psn = a.sq_psn = 0
+        a.max_dest_rd_atomic = a.max_rd_atomic = 1
+        a.min_rnr_timer = 1
+        a.timeout, a.retry_cnt, a.rnr_retry = 14, 7, 7
+        qp.to_rts(a)
 
     def post_one(self, qp, cq, wr):
         qp.post_send(wr)
@@ -397,6 +404,114 @@ class Drop(unittest.TestCase):
         for qp in (a, b):
             qp.close()
         dm.close()  # (pyverbs deregisters its regions first)
+
+    def xrc_end(self, pd, cq, xrcd, tgt_access):
+        """An XRC initiator (send ops: the ibv_wr_* API) and a target QP
+        of xrcd, connected to each other, RTS."""
+        import pyverbs.enums as e
+        from pyverbs.qp import QP, QPCap, QPInitAttrEx, QPEx
+        tgt = QP(self.ctx, QPInitAttrEx(qp_type=e.IBV_QPT_XRC_RECV,
+                                        comp_mask=e.IBV_QP_INIT_ATTR_XRCD,
+                                        xrcd=xrcd))
+        ini = QPEx(self.ctx, QPInitAttrEx(
+            qp_type=e.IBV_QPT_XRC_SEND, pd=pd, scq=cq, sq_sig_all=1,
+            cap=QPCap(max_send_wr=16, max_recv_wr=0, max_recv_sge=0),
+            send_ops_flags=e.IBV_QP_EX_WITH_SEND,
+            comp_mask=e.IBV_QP_INIT_ATTR_PD |
+            e.IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+        self.to_rts(tgt, ini, tgt_access)
+        self.to_rts(ini, tgt, 0)
+        return ini, tgt
+
+    def test_xrc(self):
+        """XRC: domains by file (O_CREAT, O_EXCL, shared by inode), two
+        XRC SRQs behind one target QP, each SEND landing in the SRQ its
+        work request names (the legacy and the ibv_wr_* API), completions
+        on the SRQ's CQ with the target QP's number; an SRQ of another
+        domain NAKed. (pyverbs closes an object's dependants before it,
+        so EBUSY for objects in use is tested in the engine's tests.)"""
+        import tempfile
+        import pyverbs.enums as e
+        from pyverbs.cq import CQ
+        from pyverbs.mr import MR
+        from pyverbs.pd import PD
+        from pyverbs.pyverbs_error import PyverbsRDMAError
+        from pyverbs.srq import SRQ, SrqInitAttrEx
+        from pyverbs.wr import RecvWR, SendWR, SGE
+        from pyverbs.xrcd import XRCD, XRCDInitAttr
+        self.assertTrue(self.ctx.query_device().device_cap_flags &
+                        e.IBV_DEVICE_XRC)
+        mask = e.IBV_XRCD_INIT_ATTR_FD | e.IBV_XRCD_INIT_ATTR_OFLAGS
+        tmp = tempfile.NamedTemporaryFile()
+        fd = os.open(tmp.name, os.O_RDONLY)
+        for oflags in (0, os.O_EXCL):  # no domain yet: O_CREAT needed
+            with self.assertRaises(PyverbsRDMAError) as ex:
+                XRCD(self.ctx, XRCDInitAttr(mask, oflags, fd))
+            self.assertEqual(ex.exception.error_code, errno.EINVAL)
+        xrcd = XRCD(self.ctx, XRCDInitAttr(mask, os.O_CREAT, fd))
+        with self.assertRaises(PyverbsRDMAError) as ex:  # exists now
+            XRCD(self.ctx, XRCDInitAttr(mask, os.O_CREAT | os.O_EXCL, fd))
+        self.assertEqual(ex.exception.error_code, errno.EINVAL)
+        again = XRCD(self.ctx, XRCDInitAttr(mask, 0, fd))  # the same one
+        other = XRCD(self.ctx, XRCDInitAttr(mask, os.O_CREAT, -1))
+        pd, cq, scq = PD(self.ctx), CQ(self.ctx, 64), CQ(self.ctx, 64)
+        size = 3000
+        mr = MR(pd, 4 * size, e.IBV_ACCESS_LOCAL_WRITE)
+
+        def srq(d):
+            a = SrqInitAttrEx(max_wr=8)
+            a.srq_type = e.IBV_SRQT_XRC
+            a.pd, a.xrcd, a.cq = pd, d, cq
+            a.comp_mask = e.IBV_SRQ_INIT_ATTR_TYPE | e.IBV_SRQ_INIT_ATTR_PD | \
+                e.IBV_SRQ_INIT_ATTR_CQ | e.IBV_SRQ_INIT_ATTR_XRCD
+            return SRQ(self.ctx, a)
+        s1, s2, s3 = srq(xrcd), srq(again), srq(other)
+        nums = [s.get_srq_num() for s in (s1, s2, s3)]
+        self.assertEqual(len(set(nums)), 3)
+        ini, tgt = self.xrc_end(pd, scq, xrcd, e.IBV_ACCESS_LOCAL_WRITE)
+        self.assertEqual(tgt.qp_type, e.IBV_QPT_XRC_RECV)
+        for i, s in enumerate((s1, s2)):
+            s.post_recv(RecvWR(wr_id=10 + i, num_sge=1,
+                               sg=[SGE(mr.buf + i * size, size, mr.lkey)]))
+        # s2 by the legacy API, s1 by the ibv_wr_* one
+        mr.write(b"B" * size, size, 2 * size)
+        wr = SendWR(wr_id=1, num_sge=1,
+                    sg=[SGE(mr.buf + 2 * size, size, mr.lkey)])
+        wr.set_qp_type_xrc(nums[1])
+        ini.post_send(wr)
+        mr.write(b"A" * size, size, 3 * size)
+        ini.wr_start()
+        ini.wr_id = 2
+        ini.wr_flags = e.IBV_SEND_SIGNALED
+        ini.wr_send()
+        ini.wr_set_sge(SGE(mr.buf + 3 * size, size, mr.lkey))
+        ini.wr_set_xrc_srqn(nums[0])
+        ini.wr_complete()
+        sent = self.poll(scq, 2)
+        self.assertEqual([(w.wr_id, w.status) for w in sent],
+                         [(1, e.IBV_WC_SUCCESS), (2, e.IBV_WC_SUCCESS)])
+        got = self.poll(cq, 2)
+        self.assertEqual([w.wr_id for w in got], [11, 10])
+        for w in got:
+            self.assertEqual(w.status, e.IBV_WC_SUCCESS)
+            self.assertEqual(w.opcode, e.IBV_WC_RECV)
+            self.assertEqual(w.byte_len, size)
+            self.assertEqual(w.qp_num, tgt.qp_num)
+            self.assertEqual(w.src_qp, ini.qp_num)
+        self.assertEqual(mr.read(size, 0), b"A" * size)
+        self.assertEqual(mr.read(size, size), b"B" * size)
+        # An SRQ of another domain: NAK invalid request, nothing received.
+        s3.post_recv(RecvWR(wr_id=30, num_sge=1,
+                            sg=[SGE(mr.buf, size, mr.lkey)]))
+        wr = SendWR(wr_id=3, num_sge=1, sg=[SGE(mr.buf, 8, mr.lkey)])
+        wr.set_qp_type_xrc(nums[2])
+        ini.post_send(wr)
+        bad = self.poll(scq, 1)[0]
+        self.assertEqual(bad.status, e.IBV_WC_REM_INV_REQ_ERR)
+        self.assertEqual(cq.poll(4)[0], 0)
+        for o in (ini, tgt, s1, s2, s3, again, xrcd, other, mr, cq, scq, pd):
+            o.close()
+        os.close(fd)
 
 
 def main():

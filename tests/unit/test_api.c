@@ -396,6 +396,66 @@ out:
   close_side(&b);
 }
 
+/* XRC between two devices over UDP: B's target QP delivers a SEND from
+ * A's initiator into B's XRC SRQ, whose CQ (on a completion channel)
+ * raises its event; the domain and CQ cannot go while the SRQ lives. */
+static void test_xrc(void) {
+  struct side a, b;
+  memset(&a, 0, sizeof(a));
+  memset(&b, 0, sizeof(b));
+  CHECK_EQ(open_side(&a, "127.0.0.41", UROCE_PROGRESS_THREAD, 1 << 16), 0);
+  CHECK_EQ(open_side(&b, "127.0.0.42", UROCE_PROGRESS_THREAD, 1 << 16), 0);
+  struct uroce_xrcd *x;
+  CHECK_EQ(uroce_alloc_xrcd(b.dev, &x), 0);
+  struct uroce_srq_attr sa = {.max_wr = 8, .max_sge = 1};
+  struct uroce_srq *srq;
+  CHECK_EQ(uroce_create_xrc_srq(b.pd, x, b.cq, &sa, &srq), 0);
+  struct uroce_qp_init_attr ta = {.qp_type = UROCE_QPT_XRC_RECV, .xrcd = x};
+  struct uroce_qp *tgt, *ini;
+  CHECK_EQ(uroce_create_qp(NULL, &ta, &tgt), 0);
+  struct uroce_qp_init_attr ia = {.send_cq = a.cq,
+                                  .qp_type = UROCE_QPT_XRC_SEND,
+                                  .cap = {.max_send_wr = 8, .max_send_sge = 1}};
+  CHECK_EQ(uroce_create_qp(a.pd, &ia, &ini), 0);
+  CHECK_EQ(api_connect_rc(ini, b.dev, tgt, 0, 77, 10), 0);
+  CHECK_EQ(api_connect_rc(tgt, a.dev, ini, UROCE_ACCESS_REMOTE_WRITE, 77, 10),
+           0);
+  struct uroce_sge rs = {.addr = (uint64_t)(uintptr_t)b.buf,
+                         .length = 4096,
+                         .lkey = uroce_mr_lkey(b.mr)};
+  struct uroce_recv_wr rwr = {.wr_id = 9, .sg_list = &rs, .num_sge = 1}, *rbad;
+  CHECK_EQ(uroce_post_srq_recv(srq, &rwr, &rbad), 0);
+  CHECK_EQ(uroce_req_notify_cq(b.cq, 0), 0);
+  memcpy(a.buf + 100, "over XRC", 8);
+  struct uroce_sge ss;
+  struct uroce_send_wr wr = wr_of(&a, UROCE_WR_SEND, &ss, 100, 8, &b, 0), *bad;
+  wr.xrc_remote_srqn = uroce_srq_num(srq);
+  CHECK_EQ(uroce_post_send(ini, &wr, &bad), 0);
+  struct uroce_wc wc;
+  CHECK_EQ(wait_wc(&a, &wc), 1);
+  CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+  struct pollfd pfd = {.fd = uroce_comp_channel_fd(b.ch), .events = POLLIN};
+  CHECK_EQ(poll(&pfd, 1, 5000), 1);
+  struct uroce_cq *evcq = 0;
+  void *ctx = 0;
+  CHECK_EQ(uroce_get_cq_event(b.ch, &evcq, &ctx), 0);
+  CHECK(evcq == b.cq);
+  uroce_ack_cq_events(b.cq, 1);
+  CHECK_EQ(wait_wc(&b, &wc), 1);
+  CHECK_EQ(wc.wr_id, 9);
+  CHECK_EQ(wc.qp_num, uroce_qp_num(tgt));
+  CHECK_EQ(wc.byte_len, 8);
+  CHECK(memcmp(b.buf, "over XRC", 8) == 0);
+  CHECK_EQ(uroce_dealloc_xrcd(x), UROCE_ERR_BUSY);
+  CHECK_EQ(uroce_destroy_qp(tgt), 0);
+  CHECK_EQ(uroce_destroy_cq(b.cq), UROCE_ERR_BUSY);
+  CHECK_EQ(uroce_destroy_srq(srq), 0);
+  CHECK_EQ(uroce_dealloc_xrcd(x), 0);
+  CHECK_EQ(uroce_destroy_qp(ini), 0);
+  close_side(&a);
+  close_side(&b);
+}
+
 static void test_bad_args(void) {
   struct uroce_device *d;
   struct uroce_device_attr a = {.addr = "not-an-address"};
@@ -419,6 +479,7 @@ int main(void) {
   T_RUN(test_polled_then_quiet);
   T_RUN(test_cq_event_lifetime);
   T_RUN(test_many_armed_cqs);
+  T_RUN(test_xrc);
   T_RUN(test_bad_args);
   return T_DONE();
 }

@@ -421,6 +421,29 @@ static void test_multipath_decode(void) {
   CHECK(strstr(out, "\"trimmed\":105}"));
 }
 
+/* XRC: the opcode's name, the XRCETH between the BTH and the RETH. */
+static void test_xrc_decode(void) {
+  struct uroce_hdr_fields h = {.pkey = 0xFFFF,
+                               .dqpn = 0x77,
+                               .psn = 5,
+                               .opcode =
+                                   UROCE_OP_XRC_BASE + UROCE_OP_WRITE_ONLY,
+                               .xrc_srqn = 0xABCDE,
+                               .va = 0x2000,
+                               .rkey = 0x42,
+                               .dma_len = 16};
+  uint8_t payload[16];
+  memset(payload, 0xCD, sizeof(payload));
+  for (int json = 0; json < 2; json++) {
+    inspect_pkt(&h, payload, sizeof(payload), json);
+    CHECK(!strstr(out, json ? "\"icrc_ok\":false" : "BAD"));
+    CHECK(strstr(out, json ? "\"xrceth\":{\"srqn\":703710},\"reth\":"
+                           : "XRC_RDMA_WRITE_ONLY qp=0x000077 psn=5 pad=0 "
+                             "pkey=0xffff | XRCETH srqn=0x0abcde | RETH "
+                             "va=0x2000 rkey=0x00000042 len=16 | payload 16"));
+  }
+}
+
 static void test_filter_parse(void) {
   struct uroce_filter *flt = NULL;
   char err[256];
@@ -605,6 +628,7 @@ int main(void) {
   T_RUN(test_inspect_gso_lines);
   T_RUN(test_vlan_dscp_port);
   T_RUN(test_multipath_decode);
+  T_RUN(test_xrc_decode);
   T_RUN(test_sack_many_runs);
   T_RUN(test_filter_parse);
   T_RUN(test_filter_match);

@@ -47,6 +47,8 @@ static void random_fields(uint64_t *rng, uint8_t opcode,
     h->qkey = (uint32_t)t_rand(rng);
     h->sqp = (uint32_t)t_rand(rng) & 0xFFFFFF;
   }
+  if (HAS(XRCETH))
+    h->xrc_srqn = (uint32_t)t_rand(rng) & 0xFFFFFF;
   if (HAS(RETH) || HAS(ATMETH)) {
     h->va = t_rand(rng);
     h->rkey = (uint32_t)t_rand(rng);
@@ -80,7 +82,8 @@ static void test_opcode_table(void) {
     CHECK(op->mask & UROCE_OPM_HDR(UROCE_HDR_BTH));
     /* Offsets increase in wire order and end at length. */
     unsigned end = UROCE_BTH_LEN;
-    static const uint8_t lens[UROCE_HDR_COUNT] = {12, 4, 8, 16, 28, 4, 8, 8, 8, 4, 4, 16};
+    static const uint8_t lens[UROCE_HDR_COUNT] = {12, 4, 8, 4, 16, 28, 4,
+                                                  8,  8, 8, 4, 4,  16};
     for (int h = 1; h < UROCE_HDR_COUNT; h++) {
       if (!(op->mask & UROCE_OPM_HDR(h)))
         continue;
@@ -93,8 +96,18 @@ static void test_opcode_table(void) {
       CHECK(!(op->mask & (UROCE_OPM_FIRST | UROCE_OPM_LAST)));
   }
   /* RC 0x00-0x14 + 0x16,0x17; UC 0x20-0x2B; RD 0x40-0x55 (22); UD 2; CNP;
-   * uroce multipath: SEND, WRITE, the SACK and the invalidates (15). */
-  CHECK_EQ(count, 23 + 12 + 22 + 2 + 1 + 15);
+   * uroce multipath: SEND, WRITE, the SACK and the invalidates (15); XRC
+   * 0xA0-0xB4 + 0xB6, 0xB7 (23). */
+  CHECK_EQ(count, 23 + 12 + 22 + 2 + 1 + 15 + 23);
+  CHECK_EQ(uroce_opcode_transport(0xA4), UROCE_TRANSPORT_XRC);
+  CHECK(!strcmp(uroce_opcode(0xA4)->name, "XRC_SEND_ONLY"));
+  CHECK_EQ(uroce_opcode(0xA4)->offset[UROCE_HDR_XRCETH], 12);
+  CHECK_EQ(uroce_opcode(0xAA)->offset[UROCE_HDR_RETH], 16); /* after XRCETH */
+  CHECK_EQ(uroce_opcode(0xB3)->offset[UROCE_HDR_ATMETH], 16);
+  CHECK_EQ(uroce_opcode(0xB3)->length, 12 + 4 + 28);
+  CHECK_EQ(uroce_opcode(0xB1)->mask & UROCE_OPM_HDR(UROCE_HDR_XRCETH), 0);
+  CHECK_EQ(uroce_opcode(0xB1)->length, 16); /* XRC ACK: BTH + AETH */
+  CHECK(!uroce_opcode(0xB5));
   CHECK_EQ(uroce_opcode_transport(0xC7), UROCE_TRANSPORT_RC);
   CHECK(uroce_opcode(0xC7)->mask & UROCE_OPM_HDR(UROCE_HDR_RETH));
   CHECK_EQ(uroce_opcode(0xD1)->offset[UROCE_HDR_SACKETH], 16);
