@@ -59,10 +59,10 @@ PROG = "scapy_roundtrip"
 # --------------------------------------------------------------------------
 # The opcode table, written from the IBA rules (not from uroce).
 
-HDR_ORDER = ["rdeth", "deth", "reth", "atomiceth", "aeth", "atomicacketh",
-             "immdt", "ieth", "cnp"]
-HDR_LEN = {"rdeth": 4, "deth": 8, "reth": 16, "atomiceth": 28, "aeth": 4,
-           "atomicacketh": 8, "immdt": 4, "ieth": 4, "cnp": 16}
+HDR_ORDER = ["rdeth", "deth", "xrceth", "reth", "atomiceth", "aeth",
+             "atomicacketh", "immdt", "ieth", "cnp"]
+HDR_LEN = {"rdeth": 4, "deth": 8, "xrceth": 4, "reth": 16, "atomiceth": 28,
+           "aeth": 4, "atomicacketh": 8, "immdt": 4, "ieth": 4, "cnp": 16}
 
 # (offset from the transport base, name, headers, carries payload, request)
 _BASE_OPS = [
@@ -108,6 +108,12 @@ def build_opcode_table():
         add(0x40 + off, "RD_" + name,
             hdrs + ["rdeth"] + (["deth"] if req else []), pay)
     add(0x55, "RD_RESYNC", ["rdeth", "deth"], False)
+    # XRC: RC's opcodes from 0xA0; every request (not its responses)
+    # carries the XRCETH, the target's XRC SRQ number.
+    for off, name, hdrs, pay, req in _BASE_OPS:
+        add(0xA0 + off, "XRC_" + name, hdrs + (["xrceth"] if req else []), pay)
+    add(0xB6, "XRC_SEND_LAST_WITH_INVALIDATE", ["xrceth", "ieth"], True)
+    add(0xB7, "XRC_SEND_ONLY_WITH_INVALIDATE", ["xrceth", "ieth"], True)
     add(0x64, "UD_SEND_ONLY", ["deth"], True)
     add(0x65, "UD_SEND_ONLY_WITH_IMMEDIATE", ["deth", "immdt"], True)
     add(0x81, "CNP", ["cnp"], False)
@@ -291,6 +297,8 @@ class Gen:
     def hdr_values(self, h):
         if h == "rdeth":
             return {"een": self.edgy(24)}
+        if h == "xrceth":
+            return {"srqn": self.edgy(24)}
         if h == "deth":
             return {"qkey": self.r.choice([self.edgy(32), 0x80010000,
                                            0x11111111]),
@@ -321,6 +329,8 @@ def hdr_bytes(h, v):
         return struct.pack(">I", v["een"])  # 8 reserved bits, then EEC
     if h == "deth":
         return struct.pack(">II", v["qkey"], v["sqp"])  # resv8 + SrcQP
+    if h == "xrceth":
+        return struct.pack(">I", v["srqn"])  # 8 reserved bits, XRC SRQ
     if h == "reth":
         return struct.pack(">QII", v["va"], v["rkey"], v["dma_len"])
     if h == "atomiceth":
@@ -664,7 +674,7 @@ def mutate_covered(g, s):
             s["hdrs"][h] = bytes(p)
         else:
             k = r.choice(sorted(v))
-            width = {"een": 24, "qkey": 32, "sqp": 24, "va": 64, "rkey": 32,
+            width = {"een": 24, "srqn": 24, "qkey": 32, "sqp": 24, "va": 64, "rkey": 32,
                      "dma_len": 32, "swap_add": 64, "compare": 64,
                      "syndrome": 8, "msn": 24, "orig": 64}[k]
             if k == "syndrome" and not args_global.aeth_bit7:
