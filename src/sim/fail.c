@@ -338,25 +338,31 @@ static void change(struct sim *s, struct fail_ev *fe) {
 
 /* The SM's periodic sweep: it sees the changes no trap reported. Its
  * routes go in with the install event of the first of them. */
-static void periodic_sweep(struct sim *s) {
+/* A sweep now of the changes no SM has seen (some are), installed with
+ * the first of them. */
+static void sweep_unseen(struct sim *s, enum sim_noticed how, bool all) {
   struct sim_fail *fl = s->fail;
-  if (!fl->unseen || sim_sm_master_down(s))
-    return;
-  uint32_t i = (uint32_t)__builtin_ctz(fl->unseen);
-  const struct sim_fail_result *r = &fl->res[i];
-  sm_sweep(s, &fl->ev[r->f - s->cfg.fail][2 + r->up], 0, SIM_NOTICED_SWEEP,
-           false);
+  const struct sim_fail_result *r = &fl->res[__builtin_ctz(fl->unseen)];
+  sm_sweep(s, &fl->ev[r->f - s->cfg.fail][2 + r->up], 0, how, all);
+}
+
+static void periodic_sweep(struct sim *s) {
+  if (s->fail->unseen && !sim_sm_master_down(s))
+    sweep_unseen(s, SIM_NOTICED_SWEEP, false);
 }
 
 /* The standby (if any, and its own link up) polls the master every
  * polling timeout from time 0; the first poll after now goes unanswered,
  * and it takes over at the polling_retries-th in a row. */
+static bool standby_up(const struct sim *s) {
+  uint32_t sb = sim_sm_standby(s);
+  return sb != UINT32_MAX && !s->nics[sb].port.down;
+}
+
 static void standby_watch(struct sim *s) {
   struct sim_fail *fl = s->fail;
-  uint32_t sb = sim_sm_standby(s);
   const struct sim_sm_cfg *c = &s->cfg.ib.sm;
-  if (sb == UINT32_MAX || s->nics[sb].port.down ||
-      fl->takeover.ev.at != SIM_NEVER || !c->polling_timeout)
+  if (!standby_up(s) || fl->takeover.ev.at != SIM_NEVER || !c->polling_timeout)
     return;
   sim_time_t t = c->polling_timeout,
              first = (s->now / t + 1) * t; /* the first unanswered poll */
@@ -367,17 +373,11 @@ static void standby_watch(struct sim *s) {
  * fabric from its NIC and programs every LFT block (it knows none); the
  * changes no SM has seen are installed with it. */
 static void take_over(struct sim *s) {
-  struct sim_fail *fl = s->fail;
-  uint32_t sb = sim_sm_standby(s);
-  if (!sim_sm_master_down(s) || sb == UINT32_MAX || s->nics[sb].port.down)
+  if (!sim_sm_master_down(s) || !standby_up(s))
     return;
   sim_sm_take_over(s);
-  if (!fl->unseen)
-    return;
-  uint32_t i = (uint32_t)__builtin_ctz(fl->unseen);
-  const struct sim_fail_result *r = &fl->res[i];
-  sm_sweep(s, &fl->ev[r->f - s->cfg.fail][2 + r->up], 0, SIM_NOTICED_STANDBY,
-           true);
+  if (s->fail->unseen)
+    sweep_unseen(s, SIM_NOTICED_STANDBY, true);
 }
 
 void sim_fail_event(struct sim *s, struct sim_ev *ev) {

@@ -50,19 +50,26 @@ static struct sim *mk_flow(struct sim_cfg *c) {
   return s;
 }
 
-/* The leaf-0 up port flow 0 (host 0 to host 4) takes. */
-static uint16_t first_up(bool ib) {
-  struct sim_cfg c;
-  base(&c, ib);
-  struct sim *s = mk_flow(&c);
+/* The leaf-0 up port a flow from host src (on leaf 0) to host dst (on
+ * leaf 1) takes in a fabric made from c. */
+static uint16_t leaf0_up(struct sim_cfg *c, uint32_t src, uint32_t dst) {
+  struct sim *s = mk(c);
   if (!s)
     return 0;
+  sim_add_flow(s, src, dst, 64 << 20, 0, SIM_OP_WRITE);
   uint16_t ports[8];
   uint32_t sws[8];
   int h = sim_flow_path(s, 0, ports, sws, 8);
   CHECK(h == 3 && sws[0] == 0 && ports[0] >= 4);
   sim_del(s);
   return ports[0];
+}
+
+/* The leaf-0 up port flow 0 (host 0 to host 4) takes. */
+static uint16_t first_up(bool ib) {
+  struct sim_cfg c;
+  base(&c, ib);
+  return leaf0_up(&c, 0, 4);
 }
 
 static void link_on_path(bool ib) {
@@ -506,15 +513,7 @@ static void standby_case(uint32_t standby, sim_time_t master_up) {
   c.ib.sm.standby_nic = standby;
   c.ib.sm.polling_timeout = 100 * SIM_US;
   c.ib.sm.polling_retries = 3;
-  /* flow 0's leaf-0 up port */
-  struct sim *s0 = mk(&c);
-  if (!s0)
-    return;
-  sim_add_flow(s0, 1, 5, 64 << 20, 0, SIM_OP_WRITE);
-  uint16_t ports[8];
-  uint32_t sws[8];
-  CHECK_EQ(sim_flow_path(s0, 0, ports, sws, 8), 3);
-  sim_del(s0);
+  uint16_t up = leaf0_up(&c, 1, 5); /* flow 0's */
   c.nfail = 2;
   c.fail[0] = (struct sim_failure){.kind = SIM_FAIL_LINK,
                                    .sw = 0,
@@ -523,7 +522,7 @@ static void standby_case(uint32_t standby, sim_time_t master_up) {
                                    .up_after = master_up ? master_up - 100 * SIM_US
                                                          : 0};
   c.fail[1] = (struct sim_failure){
-      .kind = SIM_FAIL_LINK, .sw = 0, .port = ports[0], .at = 150 * SIM_US};
+      .kind = SIM_FAIL_LINK, .sw = 0, .port = up, .at = 150 * SIM_US};
   struct sim *s = mk(&c);
   if (!s)
     return;
