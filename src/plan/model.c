@@ -150,6 +150,169 @@ struct loads {
   uint32_t *out, *in, *src_leaf, *pod_out;
 };
 
+/* A saturated phase on a credit-based fabric (InfiniBand), as a fluid
+ * over classes of flows (source leaf, destination leaf), all flows of a
+ * class alike. A leaf's uplinks are shared by flow (each host port is an
+ * input with one flow); the spines' downlinks into a leaf are shared by
+ * input port, so by source leaf: a spine port serves its inputs in turn,
+ * and credits hold back what it cannot take rather than dropping it.
+ * A lightly loaded source leaf (the last leaf of a layout whose servers
+ * do not fill it) thus takes more than its flows' share of a downlink,
+ * and the flows that share both its destination and another leaf's
+ * saturated uplinks finish late. Rates are in link rates, bytes in flow
+ * sizes; the result is the last finish, the phase's load factor. */
+struct cls {
+  uint32_t a, b, n;
+  double left, rate, cap;
+};
+
+static int cmp_cls_src(const void *x, const void *y) {
+  const struct cls *p = x, *q = y;
+  return p->a != q->a ? (p->a < q->a ? -1 : 1)
+                      : (p->b < q->b ? -1 : p->b > q->b);
+}
+
+/* Per-flow max-min of `cap` link rates among classes c[0..n-1] (each
+ * flow at most its class's cap): sets rate. */
+static void share_by_flow(struct cls **c, uint32_t n, double cap) {
+  uint32_t flows = 0;
+  for (uint32_t i = 0; i < n; i++)
+    flows += c[i]->n;
+  bool done[n];
+  memset(done, 0, sizeof done);
+  for (uint32_t round = 0; round < n; round++) {
+    double share = flows ? cap / flows : 0;
+    bool fixed = false;
+    for (uint32_t i = 0; i < n; i++)
+      if (!done[i] && c[i]->cap <= share) {
+        c[i]->rate = c[i]->cap;
+        cap -= c[i]->cap * c[i]->n;
+        flows -= c[i]->n;
+        done[i] = fixed = true;
+      }
+    if (!fixed) {
+      for (uint32_t i = 0; i < n; i++)
+        if (!done[i])
+          c[i]->rate = share;
+      return;
+    }
+  }
+}
+
+/* The level w at which sources of aggregate demand d[i] fill `cap` when
+ * each gets min(d[i], w); INFINITY when their demands fit. */
+static double share_by_input(struct cls **c, uint32_t n, double cap) {
+  double sum = 0;
+  for (uint32_t i = 0; i < n; i++)
+    sum += c[i]->rate * c[i]->n;
+  if (sum <= cap * (1 + 1e-12))
+    return INFINITY;
+  uint32_t left = n;
+  bool done[n];
+  memset(done, 0, sizeof done);
+  for (;;) {
+    double w = cap / left;
+    bool fixed = false;
+    for (uint32_t i = 0; i < n; i++)
+      if (!done[i] && c[i]->rate * c[i]->n <= w) {
+        cap -= c[i]->rate * c[i]->n;
+        left--;
+        done[i] = fixed = true;
+      }
+    if (!fixed || !left)
+      return left ? cap / left : INFINITY;
+  }
+}
+
+static double credit_fluid(struct cls *c, uint32_t n, double up) {
+  struct cls **by_src = malloc(sizeof *by_src * n),
+             **by_dst = malloc(sizeof *by_dst * n);
+  double t = 0;
+  if (!by_src || !by_dst)
+    goto out;
+  qsort(c, n, sizeof *c, cmp_cls_src);
+  for (uint32_t i = 0; i < n; i++)
+    c[i].left = 1;
+  for (uint32_t live = n; live;) {
+    for (uint32_t i = 0; i < n; i++)
+      c[i].cap = 1;
+    /* Alternate the two sharings until the downlinks' levels settle. */
+    for (int it = 0; it < 100; it++) {
+      for (uint32_t i = 0, j; i < n; i = j) {
+        uint32_t k = 0;
+        for (j = i; j < n && c[j].a == c[i].a; j++)
+          if (c[j].left > 0)
+            by_src[k++] = &c[j];
+        share_by_flow(by_src, k, up);
+      }
+      double moved = 0;
+      for (uint32_t i = 0; i < n; i++) {
+        if (c[i].left <= 0 || c[i].cap < 0)
+          continue;
+        uint32_t k = 0;
+        for (uint32_t j = i; j < n; j++)
+          if (c[j].b == c[i].b && c[j].left > 0)
+            by_dst[k++] = &c[j];
+        double w = share_by_input(by_dst, k, up);
+        for (uint32_t j = 0; j < k; j++) {
+          double cap = fmin(1, w / by_dst[j]->n);
+          moved = fmax(moved, fabs(cap - by_dst[j]->cap));
+          by_dst[j]->cap = -1 - cap; /* visited: -1 - value */
+        }
+      }
+      for (uint32_t i = 0; i < n; i++)
+        if (c[i].cap < 0)
+          c[i].cap = -1 - c[i].cap;
+      if (moved < 1e-9)
+        break;
+    }
+    double dt = INFINITY;
+    for (uint32_t i = 0; i < n; i++)
+      if (c[i].left > 0 && c[i].rate > 0)
+        dt = fmin(dt, c[i].left / c[i].rate);
+    if (!isfinite(dt))
+      break; /* nothing moves: cannot happen with up > 0 */
+    t += dt;
+    for (uint32_t i = 0; i < n; i++)
+      if (c[i].left > 0) {
+        c[i].left -= c[i].rate * dt;
+        if (c[i].left <= 1e-9) {
+          c[i].left = 0;
+          live--;
+        }
+      }
+  }
+out:
+  free(by_src);
+  free(by_dst);
+  return t;
+}
+
+/* The credit fluid of one shift phase: its classes from the layout. */
+static double credit_phase(const struct plan_option *o, uint32_t shift) {
+  uint32_t nf = o->servers * o->nics_per_server, n = 0;
+  struct cls *c = malloc(sizeof *c * (nf ? nf : 1));
+  if (!c)
+    return 0;
+  for (uint32_t s = 0; s < o->servers; s++)
+    for (uint32_t i = 0; i < o->nics_per_server; i++) {
+      uint32_t a = plan_leaf_of(o, s, i);
+      uint32_t b = plan_leaf_of(o, (s + shift) % o->servers, i);
+      if (a != b)
+        c[n++] = (struct cls){.a = a, .b = b, .n = 1};
+    }
+  qsort(c, n, sizeof *c, cmp_cls_src);
+  uint32_t m = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (m && c[m - 1].a == c[i].a && c[m - 1].b == c[i].b)
+      c[m - 1].n++;
+    else
+      c[m++] = c[i];
+  double f = m ? credit_fluid(c, m, o->up) : 0;
+  free(c);
+  return f;
+}
+
 static double shift_factor(const struct plan_option *o, uint32_t shift,
                            double bytes, struct plan_phase_times *ph) {
   uint32_t L = o->sw[1], P = o->pods ? o->pods : 1;
@@ -198,8 +361,10 @@ static double shift_factor(const struct plan_option *o, uint32_t shift,
      * input ports, not flows; the fluid model has neither. */
     if (rho > 1 + 1e-9 && o->fabric == PLAN_UET)
       ph->lossy_saturated = true;
-    if (rho > 1 + 1e-9 && o->fabric == PLAN_IB)
+    if (rho > 1 + 1e-9 && o->fabric == PLAN_IB) {
       ph->credit_saturated = true;
+      rho = fmax(rho, credit_phase(o, shift));
+    }
     if (route == ROUTE_SPRAY && nbins > 1 && per_bin > 0) {
       /* Packets sprayed at random fill the links unevenly: a link's count
        * is binomial, and the fullest of nbins sits about sqrt(2 ln nbins)
@@ -330,9 +495,8 @@ static void add_coll(const struct plan_spec *sp, const struct plan_option *o,
   case PLAN_C_ALLGATHER: {
     /* Half an allreduce: one pass over NVLink and one around the ring. */
     double nv = g > 1 ? (g - 1) / g * M / nvl : 0;
-    double net = S > 1 ? (S - 1) / S * (M / m) / R * ph->ring_factor +
-                             (S - 1) * a
-                       : 0;
+    double net =
+        S > 1 ? (S - 1) / S * (M / m) / R * ph->ring_factor + (S - 1) * a : 0;
     p->t_rs_ag_s += c * (nv + net);
     break;
   }

@@ -688,7 +688,10 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
     trim_put(s, out, tier, pkt);
     return;
   } else if (sw->used + size > c->buffer_bytes ||
-             (c->qmax_bytes && q->bytes + size > c->qmax_bytes)) {
+             (c->qmax_bytes && q->bytes + size > c->qmax_bytes) ||
+             (c->dt_alpha > 0 &&
+              (double)(q->bytes + size) >
+                  c->dt_alpha * (double)(c->buffer_bytes - sw->used))) {
     if (c->trim && pkt->kind == SIM_PKT_DATA && pkt->plen) {
       trim_put(s, out, tier, pkt);
       return;

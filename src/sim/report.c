@@ -482,12 +482,14 @@ static void resolved_json(FILE *f, const struct sim *s) {
   const struct sim_switch_cfg *w = &c->sw;
   fprintf(f,
           "    \"routing\": \"%s\",\n    \"switch\": {\"buffer\": %llu, "
-          "\"queue_max\": %llu, \"ecn\": {\"enabled\": %s, \"kmin\": %llu, "
+          "\"queue_max\": %llu, \"dt_alpha\": %g, \"ecn\": {\"enabled\": "
+          "%s, \"kmin\": %llu, "
           "\"kmax\": %llu, \"pmax\": %g}, \"pfc\": {\"enabled\": %s, "
           "\"priorities_mask\": %u, \"xoff\": %llu, \"xon\": %llu, "
           "\"headroom\": %lld}},\n",
           routing_name(c->routing), (unsigned long long)w->buffer_bytes,
-          (unsigned long long)w->qmax_bytes, w->ecn ? "true" : "false",
+          (unsigned long long)w->qmax_bytes, w->dt_alpha,
+          w->ecn ? "true" : "false",
           (unsigned long long)w->kmin, (unsigned long long)w->kmax, w->pmax,
           w->pfc ? "true" : "false", w->pfc_prios, (unsigned long long)w->xoff,
           (unsigned long long)w->xon, (long long)w->headroom);

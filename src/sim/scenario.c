@@ -225,8 +225,8 @@ struct key {
 #define SIZED(m) .off = offsetof(T, m), .size = sizeof(((T *)0)->m)
 #define UINT(k, m, lo, hi, ...)                                                \
   { k, K_UINT, SIZED(m), .ilo = lo, .ihi = hi, __VA_ARGS__ }
-#define DOUBLE(k, m, lo, hi)                                                   \
-  { k, K_DOUBLE, AT(m, double), .dlo = lo, .dhi = hi }
+#define DOUBLE(k, m, lo, hi, ...)                                              \
+  { k, K_DOUBLE, AT(m, double), .dlo = lo, .dhi = hi, __VA_ARGS__ }
 #define SCALED(k, m, lo, hi, mul)                                              \
   { k, K_SCALED, AT(m, uint64_t), .dlo = lo, .dhi = hi, .scale = mul }
 #define US(k, m, ...)                                                          \
@@ -679,6 +679,7 @@ static int sw_trim(struct ctx *x, const char *key, yaml_node_t *v, void *dst) {
 static const struct key switch_keys[] = {
     BYTES("buffer", buffer_bytes, 1, .flags = F_ETH),
     BYTES("queue_max", qmax_bytes, 0, .flags = F_ETH),
+    DOUBLE("dt_alpha", dt_alpha, 0, 64, .flags = F_ETH),
     SAME("ecn", ecn_keys, "switch.ecn", .flags = F_ETH),
     SAME("pfc", pfc_keys, "switch.pfc", .flags = F_ETH),
     FN("trim", sw_trim, .flags = F_ETH),

@@ -154,6 +154,8 @@ struct sim_topo_cfg {
 struct sim_switch_cfg {
   uint64_t buffer_bytes; /* shared by all ports of a switch */
   uint64_t qmax_bytes;   /* lossy: per-queue cap, 0 = only the buffer */
+  double dt_alpha;       /* lossy: dynamic threshold, a queue may hold
+                          * dt_alpha x the free buffer; 0 = off */
   bool ecn;
   uint64_t kmin, kmax; /* bytes of the egress queue */
   double pmax;

@@ -543,6 +543,52 @@ static void test_trim_queue_overflow(void) {
   CHECK(r.t >= r.bound && r.t / r.bound < 3);
 }
 
+/* Dynamic thresholds: a lossy queue holds at most alpha x the free
+ * buffer. With one congested queue (an 8-to-1 incast on one switch, no
+ * CC) it settles where q = alpha (B - q), q = alpha B / (1 + alpha), a
+ * packet's worth within it; without them the queue takes the whole
+ * buffer. Every flow finishes either way. */
+static uint64_t incast_max_queue(double alpha, uint64_t buffer, bool *done) {
+  struct sim_cfg c;
+  single_switch(&c, 9);
+  c.sw.pfc = false;
+  c.sw.buffer_bytes = buffer;
+  c.sw.dt_alpha = alpha;
+  c.tp.ooo = 1;
+  c.tp.cc = SIM_CC_NONE;
+  c.wl.kind = SIM_WL_INCAST;
+  c.wl.incast_senders = 8;
+  c.wl.bytes = 1 << 20;
+  struct sim *s = mk(&c);
+  if (!s)
+    return 0;
+  *done = sim_run(s, 1000 * SIM_MS) == 1;
+  uint64_t q = 0;
+  for (int i = 0; i < SIM_TIERS; i++)
+    q = q > sim_stats(s)->max_queue[i] ? q : sim_stats(s)->max_queue[i];
+  sim_del(s);
+  return q;
+}
+
+static void test_dynamic_threshold(void) {
+  uint64_t B = 1 << 20, pkt = 4178;
+  bool done = false;
+  uint64_t q0 = incast_max_queue(0, B, &done);
+  CHECK(done);
+  CHECK(q0 + pkt > B);
+  static const double alphas[] = {1, 0.5, 4};
+  for (size_t i = 0; i < sizeof alphas / sizeof *alphas; i++) {
+    double a = alphas[i], want = a * (double)B / (1 + a);
+    done = false;
+    uint64_t q = incast_max_queue(a, B, &done);
+    printf("dynamic threshold alpha %g: largest queue %llu bytes, closed "
+           "form %.0f (no threshold: %llu)\n",
+           a, (unsigned long long)q, want, (unsigned long long)q0);
+    CHECK(done);
+    CHECK(q <= want + pkt && q + pkt >= want);
+  }
+}
+
 /* Trimming keeps the engine model's headers: sim_new refuses it with the
  * simple model (which has none) as the scenario parser does. */
 static void test_trim_needs_engine(void) {
@@ -779,6 +825,7 @@ int main(void) {
   T_RUN(test_lossy_sprayed_incast);
   T_RUN(test_trimmed_incast);
   T_RUN(test_trim_queue_overflow);
+  T_RUN(test_dynamic_threshold);
   T_RUN(test_trim_needs_engine);
   T_RUN(test_permutation_nic_spray);
   T_RUN(test_pfc_spreading);

@@ -117,8 +117,14 @@ static void test_parse_errors(void) {
   expect_error("fabric: infiniband\nswitch: {trim: {enabled: true}}\n",
                "'switch.trim' is Ethernet's");
   expect_error("switch:\n  trim: {enabled: true, queue: 0}\n", "'queue'");
+  expect_error("fabric: infiniband\nswitch: {dt_alpha: 1}\n",
+               "'switch.dt_alpha' is Ethernet's");
+  expect_error("switch: {dt_alpha: -1}\n", "'dt_alpha'");
   struct sim_cfg c;
   char err[512];
+  CHECK_EQ(parse("switch: {dt_alpha: 0.5}\n", &c, err, sizeof err), 0);
+  CHECK(c.sw.dt_alpha == 0.5);
+  sim_cfg_free(&c);
   CHECK_EQ(parse("switch:\n  pfc: {enabled: false}\n"
                  "  trim: {enabled: true, queue: 8KiB}\n",
                  &c, err, sizeof err),
