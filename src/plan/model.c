@@ -164,6 +164,7 @@ struct loads {
 struct cls {
   uint32_t a, b, n;
   double left, rate, cap;
+  bool fixed; /* scratch of the sharings below */
 };
 
 static int cmp_cls_src(const void *x, const void *y) {
@@ -176,23 +177,23 @@ static int cmp_cls_src(const void *x, const void *y) {
  * flow at most its class's cap): sets rate. */
 static void share_by_flow(struct cls **c, uint32_t n, double cap) {
   uint32_t flows = 0;
-  for (uint32_t i = 0; i < n; i++)
+  for (uint32_t i = 0; i < n; i++) {
     flows += c[i]->n;
-  bool done[n];
-  memset(done, 0, sizeof done);
+    c[i]->fixed = false;
+  }
   for (uint32_t round = 0; round < n; round++) {
     double share = flows ? cap / flows : 0;
-    bool fixed = false;
+    bool any = false;
     for (uint32_t i = 0; i < n; i++)
-      if (!done[i] && c[i]->cap <= share) {
+      if (!c[i]->fixed && c[i]->cap <= share) {
         c[i]->rate = c[i]->cap;
         cap -= c[i]->cap * c[i]->n;
         flows -= c[i]->n;
-        done[i] = fixed = true;
+        c[i]->fixed = any = true;
       }
-    if (!fixed) {
+    if (!any) {
       for (uint32_t i = 0; i < n; i++)
-        if (!done[i])
+        if (!c[i]->fixed)
           c[i]->rate = share;
       return;
     }
@@ -203,25 +204,25 @@ static void share_by_flow(struct cls **c, uint32_t n, double cap) {
  * each gets min(d[i], w); INFINITY when their demands fit. */
 static double share_by_input(struct cls **c, uint32_t n, double cap) {
   double sum = 0;
-  for (uint32_t i = 0; i < n; i++)
+  for (uint32_t i = 0; i < n; i++) {
     sum += c[i]->rate * c[i]->n;
+    c[i]->fixed = false;
+  }
   if (sum <= cap * (1 + 1e-12))
     return INFINITY;
-  uint32_t left = n;
-  bool done[n];
-  memset(done, 0, sizeof done);
-  for (;;) {
+  for (uint32_t left = n; left;) {
     double w = cap / left;
-    bool fixed = false;
+    bool any = false;
     for (uint32_t i = 0; i < n; i++)
-      if (!done[i] && c[i]->rate * c[i]->n <= w) {
+      if (!c[i]->fixed && c[i]->rate * c[i]->n <= w) {
         cap -= c[i]->rate * c[i]->n;
         left--;
-        done[i] = fixed = true;
+        c[i]->fixed = any = true;
       }
-    if (!fixed || !left)
-      return left ? cap / left : INFINITY;
+    if (!any)
+      return cap / left;
   }
+  return INFINITY;
 }
 
 static double credit_fluid(struct cls *c, uint32_t n, double up) {
