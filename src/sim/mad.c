@@ -136,8 +136,7 @@ static void sma_answer(struct sim *s, struct sim_node *node,
   struct sim_smp *m = sim_smp(p);
   p->flags |= SIM_PF_RESP;
   if (m->attr == SIM_SMP_PORT_INFO) {
-    const struct sim_port *q =
-        m->arg < node->nports ? &node->ports[m->arg] : 0;
+    const struct sim_port *q = m->arg < node->nports ? &node->ports[m->arg] : 0;
     m->port_up = q && q->peer && !q->down;
   }
   if (m->hop == 0) { /* the SM's own NIC */
