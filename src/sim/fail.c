@@ -16,22 +16,24 @@
 
 #include "sim/sim_int.h"
 
-enum { FE_CHANGE, FE_INSTALL, FE_SWEEP, FE_TAKEOVER };
+enum { FE_CHANGE, FE_INSTALL, FE_SWEEP, FE_TAKEOVER, FE_TRAP };
 
 struct fail_ev {
   struct sim_ev ev;
   uint32_t idx; /* the failure */
   uint8_t what, up;
-  uint32_t covers;  /* FE_INSTALL: the results it completes, a bit each */
-  uint16_t *staged; /* FE_INSTALL on InfiniBand static: the new LFTs */
+  uint32_t covers; /* FE_INSTALL: the results it completes, a bit each */
 };
 
 struct sim_fail {
-  struct fail_ev ev[SIM_FAIL_MAX][4]; /* down, up; their installs */
+  /* down, up; their installs (RoCE, InfiniBand's adaptive routing);
+   * their traps (InfiniBand) */
+  struct fail_ev ev[SIM_FAIL_MAX][6];
   struct fail_ev sweep; /* the next periodic SM sweep, while one is due */
   struct fail_ev takeover; /* the standby's, while the master is cut off */
   uint32_t unseen;      /* results no SM sweep has seen yet, a bit each */
   struct sim_fail_result res[2 * SIM_FAIL_MAX];
+  struct fail_ev *res_ins[2 * SIM_FAIL_MAX]; /* each result's install */
   uint32_t nres;
 };
 _Static_assert(2 * SIM_FAIL_MAX <= 32, "a result is a bit of a uint32_t");
@@ -99,11 +101,22 @@ static void flush(struct sim *s, struct sim_port *p) {
   memset(p->freed, 0, sizeof p->freed);
   for (struct sim_pkt *k = p->fly_head, *n; k; k = n) {
     n = k->next;
+    if (k->kind == SIM_PKT_SMP) {
+      sim_mad_lost(s, k);
+      continue;
+    }
     if (k->kind < SIM_PKT_PAUSE)
       sim_fail_lost(s, k);
     sim_pkt_free(s, k);
   }
   p->fly_head = p->fly_tail = 0;
+  for (struct sim_pkt *k = p->vl15.head, *n; k; k = n) {
+    n = k->next;
+    if (k->in_port != UINT16_MAX)
+      p->node->ports[k->in_port].vl15_in -= k->size;
+    sim_mad_lost(s, k);
+  }
+  p->vl15 = (struct sim_pktq){0};
   for (struct sim_pkt *k = p->ctl_head, *n; k; k = n) {
     n = k->next;
     sim_pkt_free(s, k);
@@ -214,14 +227,6 @@ static void install(struct sim *s, struct fail_ev *fe) {
   for (uint32_t i = 0; i < s->fail->nres; i++)
     if (fe->covers >> i & 1)
       s->fail->res[i].installed = s->now;
-  if (fe->staged) {
-    uint32_t nl = sim_sm_nlids(s);
-    for (uint32_t i = 0; i < s->nswitches; i++)
-      memcpy(s->sws[i].lft, fe->staged + (size_t)i * nl, sizeof(uint16_t) * nl);
-    free(fe->staged);
-    fe->staged = 0;
-    return;
-  }
   if (!s->nh)
     s->nh = malloc(sizeof(*s->nh) * (size_t)s->nswitches * s->nswitches);
   if (!s->nh || compute_nh(s, s->nh)) {
@@ -231,49 +236,55 @@ static void install(struct sim *s, struct fail_ev *fe) {
   }
 }
 
-/* An SM sweep that starts `wait` from now (a trap's way to the SM, or 0)
- * and sees every change not seen yet: discovery over the links up, the
- * new LFTs (or, with adaptive routing, the full programming of the
- * start), installed by ins when programmed. */
-static void sm_sweep(struct sim *s, struct fail_ev *ins, sim_time_t wait,
-                     enum sim_noticed how, bool all) {
+bool sim_fail_unseen(const struct sim *s) { return s->fail->unseen != 0; }
+
+/* An SM sweep starts now and sees every change not seen yet. */
+uint32_t sim_fail_sweep_begin(struct sim *s, enum sim_noticed how) {
   struct sim_fail *fl = s->fail;
-  sim_time_t disc, comp, prog;
-  if (s->cfg.routing == SIM_ROUTE_STATIC) {
-    uint32_t nl = sim_sm_nlids(s);
-    free(ins->staged);
-    ins->staged = malloc(sizeof(uint16_t) * nl * s->nswitches);
-    if (!ins->staged ||
-        sim_sm_recompute(s, ins->staged, &disc, &comp, &prog, all)) {
-      fprintf(stderr, "uroce sim: out of memory in the SM; routes stay\n");
-      free(ins->staged);
-      ins->staged = 0;
-      return;
+  if (!fl)
+    return 0;
+  uint32_t covers = fl->unseen;
+  for (uint32_t i = 0; i < fl->nres; i++)
+    if (covers >> i & 1) {
+      fl->res[i].detect = s->now - fl->res[i].at;
+      fl->res[i].noticed = how;
     }
-  } else {
-    /* Adaptive routing: the SM's sweep still reprograms the AR groups;
-     * modelled as a sweep and a full programming of the LFTs. */
-    struct sim_sm_info in;
-    sim_sm_info(s, &in);
-    disc = in.discover;
-    comp = in.compute;
-    prog = in.program;
+  fl->unseen = 0;
+  return covers;
+}
+
+/* The sweep's LFTs are all programmed (static routing: each took effect
+ * as its LFT Set reached the switch); with adaptive routing the switches'
+ * groups change at the next cell boundary, all at once (a global event,
+ * which a partition may only ask for in a later cell). */
+void sim_fail_sweep_end(struct sim *s, uint32_t covers, sim_time_t disc,
+                        sim_time_t comp, sim_time_t prog, bool end) {
+  struct sim_fail *fl = s->fail;
+  if (!fl || !covers)
+    return;
+  if (!end) { /* stopped: they are unseen again */
+    fl->unseen |= covers;
+    return;
   }
-  sim_time_t start = s->now + wait;
+  sim_time_t at = s->now;
+  if (s->cfg.routing != SIM_ROUTE_STATIC) {
+    at = sim_cell_end(s, s->now);
+    prog += at - s->now;
+    /* (a partition's cfg is a copy: the result's failure is not in it) */
+    struct fail_ev *ins = fl->res_ins[__builtin_ctz(covers)];
+    ins->covers = covers;
+    sim_schedule(s, &ins->ev, at);
+  }
   for (uint32_t i = 0; i < fl->nres; i++) {
     struct sim_fail_result *r = &fl->res[i];
-    if (!(fl->unseen >> i & 1))
+    if (!(covers >> i & 1))
       continue;
-    r->detect = start - r->at;
     r->sweep = disc;
     r->compute = comp;
     r->program = prog;
-    r->noticed = how;
+    if (s->cfg.routing == SIM_ROUTE_STATIC)
+      r->installed = at;
   }
-  ins->covers = fl->unseen;
-  fl->unseen = 0;
-  sim_ev_cancel(&fl->sweep.ev); /* nothing left for it */
-  sim_schedule(s, &ins->ev, start + disc + comp + prog);
 }
 
 static void standby_watch(struct sim *s);
@@ -284,6 +295,7 @@ static void change(struct sim *s, struct fail_ev *fe) {
   struct sim_fail_result *r = &fl->res[fl->nres++];
   *r = (struct sim_fail_result){
       .f = f, .up = fe->up, .at = s->now, .last_loss = SIM_NEVER};
+  fl->res_ins[fl->nres - 1] = &fl->ev[fe->idx][2 + fe->up];
   struct sim_port *ports[4096];
   uint32_t n = fail_ports(s, f, ports, 4096);
   for (uint32_t i = 0; i < n; i++) {
@@ -319,36 +331,54 @@ static void change(struct sim *s, struct fail_ev *fe) {
   }
   fl->unseen |= 1u << ri;
   if (sim_sm_master_down(s)) {
-    /* No trap reaches the master and it sweeps nothing: a standby's
-     * polls go unanswered. */
+    /* No trap reaches the master and it sweeps nothing (a sweep running
+     * stops): a standby's polls go unanswered. */
+    sim_sm_abort(s);
     standby_watch(s);
     return;
   }
   sim_ev_cancel(&fl->takeover.ev); /* the master answers polls again */
-  if (s->cfg.recovery.traps && !f->trap_lost) {
-    /* The sweep the trap starts sees every change so far. */
-    sm_sweep(s, &fl->ev[fe->idx][2 + fe->up], s->cfg.recovery.trap,
-             SIM_NOTICED_TRAP, false);
-    return;
-  }
+  /* The trap goes trap_us after the change and starts a sweep that sees
+   * every change so far, if it reaches the SM; else the next periodic
+   * sweep will (a sweep at t sees t's changes). */
+  if (s->cfg.recovery.traps && !f->trap_lost)
+    sim_schedule(s, &fl->ev[fe->idx][4 + fe->up].ev,
+                 s->now + s->cfg.recovery.trap);
   sim_time_t iv = s->cfg.ib.sm.sweep_interval;
-  if (iv && fl->sweep.ev.at == SIM_NEVER) /* a sweep at t sees t's changes */
+  if (iv && fl->sweep.ev.at == SIM_NEVER)
     sim_schedule(s, &fl->sweep.ev, (s->now + iv - 1) / iv * iv);
 }
 
-/* The SM's periodic sweep: it sees the changes no trap reported. Its
- * routes go in with the install event of the first of them. */
-/* A sweep now of the changes no SM has seen (some are), installed with
- * the first of them. */
-static void sweep_unseen(struct sim *s, enum sim_noticed how, bool all) {
-  struct sim_fail *fl = s->fail;
-  const struct sim_fail_result *r = &fl->res[__builtin_ctz(fl->unseen)];
-  sm_sweep(s, &fl->ev[r->f - s->cfg.fail][2 + r->up], 0, how, all);
+/* A change's traps leave the switches at its ports (each switch whose
+ * port changed state sends one, on VL15, LID-routed to the SM; a switch
+ * going down sends none), each lost if its route crosses a dead link. */
+static void send_trap(struct sim *s, struct fail_ev *fe) {
+  const struct sim_failure *f = &s->cfg.fail[fe->idx];
+  struct sim_port *ports[4096];
+  uint32_t n = fail_ports(s, f, ports, 4096);
+  struct sim_switch *sent[4096];
+  uint32_t ns = 0;
+  for (uint32_t i = 0; i < n; i++)
+    for (int e = 0; e < 2; e++) {
+      struct sim_node *nd = e ? ports[i]->peer->node : ports[i]->node;
+      if (nd->kind != SIM_NODE_SWITCH ||
+          (!fe->up && f->kind == SIM_FAIL_SWITCH && nd->id == f->sw))
+        continue;
+      struct sim_switch *sw = (struct sim_switch *)nd;
+      uint32_t k = 0;
+      while (k < ns && sent[k] != sw)
+        k++;
+      if (k < ns)
+        continue;
+      sent[ns++] = sw;
+      sim_mad_trap(s, sw);
+    }
 }
 
+/* The SM's periodic sweep: it sees the changes no trap reported. */
 static void periodic_sweep(struct sim *s) {
   if (s->fail->unseen && !sim_sm_master_down(s))
-    sweep_unseen(s, SIM_NOTICED_SWEEP, false);
+    sim_sm_sweep(s, SIM_NOTICED_SWEEP, false);
 }
 
 /* The standby (if any, and its own link up) polls the master every
@@ -377,7 +407,7 @@ static void take_over(struct sim *s) {
     return;
   sim_sm_take_over(s);
   if (s->fail->unseen)
-    sweep_unseen(s, SIM_NOTICED_STANDBY, true);
+    sim_sm_sweep(s, SIM_NOTICED_STANDBY, true);
 }
 
 void sim_fail_event(struct sim *s, struct sim_ev *ev) {
@@ -388,6 +418,8 @@ void sim_fail_event(struct sim *s, struct sim_ev *ev) {
     periodic_sweep(s);
   else if (fe->what == FE_TAKEOVER)
     take_over(s);
+  else if (fe->what == FE_TRAP)
+    send_trap(s, fe);
   else
     change(s, fe);
 }
@@ -457,16 +489,16 @@ int sim_fail_new(struct sim *s, char *err, size_t errlen) {
   }
   s->fail = fl;
   for (uint32_t i = 0; i < c->nfail; i++)
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 6; k++) {
       struct fail_ev *fe = &fl->ev[i][k];
-      sim_ev_new(&fe->ev, SIM_EV_FAIL, (uint64_t)i * 4 + (uint64_t)k);
+      sim_ev_new(&fe->ev, SIM_EV_FAIL, (uint64_t)i * 6 + (uint64_t)k);
       fe->idx = i;
-      fe->what = k < 2 ? FE_CHANGE : FE_INSTALL;
+      fe->what = k < 2 ? FE_CHANGE : k < 4 ? FE_INSTALL : FE_TRAP;
       fe->up = (uint8_t)(k & 1);
     }
-  sim_ev_new(&fl->sweep.ev, SIM_EV_FAIL, (uint64_t)SIM_FAIL_MAX * 4);
+  sim_ev_new(&fl->sweep.ev, SIM_EV_FAIL, (uint64_t)SIM_FAIL_MAX * 6);
   fl->sweep.what = FE_SWEEP;
-  sim_ev_new(&fl->takeover.ev, SIM_EV_FAIL, (uint64_t)SIM_FAIL_MAX * 4 + 1);
+  sim_ev_new(&fl->takeover.ev, SIM_EV_FAIL, (uint64_t)SIM_FAIL_MAX * 6 + 1);
   fl->takeover.what = FE_TAKEOVER;
   for (uint32_t i = 0; i < c->nfail; i++) {
     sim_schedule(s, &fl->ev[i][0].ev, c->fail[i].at);
@@ -477,10 +509,6 @@ int sim_fail_new(struct sim *s, char *err, size_t errlen) {
 }
 
 void sim_fail_del(struct sim *s) {
-  if (s->fail)
-    for (uint32_t i = 0; i < SIM_FAIL_MAX; i++)
-      for (int k = 2; k < 4; k++)
-        free(s->fail->ev[i][k].staged);
   free(s->fail);
   free(s->nh);
   s->fail = 0;

@@ -25,7 +25,7 @@ static inline uint8_t port_ready(const struct sim *s,
 
 static inline bool port_sendable(const struct sim *s,
                                  const struct sim_port *p) {
-  return p->ctl_head || p->trimq.head || port_ready(s, p);
+  return p->ctl_head || p->vl15.head || p->trimq.head || port_ready(s, p);
 }
 
 static void fc_active(struct sim *s, struct sim_port *p);
@@ -37,6 +37,10 @@ static void fc_active(struct sim *s, struct sim_port *p);
 static void put_on_wire(struct sim *s, struct sim_port *p,
                         struct sim_pkt *pkt) {
   if (p->down) { /* a control frame for a dead link */
+    if (pkt->kind == SIM_PKT_SMP) {
+      sim_mad_lost(s, pkt);
+      return;
+    }
     if (pkt->kind < SIM_PKT_PAUSE)
       sim_fail_lost(s, pkt);
     sim_pkt_free(s, pkt);
@@ -428,6 +432,21 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
       sim_schedule(s, &p->tx_ev, p->busy_until);
     return;
   }
+  if ((pkt = p->vl15.head)) { /* management: first, no credit */
+    if (!(p->vl15.head = pkt->next))
+      p->vl15.tail = 0;
+    p->vl15.bytes -= pkt->size;
+    if (pkt->in_port != UINT16_MAX)
+      p->node->ports[pkt->in_port].vl15_in -= pkt->size;
+    s->st.vl15_pkts++;
+    s->st.vl15_bytes += pkt->size;
+    put_on_wire(s, p, pkt);
+    if (port_sendable(s, p))
+      sim_schedule(s, &p->tx_ev, p->busy_until);
+    else if (p->nonempty)
+      port_starve(s, p);
+    return;
+  }
   if ((pkt = p->trimq.head)) {
     if (!(p->trimq.head = pkt->next))
       p->trimq.tail = 0;
@@ -492,6 +511,8 @@ static void port_kick(struct sim *s, struct sim_port *p) {
   else
     sim_schedule(s, &p->tx_ev, p->tx_free);
 }
+
+void sim_port_kick(struct sim *s, struct sim_port *p) { port_kick(s, p); }
 
 void sim_port_tx_event(struct sim *s, struct sim_port *p) {
   port_send_next(s, p);
@@ -649,6 +670,10 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
                        struct sim_port *in, struct sim_pkt *pkt) {
   if (pkt->kind == SIM_PKT_PAUSE) {
     port_pause(s, in, pkt);
+    return;
+  }
+  if (pkt->kind == SIM_PKT_SMP) {
+    sim_mad_switch_rx(s, sw, in, pkt);
     return;
   }
   const struct sim_switch_cfg *c = &s->cfg.sw;
@@ -822,6 +847,11 @@ static struct sim_pkt *nic_arbitrate(struct sim *s, struct sim_nic *nic,
  * The link coming up kicks it (fail.c). */
 static void nic_poll_down(struct sim *s, struct sim_nic *nic) {
   struct sim_port *port = &nic->port;
+  for (struct sim_pkt *k = port->vl15.head, *n; k; k = n) {
+    n = k->next;
+    sim_mad_lost(s, k);
+  }
+  port->vl15 = (struct sim_pktq){0};
   struct sim_pkt *pkt = s->host->pull(nic->model, s->now, 0);
   if (pkt) {
     if (pkt->kind == SIM_PKT_DATA)
@@ -854,6 +884,14 @@ static void nic_poll(struct sim *s, struct sim_nic *nic) {
     if (port->fc_at <= s->now)
       fc_send(s, port);
     fc_apply(s, port);
+    if ((pkt = port->vl15.head)) { /* management: first, no credit */
+      if (!(port->vl15.head = pkt->next))
+        port->vl15.tail = 0;
+      port->vl15.bytes -= pkt->size;
+      put_on_wire(s, port, pkt);
+      sim_schedule(s, &nic->ev, port->busy_until);
+      return;
+    }
     pkt = nic_arbitrate(s, nic, &wake, &short_);
   } else {
     pkt = s->host->pull(nic->model, s->now, port->paused);
@@ -960,6 +998,10 @@ void sim_port_rx_event(struct sim *s, struct sim_port *p) {
   struct sim_nic *nic = container_of(in, struct sim_nic, port);
   if (pkt->kind == SIM_PKT_PAUSE) {
     port_pause(s, in, pkt);
+    return;
+  }
+  if (pkt->kind == SIM_PKT_SMP) {
+    sim_mad_nic_rx(s, nic, pkt);
     return;
   }
   if (s->ib) { /* the NIC takes packets at line rate: credit back at once */

@@ -146,8 +146,12 @@ static void sim_par_partition_one(struct sim *s) {
     nic->n.part = 0;
     nic->port.tx_ev.part = nic->port.rx_ev.part = nic->port.fc_ev.part = 0;
     nic->port.fc_tick.part = nic->port.fc_rx_ev.part = 0;
-    nic->ev.part = nic->cc_ev.part = 0;
+    nic->ev.part = nic->cc_ev.part = nic->n.sma_ev.part = 0;
   }
+  for (uint32_t i = 0; i < s->nswitches; i++)
+    s->sws[i].n.sma_ev.part = 0;
+  if (s->sm)
+    sim_sm_ev(s)->part = 0;
   for (uint32_t j = 0; j < s->nports; j++)
     s->ports[j].tx_ev.part = s->ports[j].rx_ev.part = s->ports[j].fc_ev.part =
         s->ports[j].fc_tick.part = s->ports[j].fc_rx_ev.part = 0;
@@ -216,8 +220,12 @@ void sim_par_partition(struct sim *s) {
     p->tx_ev.part = p->fc_ev.part = p->fc_tick.part = nic->n.part;
     p->rx_ev.part = p->peer ? p->peer->node->part : nic->n.part;
     p->fc_rx_ev.part = p->rx_ev.part;
-    nic->ev.part = nic->cc_ev.part = nic->n.part;
+    nic->ev.part = nic->cc_ev.part = nic->n.sma_ev.part = nic->n.part;
   }
+  for (uint32_t i = 0; i < s->nswitches; i++)
+    s->sws[i].n.sma_ev.part = s->sws[i].n.part;
+  if (s->sm) /* the SM lives where its NIC is */
+    sim_sm_ev(s)->part = s->nics[sim_sm_master(s)].n.part;
   for (uint32_t i = 0; i < s->nflows; i++) {
     struct sim_flow_int *fi = sim_flow_int(s, i);
     fi->end_ev.part = s->nics[fi->f.dst].n.part;
@@ -363,7 +371,7 @@ static void *worker(void *arg) {
 static void fold_stats(struct sim_stats *to, struct sim_stats *from) {
   /* Every field but these few is a count: a new one must be added here. */
   _Static_assert(sizeof(struct sim_stats) ==
-                     8 * (22 + 11 * SIM_TIERS + SIM_NPRIO),
+                     8 * (26 + 11 * SIM_TIERS + SIM_NPRIO),
                  "fold every field of struct sim_stats");
 #define ADD(f) to->f += from->f
 #define ADDV(f)                                                                \
@@ -399,6 +407,10 @@ static void fold_stats(struct sim_stats *to, struct sim_stats *from) {
   ADDV(vl_tx_bytes);
   ADD(fecn_marks);
   ADD(becns);
+  ADD(vl15_pkts);
+  ADD(vl15_bytes);
+  ADD(vl15_drops);
+  ADD(vl15_lost);
 #undef ADD
 #undef ADDV
   memset(from, 0, sizeof(*from));

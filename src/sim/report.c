@@ -501,7 +501,9 @@ static void resolved_json(FILE *f, const struct sim *s) {
             "\"%s\", \"lmc\": %u, \"max_wire_smps\": %u, "
             "\"smp_processing_ns\": %g, \"route_ns\": %g, "
             "\"sweep_interval_us\": %g, \"standby_nic\": %lld, "
-            "\"polling_timeout_us\": %g, \"polling_retries\": %u}, \"cc\": "
+            "\"polling_timeout_us\": %g, \"polling_retries\": %u, "
+            "\"smp_timeout_us\": %g, \"smp_retries\": %u}, \"vl15_buffer\": "
+            "%llu, \"cc\": "
             "{\"enabled\": %s, \"threshold\": %llu, \"marking_rate\": %u, "
             "\"ccti_increase\": %u, \"ccti_limit\": %u, \"ccti_timer_us\": "
             "%g, \"ird_step_ns\": %g}},\n",
@@ -514,7 +516,8 @@ static void resolved_json(FILE *f, const struct sim *s) {
             c->ib.sm.standby_nic == UINT32_MAX ? -1LL
                                                : (long long)c->ib.sm.standby_nic,
             (double)c->ib.sm.polling_timeout / 1e6, c->ib.sm.polling_retries,
-            c->ib.cc.enabled ? "true" : "false",
+            (double)c->ib.sm.smp_timeout / 1e6, c->ib.sm.smp_retries,
+            (unsigned long long)c->ib.vl15_buffer, c->ib.cc.enabled ? "true" : "false",
             (unsigned long long)c->ib.cc.threshold, c->ib.cc.marking_rate,
             c->ib.cc.ccti_increase, c->ib.cc.ccti_limit,
             (double)c->ib.cc.ccti_timer / 1e6, (double)c->ib.cc.ird_step / 1e3);
@@ -833,6 +836,13 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
       fprintf(f, "%s%llu", v ? ", " : "",
               (unsigned long long)st->vl_tx_bytes[v]);
     fprintf(f, "],\n");
+    fprintf(f,
+            "  \"vl15\": {\"packets\": %llu, \"bytes\": %llu, \"drops\": "
+            "%llu, \"lost\": %llu},\n",
+            (unsigned long long)st->vl15_pkts,
+            (unsigned long long)st->vl15_bytes,
+            (unsigned long long)st->vl15_drops,
+            (unsigned long long)st->vl15_lost);
     tiers_json(f, c, "max_vl_input_bytes", st->max_vl_in, ",");
     struct sim_sm_info sm;
     if (sim_sm_info(s, &sm) == 0) {
@@ -849,6 +859,15 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
               (unsigned long long)sm.cdg_channels,
               (unsigned long long)sm.cdg_edges, sm.max_imbalance,
               (unsigned long long)st->drops_noroute);
+      if (sm.sweeps) /* sweeps after the start, as packets */
+        fprintf(f,
+                ", \"sweeps\": %u, \"sweep_smps\": %llu, \"smp_timeouts\": "
+                "%llu, \"traps\": %llu, \"last_discover_us\": %.3f, "
+                "\"last_program_us\": %.3f",
+                sm.sweeps, (unsigned long long)sm.sweep_smps,
+                (unsigned long long)sm.smp_timeouts,
+                (unsigned long long)sm.traps, (double)sm.last_discover / 1e6,
+                (double)sm.last_program / 1e6);
       if (c->ib.sm.standby_nic != UINT32_MAX) {
         /* With a standby: where the master runs, when it took over. */
         fprintf(f, ", \"standby_nic\": %u, \"master_nic\": %u",

@@ -789,6 +789,8 @@ static const struct key sm_keys[] = {
     UINT("standby_nic", standby_nic, 1, 16777215),
     US("polling_timeout_us", polling_timeout),
     UINT("polling_retries", polling_retries, 1, 255),
+    US("smp_timeout_us", smp_timeout),
+    UINT("smp_retries", smp_retries, 0, 255),
     END,
 };
 #undef T
@@ -814,6 +816,7 @@ static const struct key ib_keys[] = {
     FN("vlarb_low", ib_vlarb),
     UINT("high_limit", high_limit, 0, 255),
     BYTES("vl_buffer", vl_buffer, SIM_IB_BLOCK),
+    BYTES("vl15_buffer", vl15_buffer, 292),
     NS("fc_latency_ns", fc_latency),
     NS("fc_period_ns", fc_period),
     BOOL("grh", grh),

@@ -54,6 +54,9 @@ void sim_cfg_default(struct sim_cfg *c) {
   c->ib.sm.standby_nic = UINT32_MAX;
   c->ib.sm.polling_timeout = 10000 * SIM_MS; /* OpenSM's 10 s */
   c->ib.sm.polling_retries = 4;              /* OpenSM's */
+  c->ib.sm.smp_timeout = 200 * SIM_MS;       /* OpenSM's */
+  c->ib.sm.smp_retries = 3;                  /* OpenSM's */
+  c->ib.vl15_buffer = 2048;
   c->tp.model = SIM_HOST_UROCE;
   c->tp.mtu = 4096;
   c->tp.window = 256;
@@ -994,6 +997,12 @@ void sim_dispatch(struct sim *s, struct sim_ev *ev) {
     break;
   case SIM_EV_NIC:
     sim_nic_event(s, container_of(ev, struct sim_nic, ev));
+    break;
+  case SIM_EV_SMA:
+    sim_mad_sma_event(s, container_of(ev, struct sim_node, sma_ev));
+    break;
+  case SIM_EV_SM:
+    sim_sm_event(s);
     break;
   case SIM_EV_FLOW_START: {
     struct sim_flow_int *fi = container_of(ev, struct sim_flow_int, start_ev);

@@ -93,6 +93,11 @@ struct sim_sm_cfg {
   uint32_t standby_nic;
   sim_time_t polling_timeout;
   uint32_t polling_retries;
+  /* An SMP without an answer after smp_timeout is sent again, at most
+   * smp_retries times (OpenSM's transaction_timeout, 200 ms, and
+   * transaction_retries, 3). */
+  sim_time_t smp_timeout;
+  uint32_t smp_retries;
 };
 
 /* IB congestion control (IBA annex A10, simplified): a switch egress
@@ -125,6 +130,7 @@ struct sim_ib_cfg {
    * least 10 ns. */
   sim_time_t fc_period;
   bool grh;              /* every packet carries a GRH */
+  uint64_t vl15_buffer;  /* VL15 input buffer per port, bytes */
   uint8_t vls;           /* data VLs: 1, 2, 4 or 8; SL s uses VL s % vls */
 };
 
@@ -397,6 +403,9 @@ struct sim_stats {
   sim_time_t credit_wait[SIM_TIERS]; /* port-time queued, no credit */
   uint64_t vl_tx_bytes[SIM_NPRIO];   /* wire bytes switches sent per VL */
   uint64_t fecn_marks, becns;        /* IB congestion control */
+  /* VL15 (management): packets and wire bytes switches sent, packets a
+   * full VL15 input buffer dropped, packets lost to failed links. */
+  uint64_t vl15_pkts, vl15_bytes, vl15_drops, vl15_lost;
 };
 
 /* Creates a simulator (topology, hosts, workload flows). On error returns
@@ -439,6 +448,16 @@ struct sim_sm_info {
   uint32_t master_nic;
   sim_time_t took_over;
   uint32_t takeovers;
+  /* Sweeps after the start, simulated packet by packet: how many, the
+   * SMPs they sent (retries included), those that timed out, traps that
+   * reached the SM. The last sweep's discovery and programming as the
+   * packets took them, and the closed forms for its SMPs (sum of round
+   * trips and SMA processing over max_wire_smps), the start's model. */
+  uint32_t sweeps;
+  uint64_t sweep_smps, smp_timeouts, traps;
+  sim_time_t last_discover, last_program;
+  sim_time_t closed_discover, closed_program;
+  uint64_t last_discover_smps, last_program_smps;
 };
 /* 0, or -1 if the fabric has no subnet manager (RoCE). */
 int sim_sm_info(const struct sim *s, struct sim_sm_info *out);

@@ -22,6 +22,7 @@ enum sim_pkt_kind {
   SIM_PKT_PAUSE, /* PFC frame: prio, xoff in flags */
   SIM_PKT_BECN,  /* IB CC: dst tells src of a FECN on SL len */
   SIM_PKT_FC,    /* IB flow control: blocks freed per VL in hdr */
+  SIM_PKT_SMP,   /* IB management on VL15: an SMP or a trap (mad.c) */
 };
 
 enum sim_pkt_flags {
@@ -30,6 +31,7 @@ enum sim_pkt_flags {
   SIM_PF_XOFF = 4,   /* PAUSE: stop (else resume) */
   SIM_PF_FECN = 8,   /* IB CC: forward explicit congestion notification */
   SIM_PF_TRIMMED = 16, /* a switch cut its payload (switch.trim) */
+  SIM_PF_RESP = 32,    /* SMP: a GetResp on its way back to the SM */
 };
 
 #define SIM_ECN_ECT0 2
@@ -90,6 +92,8 @@ enum sim_ev_kind {
   SIM_EV_COLL_CONNECT, /* a rank's connections to new peers are made */
   SIM_EV_PORT_FC_TICK, /* InfiniBand: a port's periodic FC timer */
   SIM_EV_PORT_FC_RX,   /* InfiniBand: credits a port waits for arrive */
+  SIM_EV_SMA,          /* InfiniBand: a node's SMA answers an SMP */
+  SIM_EV_SM,           /* InfiniBand: the SM's timers (compute, SMP timeouts) */
   SIM_EV_NKINDS
 };
 /* A kind takes 5 bits of the key, below SIM_KEY_GLOBAL (heap.h). */
@@ -186,6 +190,12 @@ struct sim_port {
   uint64_t tx_bytes;
   uint64_t max_q;
   uint64_t trims, trim_drops; /* packets trimmed here; headers dropped */
+  /* InfiniBand VL15: management packets for this egress, served before
+   * every data VL and without credits; bytes of them that came in
+   * through this port and wait at some egress of its switch (the small
+   * VL15 input buffer: a packet that does not fit is dropped). */
+  struct sim_pktq vl15;
+  uint32_t vl15_in;
 };
 
 enum sim_node_kind { SIM_NODE_NIC, SIM_NODE_SWITCH };
@@ -196,6 +206,10 @@ struct sim_node {
   uint32_t id;   /* NIC id or switch index */
   uint16_t part; /* the partition that runs it (par.c) */
   struct sim_port *ports;
+  /* InfiniBand: the SMA's SMPs being processed, a FIFO by the time each
+   * is answered (arrival + smp_processing_ns), and its event. */
+  struct sim_ev sma_ev;
+  struct sim_pkt *sma_head, *sma_tail;
 };
 
 /* Forwarding is up-down on contiguous NIC ranges: NICs in [lo, hi) are
@@ -523,6 +537,9 @@ void sim_fly_put(struct sim *s, struct sim_port *p, struct sim_pkt *pkt);
 void sim_fc_fifo_put(struct sim *s, struct sim_port *p, struct sim_pkt *f);
 void sim_port_rx_event(struct sim *s, struct sim_port *p);
 void sim_port_tx_event(struct sim *s, struct sim_port *p);
+/* Port p has something new to send: it starts now or when the wire is
+ * free. */
+void sim_port_kick(struct sim *s, struct sim_port *p);
 void sim_nic_event(struct sim *s, struct sim_nic *nic);
 void sim_nic_kick(struct sim *s, struct sim_nic *nic);
 void sim_nic_cc_event(struct sim *s, struct sim_nic *nic);
@@ -538,13 +555,6 @@ void sim_sm_del(struct sim *s);
 void sim_sm_check(struct sim *s, struct sim_sm_info *out);
 #define SIM_LFT_NONE 0xFFFFu
 
-/* Recomputes the LFTs (up/down if that is the engine, else minhop) over
- * the links up now into staged
- * (nswitches x LIDs), and the modelled sweep, computation and programming
- * (changed blocks only; every block with all, as an SM that just took
- * over, which knows no switch's LFT, sends them) times. */
-int sim_sm_recompute(struct sim *s, uint16_t *staged, sim_time_t *discover,
-                     sim_time_t *compute, sim_time_t *program, bool all);
 uint32_t sim_sm_nlids(const struct sim *s);
 /* The NIC the master SM runs on, whether it is cut off (its link down),
  * and the standby taking over at s's now: it is the master from then on
@@ -553,6 +563,79 @@ uint32_t sim_sm_master(const struct sim *s);
 uint32_t sim_sm_standby(const struct sim *s); /* UINT32_MAX: none */
 bool sim_sm_master_down(const struct sim *s);
 void sim_sm_take_over(struct sim *s);
+
+/* mad.c: management packets on VL15 (SMPs, traps) through ports and
+ * SMAs. A management packet arrived at switch sw through in. */
+void sim_mad_switch_rx(struct sim *s, struct sim_switch *sw,
+                       struct sim_port *in, struct sim_pkt *p);
+/* ... at NIC nic. */
+void sim_mad_nic_rx(struct sim *s, struct sim_nic *nic, struct sim_pkt *p);
+/* Queues p on VL15 of NIC nic's port. */
+void sim_mad_nic_send(struct sim *s, struct sim_nic *nic, struct sim_pkt *p);
+/* node's SMA takes SMP p (arrived now) and answers it after the
+ * processing time. */
+void sim_mad_sma_put(struct sim *s, struct sim_node *node, struct sim_pkt *p);
+void sim_mad_sma_event(struct sim *s, struct sim_node *node);
+/* Loses the management packet p (a dead link, a failed route). */
+void sim_mad_lost(struct sim *s, struct sim_pkt *p);
+/* Switch sw sends a trap (a port changed state) to the master SM's LID. */
+void sim_mad_trap(struct sim *s, struct sim_switch *sw);
+
+/* The SMP on a directed route: the egress port at each hop, from the
+ * SM's NIC (hop 0) to the target (hop nhops); the attribute, its
+ * argument (a port, an LFT block), the hop it is at, and for an LFT Set
+ * the table its block is copied from (then, in the answer, when it took
+ * effect). Kept in the packet's header bytes. */
+#define SIM_SMP_HOPS 14
+/* An SMP on the wire: LRH, BTH, DETH, a 256-byte MAD, ICRC, VCRC and the
+ * delimiters. */
+#define SIM_SMP_WIRE (8 + 12 + 8 + 256 + 4 + 2 + 2)
+enum sim_smp_attr {
+  SIM_SMP_NODE_INFO,
+  SIM_SMP_SWITCH_INFO,
+  SIM_SMP_PORT_INFO,
+  SIM_SMP_LFT_SET,
+  SIM_SMP_TRAP,
+};
+struct sim_smp {
+  union {
+    const uint16_t *lft; /* LFT Set: the SM's table for the switch */
+    sim_time_t took;     /* LFT Set answer: when the block took effect */
+  };
+  uint16_t path[SIM_SMP_HOPS];
+  uint8_t attr, hop, nhops, port_up;
+  uint32_t arg;
+};
+_Static_assert(offsetof(struct sim_pkt, plen) % 8 == 0 &&
+                   offsetof(struct sim_pkt, plen) + sizeof(struct sim_smp) <=
+                       sizeof(struct sim_pkt),
+               "an SMP's route fits the packet's header bytes");
+static inline struct sim_smp *sim_smp(struct sim_pkt *p) {
+  return (struct sim_smp *)(void *)&p->plen;
+}
+
+/* sm.c's side of the management packets: an SMP's answer (or a trap)
+ * reached the SM's NIC; the SM's timer. */
+void sim_sm_answer(struct sim *s, struct sim_pkt *p);
+void sim_sm_trap_rx(struct sim *s, struct sim_pkt *p);
+void sim_sm_event(struct sim *s);
+/* A sweep of the changes no sweep has seen yet (fail.c's unseen ones)
+ * starts now, or once the sweep running ends; every LFT block is
+ * programmed with all. */
+void sim_sm_sweep(struct sim *s, enum sim_noticed how, bool all);
+/* The master's link went down: a sweep running stops, its changes are
+ * unseen again. */
+void sim_sm_abort(struct sim *s);
+/* The SM's event runs in the master's NIC's partition (par.c). */
+struct sim_ev *sim_sm_ev(struct sim *s);
+/* fail.c's side: a sweep starts and takes the changes not seen yet (a
+ * bit each); it ended, with its steps' times (a stopped sweep's changes
+ * go back with end == false). */
+uint32_t sim_fail_sweep_begin(struct sim *s, enum sim_noticed how);
+void sim_fail_sweep_end(struct sim *s, uint32_t covers, sim_time_t disc,
+                        sim_time_t comp, sim_time_t prog, bool end);
+/* Whether some change no sweep has seen yet. */
+bool sim_fail_unseen(const struct sim *s);
 
 /* par.c: parallel runs. */
 /* Sets the lookahead, the partitions and every node's and event's

@@ -1,27 +1,78 @@
-/* InfiniBand's subnet manager, as a model of what OpenSM does at start:
- * it discovers the fabric with directed-route SMPs (the time that takes is
- * modelled, not simulated packet by packet), assigns LIDs (2^lmc per NIC,
- * aligned, then one per switch), computes a linear forwarding table per
- * switch with the chosen engine and programs it in blocks of 64 entries.
- * The LFTs are then what static routing forwards by, and they are checked:
- * no cycle in the channel dependency graph, up ports balanced. */
+/* InfiniBand's subnet manager, as a model of what OpenSM does: it
+ * discovers the fabric with directed-route SMPs, assigns LIDs (2^lmc per
+ * NIC, aligned, then one per switch), computes a linear forwarding table
+ * per switch with the chosen engine and programs it in blocks of 64
+ * entries. The LFTs are then what static routing forwards by, and they are
+ * checked: no cycle in the channel dependency graph, up ports balanced.
+ *
+ * At start the fabric is up before the job: the sweep's time is the
+ * closed form (round trips and SMA processing over max_wire_smps), which
+ * the packets give on an idle fabric. The sweeps after a change are
+ * simulated: SMPs on VL15 through the ports (mad.c), max_wire_smps
+ * outstanding, breadth first from the SM's NIC, each answered by the
+ * node's SMA, an SMP without an answer sent again after smp_timeout; the
+ * route computation is a timer; an LFT Set changes the switch's table as
+ * it arrives there. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim/sim_int.h"
 
-/* A directed-route SMP: LRH, BTH, DETH, a 256-byte MAD, ICRC, VCRC and
- * the delimiters. LFT blocks hold 64 entries. */
-#define SMP_WIRE (8 + 12 + 8 + 256 + 4 + 2 + 2)
+#define SMP_WIRE SIM_SMP_WIRE
 #define LFT_BLOCK 64
+
+enum sm_phase { SM_IDLE, SM_DISCOVER, SM_COMPUTE, SM_PROGRAM };
+
+/* An SMP to send: its target node, attribute and argument. */
+struct smp_req {
+  uint32_t node, arg;
+  uint8_t attr;
+};
+
+/* An SMP outstanding: tid matches its answer. */
+struct smp_slot {
+  struct smp_req r;
+  uint32_t tid;
+  sim_time_t deadline;
+  uint8_t tries;
+  bool busy;
+};
 
 struct sim_sm {
   uint32_t nic, standby; /* the master's NIC; the standby's or UINT32_MAX */
   uint32_t nlids, nsw_lid0;
   uint64_t smps;
   sim_time_t discover, compute, program;
-  sim_time_t *lat; /* one-way SMP latency from the SM to each node */
+  /* One-way SMP latency on an idle fabric from the SM to each node along
+   * the route the SM reaches it by (SIM_NEVER: not reached), that route
+   * (the previous node, its port toward it, hops). */
+  sim_time_t *lat;
+  uint32_t *up_node;
+  uint16_t *up_port;
+  uint8_t *hops;
+  /* The LFTs as the SM programmed them (nswitches x nlids), and the
+   * tables its sweeps computed (kept: LFT Sets in flight copy from them);
+   * want, the latest. */
+  uint16_t *known, *want;
+  uint16_t **tabs;
+  uint32_t ntabs;
+  /* The sweep running: its phase, the changes it covers (fail.c's
+   * bits), how it was started, whether it programs every block; a sweep
+   * asked for while it runs (again). Its times, and the closed forms of
+   * its SMPs' sums. */
+  struct sim_ev ev;
+  enum sm_phase phase;
+  uint32_t covers;
+  enum sim_noticed how, again_how;
+  bool all, again, again_all;
+  sim_time_t t0, t_disc, t_comp, t_prog0, comp_end;
+  sim_time_t busy_disc, busy_prog;
+  uint64_t n_disc, n_prog;
+  struct smp_req *rq; /* SMPs waiting for a slot: a FIFO */
+  uint32_t rq_head, rq_n, rq_cap;
+  struct smp_slot *slot; /* max_wire_smps of them */
+  uint32_t nslot, out, gen;
   struct sim_sm_info info;
 };
 
@@ -89,7 +140,7 @@ static void assign_lids(struct sim *s, struct sim_sm *sm) {
  * up by the destination's LID index mod the up ports (D-mod-k), so the
  * LIDs of a NIC take different up ports and every up port carries an
  * equal share of destinations. */
-static void route_ftree(struct sim *s, struct sim_switch *sw) {
+static void route_ftree(struct sim *s, struct sim_switch *sw, uint16_t *row) {
   uint32_t step = s->lmc_mask + 1;
   for (uint32_t d = 0; d < s->nnics; d++)
     for (uint32_t o = 0; o < step; o++) {
@@ -100,14 +151,14 @@ static void route_ftree(struct sim *s, struct sim_switch *sw) {
         port = (uint16_t)(sw->n_down + (d * step + o) / sw->up_div % sw->n_up);
       else
         port = SIM_LFT_NONE;
-      sw->lft[s->nic_lid[d] + o] = port;
+      row[s->nic_lid[d] + o] = port;
     }
 }
 
 /* Min-hop: hop counts from every destination's switch by breadth-first
  * search; each switch takes, among the ports one hop closer, the one with
  * the fewest routes so far (OpenSM's minhop balancing). */
-static int route_minhop(struct sim *s) {
+static int route_minhop(struct sim *s, uint16_t *tab, uint32_t nl) {
   uint32_t nsw = s->nswitches, step = s->lmc_mask + 1;
   uint32_t *dist = malloc(sizeof(*dist) * nsw);
   uint32_t *q = malloc(sizeof(*q) * nsw);
@@ -159,7 +210,7 @@ static int route_minhop(struct sim *s) {
         }
         if (best != SIM_LFT_NONE)
           use[&sw->n.ports[best] - s->ports]++;
-        sw->lft[s->nic_lid[d] + o] = best;
+        tab[(size_t)i * nl + s->nic_lid[d] + o] = best;
       }
     }
   }
@@ -257,7 +308,7 @@ static void updn_dist(struct sim *s, struct updn *u, uint32_t leaf) {
   }
 }
 
-static int route_updn(struct sim *s) {
+static int route_updn(struct sim *s, uint16_t *tab, uint32_t nl) {
   uint32_t nsw = s->nswitches, step = s->lmc_mask + 1;
   struct updn u = {malloc(sizeof(uint32_t) * nsw),
                    malloc(sizeof(uint32_t) * nsw),
@@ -300,7 +351,7 @@ static int route_updn(struct sim *s) {
         }
         if (best != SIM_LFT_NONE)
           u.use[&sw->n.ports[best] - s->ports]++;
-        sw->lft[s->nic_lid[d] + o] = best;
+        tab[(size_t)i * nl + s->nic_lid[d] + o] = best;
       }
     }
   }
@@ -318,8 +369,10 @@ out:
 /* The engine the SM recomputes with after a change: up/down stays
  * up/down; ftree falls back to minhop, as OpenSM's does on a fabric that
  * is no longer a full fat-tree. */
-static int route_again(struct sim *s) {
-  return s->cfg.ib.sm.engine == SIM_SM_UPDN ? route_updn(s) : route_minhop(s);
+static int route_again(struct sim *s, uint16_t *tab, uint32_t nl) {
+  memset(tab, 0xFF, sizeof(uint16_t) * nl * s->nswitches);
+  return s->cfg.ib.sm.engine == SIM_SM_UPDN ? route_updn(s, tab, nl)
+                                            : route_minhop(s, tab, nl);
 }
 
 static const char *const engine_names[] = {"ftree", "minhop", "updn"};
@@ -349,6 +402,8 @@ bool sim_sm_master_down(const struct sim *s) {
 void sim_sm_take_over(struct sim *s) {
   struct sim_sm *sm = s->sm;
   uint32_t old = sm->nic;
+  sim_sm_abort(s);
+  sm->ev.part = s->nics[sm->standby].n.part; /* it runs there now */
   sm->nic = sm->standby;
   sm->standby = old;
   sm->info.master_nic = sm->nic;
@@ -356,49 +411,303 @@ void sim_sm_take_over(struct sim *s) {
   sm->info.takeovers++;
 }
 
-int sim_sm_recompute(struct sim *s, uint16_t *staged, sim_time_t *disc,
-                     sim_time_t *compute, sim_time_t *prog, bool all) {
-  struct sim_sm *sm = s->sm;
+/* ---- sweeps as packets ---- */
+
+struct sim_ev *sim_sm_ev(struct sim *s) { return &s->sm->ev; }
+
+/* The SM's timer: the computation's end, or the earliest SMP deadline. */
+static void sm_arm(struct sim *s, struct sim_sm *sm) {
+  sim_time_t t = sm->phase == SM_COMPUTE ? sm->comp_end : SIM_NEVER;
+  for (uint32_t i = 0; i < sm->nslot; i++)
+    if (sm->slot[i].busy && sm->slot[i].deadline < t)
+      t = sm->slot[i].deadline;
+  if (t == SIM_NEVER)
+    sim_ev_cancel(&sm->ev);
+  else if (sm->ev.at != t)
+    sim_schedule(s, &sm->ev, t);
+}
+
+static int rq_push(struct sim_sm *sm, uint32_t node, uint8_t attr,
+                   uint32_t arg) {
+  if (sm->rq_n == sm->rq_cap) {
+    uint32_t cap = sm->rq_cap ? 2 * sm->rq_cap : 256;
+    struct smp_req *q = realloc(sm->rq, sizeof(*q) * cap);
+    if (!q)
+      return -1;
+    sm->rq = q;
+    sm->rq_cap = cap;
+  }
+  sm->rq[sm->rq_n++] = (struct smp_req){node, arg, attr};
+  return 0;
+}
+
+/* Sends slot's SMP on the directed route to its node. */
+static void smp_send(struct sim *s, struct sim_sm *sm, struct smp_slot *sl) {
+  struct sim_pkt *p = sim_pkt_alloc(s);
+  sl->deadline = s->now + s->cfg.ib.sm.smp_timeout;
+  sm->info.sweep_smps++;
+  if (!p)
+    return; /* no descriptor: as if lost, it times out */
+  *p = (struct sim_pkt){.size = SMP_WIRE,
+                        .src = sm->nic,
+                        .flow = sl->tid,
+                        .kind = SIM_PKT_SMP};
+  struct sim_smp *m = sim_smp(p);
+  memset(m, 0, sizeof(*m));
+  m->attr = sl->r.attr;
+  m->arg = sl->r.arg;
+  m->nhops = sm->hops[sl->r.node];
+  for (uint32_t n = sl->r.node, h = m->nhops; h; n = sm->up_node[n])
+    m->path[--h] = sm->up_port[n];
+  if (m->attr == SIM_SMP_LFT_SET)
+    m->lft = sm->want + (size_t)sl->r.node * sm->nlids;
+  struct sim_nic *nic = &s->nics[sm->nic];
+  if (!m->nhops)
+    sim_mad_sma_put(s, &nic->n, p);
+  else
+    sim_mad_nic_send(s, nic, p);
+}
+
+static void phase_done(struct sim *s, struct sim_sm *sm);
+
+/* Fills the free slots from the FIFO; a phase with nothing left ends. */
+static void pump(struct sim *s, struct sim_sm *sm) {
   const struct sim_sm_cfg *c = &s->cfg.ib.sm;
+  for (uint32_t i = 0; i < sm->nslot && sm->rq_head < sm->rq_n; i++) {
+    struct smp_slot *sl = &sm->slot[i];
+    if (sl->busy)
+      continue;
+    *sl = (struct smp_slot){.r = sm->rq[sm->rq_head++],
+                            .tid = sm->gen * sm->nslot + i,
+                            .busy = true};
+    sm->out++;
+    sim_time_t rt = 2 * sm->lat[sl->r.node] + c->smp_proc;
+    if (sl->r.attr == SIM_SMP_LFT_SET) {
+      sm->busy_prog += rt;
+      sm->n_prog++;
+    } else {
+      sm->busy_disc += rt;
+      sm->n_disc++;
+    }
+    smp_send(s, sm, sl);
+  }
+  if (!sm->out && sm->rq_head == sm->rq_n &&
+      (sm->phase == SM_DISCOVER || sm->phase == SM_PROGRAM))
+    phase_done(s, sm);
+}
+
+static void sweep_reset(struct sim_sm *sm) {
+  uint32_t n = sm->nslot;
+  for (uint32_t i = 0; i < n; i++)
+    sm->slot[i].busy = false;
+  sm->out = 0;
+  sm->rq_head = sm->rq_n = 0;
+  sm->gen++; /* answers still on their way match no slot */
+}
+
+static void start_sweep(struct sim *s, struct sim_sm *sm, enum sim_noticed how,
+                        bool all) {
+  uint32_t n = s->nswitches + s->nnics, root = node_ix(s, &s->nics[sm->nic].n);
+  sweep_reset(sm);
+  sm->covers = sim_fail_sweep_begin(s, how);
+  sm->how = how;
+  sm->all = all || s->cfg.routing != SIM_ROUTE_STATIC;
+  sm->phase = SM_DISCOVER;
+  sm->t0 = s->now;
+  sm->busy_disc = sm->busy_prog = 0;
+  sm->n_disc = sm->n_prog = 0;
+  for (uint32_t i = 0; i < n; i++)
+    sm->lat[i] = SIM_NEVER;
+  sm->lat[root] = 0;
+  sm->hops[root] = 0;
+  if (rq_push(sm, root, SIM_SMP_NODE_INFO, 0))
+    fprintf(stderr, "uroce sim: out of memory in the SM\n");
+  pump(s, sm);
+  sm_arm(s, sm);
+}
+
+void sim_sm_sweep(struct sim *s, enum sim_noticed how, bool all) {
+  struct sim_sm *sm = s->sm;
+  if (sm->phase != SM_IDLE) {
+    if (!sm->again || how < sm->again_how)
+      sm->again_how = how;
+    sm->again = true;
+    sm->again_all |= all;
+    return;
+  }
+  start_sweep(s, sm, how, all);
+}
+
+void sim_sm_abort(struct sim *s) {
+  struct sim_sm *sm = s->sm;
+  if (sm->phase == SM_IDLE)
+    return;
+  sweep_reset(sm);
+  sm->phase = SM_IDLE;
+  sim_ev_cancel(&sm->ev);
+  sim_fail_sweep_end(s, sm->covers, 0, 0, 0, false);
+  if (sm->again)
+    sm->again = false;
+}
+
+/* Discovery is over: the routes over the links up, then the computation's
+ * timer. A switch the sweep did not reach keeps its LFT: nobody can
+ * program it. */
+static void compute(struct sim *s, struct sim_sm *sm) {
   uint32_t nl = sm->nlids, nsw = s->nswitches;
-  uint16_t *old = malloc(sizeof(uint16_t) * nl * nsw);
-  sim_time_t *lat0 = sm->lat;
-  sm->lat = 0;
-  if (!old || discover(s, sm)) {
-    free(old);
-    free(sm->lat);
-    sm->lat = lat0;
-    return -1;
+  uint16_t *tab = malloc(sizeof(uint16_t) * nl * nsw);
+  uint16_t **tabs = realloc(sm->tabs, sizeof(*tabs) * (sm->ntabs + 1));
+  if (tabs)
+    sm->tabs = tabs;
+  if (!tab || !tabs || route_again(s, tab, nl)) {
+    fprintf(stderr, "uroce sim: out of memory in the SM; routes stay\n");
+    free(tab);
+    tab = 0;
+  } else {
+    sm->tabs[sm->ntabs++] = tab;
+    for (uint32_t i = 0; i < nsw; i++)
+      if (sm->lat[i] == SIM_NEVER)
+        memcpy(tab + (size_t)i * nl, sm->known + (size_t)i * nl,
+               sizeof(uint16_t) * nl);
   }
-  free(lat0);
-  *disc = sm->discover;
-  for (uint32_t i = 0; i < nsw; i++) {
-    memcpy(old + (size_t)i * nl, s->sws[i].lft, sizeof(uint16_t) * nl);
-    memset(s->sws[i].lft, 0xFF, sizeof(uint16_t) * nl);
-  }
-  int rc = route_again(s);
-  sim_time_t busy = 0;
-  for (uint32_t i = 0; i < nsw; i++) {
-    uint16_t *nw = staged + (size_t)i * nl, *od = old + (size_t)i * nl;
-    /* A switch cut off from the SM keeps its LFT: nobody can program it
-     * (a dead switch, or every switch when the SM's own link is down). */
-    memcpy(nw, sm->lat[i] == SIM_NEVER ? od : s->sws[i].lft,
-           sizeof(uint16_t) * nl);
-    memcpy(s->sws[i].lft, od, sizeof(uint16_t) * nl);
+  sm->want = tab ? tab : sm->known;
+  sm->t_disc = s->now - sm->t0;
+  sm->t_comp = (sim_time_t)nsw * (s->nnics * (s->lmc_mask + 1)) *
+               s->cfg.ib.sm.route_time;
+  sm->phase = SM_COMPUTE;
+  sm->comp_end = s->now + sm->t_comp;
+}
+
+/* The computation is over: an LFT Set for every block that changed
+ * (every block with all) of every switch the sweep reached. */
+static void program_start(struct sim *s, struct sim_sm *sm) {
+  uint32_t nl = sm->nlids;
+  sm->phase = SM_PROGRAM;
+  sm->t_prog0 = s->now;
+  for (uint32_t i = 0; i < s->nswitches; i++) {
     if (sm->lat[i] == SIM_NEVER)
       continue;
+    const uint16_t *nw = sm->want + (size_t)i * nl,
+                   *od = sm->known + (size_t)i * nl;
     for (uint32_t b = 0; b < nl; b += LFT_BLOCK) {
       uint32_t e = b + LFT_BLOCK < nl ? b + LFT_BLOCK : nl;
-      if (all || memcmp(nw + b, od + b, (e - b) * sizeof(uint16_t))) {
-        busy += 2 * sm->lat[i] + c->smp_proc;
-        sm->smps++;
-      }
+      if ((sm->all || memcmp(nw + b, od + b, (e - b) * sizeof(uint16_t))) &&
+          rq_push(sm, i, SIM_SMP_LFT_SET, b / LFT_BLOCK))
+        fprintf(stderr, "uroce sim: out of memory in the SM\n");
     }
   }
-  free(old);
-  *compute = (sim_time_t)nsw * (s->nnics * (s->lmc_mask + 1)) * c->route_time;
-  *prog = busy / (c->max_wire_smps ? c->max_wire_smps : 1);
-  return rc;
+  pump(s, sm);
+}
+
+static void phase_done(struct sim *s, struct sim_sm *sm) {
+  const struct sim_sm_cfg *c = &s->cfg.ib.sm;
+  uint32_t w = c->max_wire_smps ? c->max_wire_smps : 1;
+  if (sm->phase == SM_DISCOVER) {
+    compute(s, sm);
+    return;
+  }
+  sim_time_t prog = s->now - sm->t_prog0;
+  sm->phase = SM_IDLE;
+  sm->info.sweeps++;
+  sm->info.last_discover = sm->t_disc;
+  sm->info.last_program = prog;
+  sm->info.closed_discover = sm->busy_disc / w;
+  sm->info.closed_program = sm->busy_prog / w;
+  sm->info.last_discover_smps = sm->n_disc;
+  sm->info.last_program_smps = sm->n_prog;
+  sim_fail_sweep_end(s, sm->covers, sm->t_disc, sm->t_comp, prog, true);
+  if (sm->again) {
+    sm->again = false;
+    bool all = sm->again_all;
+    sm->again_all = false;
+    if (s->fail && sim_fail_unseen(s))
+      start_sweep(s, sm, sm->again_how, all);
+  }
+}
+
+/* What an answer tells the SM during discovery: a node's kind and ports
+ * (NodeInfo), whether a port is up and where it leads (PortInfo). */
+static void learn(struct sim *s, struct sim_sm *sm, const struct smp_req *r,
+                  const struct sim_smp *m) {
+  struct sim_node *nd = node_at(s, r->node);
+  if (r->attr == SIM_SMP_NODE_INFO) {
+    if (nd->kind == SIM_NODE_SWITCH)
+      rq_push(sm, r->node, SIM_SMP_SWITCH_INFO, 0);
+    for (uint16_t j = 0; j < nd->nports; j++)
+      rq_push(sm, r->node, SIM_SMP_PORT_INFO, j);
+    return;
+  }
+  if (r->attr != SIM_SMP_PORT_INFO || !m->port_up)
+    return;
+  struct sim_port *p = &nd->ports[r->arg];
+  uint32_t o = node_ix(s, p->peer->node);
+  if (sm->lat[o] != SIM_NEVER || sm->hops[r->node] + 1 >= SIM_SMP_HOPS)
+    return;
+  sm->lat[o] = sm->lat[r->node] + p->delay + sim_ser_time(SMP_WIRE, p->rate_bps);
+  sm->up_node[o] = r->node;
+  sm->up_port[o] = (uint16_t)r->arg;
+  sm->hops[o] = (uint8_t)(sm->hops[r->node] + 1);
+  rq_push(sm, o, SIM_SMP_NODE_INFO, 0);
+}
+
+void sim_sm_answer(struct sim *s, struct sim_pkt *p) {
+  struct sim_sm *sm = s->sm;
+  uint32_t i = p->flow % sm->nslot;
+  struct smp_slot *sl = &sm->slot[i];
+  const struct sim_smp *m = sim_smp(p);
+  if (sm->phase == SM_IDLE || !sl->busy || sl->tid != p->flow) {
+    sim_pkt_free(s, p); /* a late answer to an SMP sent again */
+    return;
+  }
+  sl->busy = false;
+  sm->out--;
+  if (sl->r.attr == SIM_SMP_LFT_SET) {
+    size_t o = (size_t)sl->r.node * sm->nlids + sl->r.arg * LFT_BLOCK;
+    uint32_t e = (sl->r.arg + 1) * LFT_BLOCK;
+    e = e < sm->nlids ? e : sm->nlids;
+    memcpy(sm->known + o, sm->want + o,
+           (e - sl->r.arg * LFT_BLOCK) * sizeof(uint16_t));
+  } else {
+    learn(s, sm, &sl->r, m);
+  }
+  sim_pkt_free(s, p);
+  pump(s, sm);
+  sm_arm(s, sm);
+}
+
+void sim_sm_trap_rx(struct sim *s, struct sim_pkt *p) {
+  sim_pkt_free(s, p);
+  s->sm->info.traps++;
+  if (s->fail && sim_fail_unseen(s))
+    sim_sm_sweep(s, SIM_NOTICED_TRAP, false);
+}
+
+/* The SM's timer: the computation ended, or SMPs went unanswered (sent
+ * again, or given up: a node not reached, a block not programmed). */
+void sim_sm_event(struct sim *s) {
+  struct sim_sm *sm = s->sm;
+  const struct sim_sm_cfg *c = &s->cfg.ib.sm;
+  if (sm->phase == SM_COMPUTE && sm->comp_end <= s->now) {
+    program_start(s, sm);
+    sm_arm(s, sm);
+    return;
+  }
+  for (uint32_t i = 0; i < sm->nslot; i++) {
+    struct smp_slot *sl = &sm->slot[i];
+    if (!sl->busy || sl->deadline > s->now)
+      continue;
+    sm->info.smp_timeouts++;
+    if (sl->tries < c->smp_retries) {
+      sl->tries++;
+      sl->tid += sm->nslot * 0x10000u; /* the late answer matches nothing */
+      smp_send(s, sm, sl);
+    } else {
+      sl->busy = false;
+      sm->out--;
+    }
+  }
+  pump(s, sm);
+  sm_arm(s, sm);
 }
 
 /* Programming: every switch gets its LFT blocks, max_wire_smps SMPs in
@@ -589,30 +898,53 @@ int sim_sm_new(struct sim *s, char *err, size_t errlen) {
              c->standby_nic, s->nnics);
     return -1;
   }
+  if (!c->smp_timeout) {
+    snprintf(err, errlen, "infiniband.sm.smp_timeout_us: must be above 0");
+    return -1;
+  }
   struct sim_sm *sm = calloc(1, sizeof(*sm));
   s->sm = sm;
-  if (sm)
+  uint32_t nn = s->nswitches + s->nnics;
+  if (sm) {
     sm->standby = c->standby_nic;
+    sm->nslot = c->max_wire_smps ? c->max_wire_smps : 1;
+    sm->slot = calloc(sm->nslot, sizeof(*sm->slot));
+    sm->up_node = calloc(nn, sizeof(*sm->up_node));
+    sm->up_port = calloc(nn, sizeof(*sm->up_port));
+    sm->hops = calloc(nn, sizeof(*sm->hops));
+    sim_ev_new(&sm->ev, SIM_EV_SM, 0);
+  }
   s->nic_lid = malloc(sizeof(*s->nic_lid) * s->nnics);
-  if (!sm || !s->nic_lid || discover(s, sm)) {
+  if (!sm || !s->nic_lid || !sm->slot || !sm->up_node || !sm->up_port ||
+      !sm->hops || discover(s, sm)) {
     snprintf(err, errlen, "out of memory for the subnet manager");
     return -1;
   }
+  for (uint32_t i = 0; i < nn; i++)
+    sim_ev_new(&node_at(s, i)->sma_ev, SIM_EV_SMA, i);
   assign_lids(s, sm);
+  uint32_t nl = sm->nlids;
+  sm->known = malloc(sizeof(uint16_t) * nl * s->nswitches + 1);
+  if (!sm->known) {
+    snprintf(err, errlen, "out of memory for the LFTs");
+    return -1;
+  }
+  memset(sm->known, 0xFF, sizeof(uint16_t) * nl * s->nswitches);
+  sm->want = sm->known;
+  if (c->engine == SIM_SM_FTREE) {
+    for (uint32_t i = 0; i < s->nswitches; i++)
+      route_ftree(s, &s->sws[i], sm->known + (size_t)i * nl);
+  } else if (route_again(s, sm->known, nl)) {
+    snprintf(err, errlen, "out of memory for the LFTs");
+    return -1;
+  }
   for (uint32_t i = 0; i < s->nswitches; i++) {
-    s->sws[i].lft = malloc(sizeof(uint16_t) * sm->nlids);
+    s->sws[i].lft = malloc(sizeof(uint16_t) * nl);
     if (!s->sws[i].lft) {
       snprintf(err, errlen, "out of memory for the LFTs");
       return -1;
     }
-    memset(s->sws[i].lft, 0xFF, sizeof(uint16_t) * sm->nlids);
-  }
-  if (c->engine == SIM_SM_FTREE) {
-    for (uint32_t i = 0; i < s->nswitches; i++)
-      route_ftree(s, &s->sws[i]);
-  } else if (route_again(s)) {
-    snprintf(err, errlen, "out of memory for the LFTs");
-    return -1;
+    memcpy(s->sws[i].lft, sm->known + (size_t)i * nl, sizeof(uint16_t) * nl);
   }
   sm->compute =
       (sim_time_t)s->nswitches * (s->nnics * (s->lmc_mask + 1)) * c->route_time;
@@ -634,8 +966,19 @@ void sim_sm_del(struct sim *s) {
   if (s->sws)
     for (uint32_t i = 0; i < s->nswitches; i++)
       free(s->sws[i].lft);
-  if (s->sm)
-    free(s->sm->lat);
+  if (s->sm) {
+    struct sim_sm *sm = s->sm;
+    free(sm->lat);
+    free(sm->up_node);
+    free(sm->up_port);
+    free(sm->hops);
+    free(sm->known);
+    for (uint32_t i = 0; i < sm->ntabs; i++)
+      free(sm->tabs[i]);
+    free(sm->tabs);
+    free(sm->rq);
+    free(sm->slot);
+  }
   free(s->sm);
   free(s->nic_lid);
   s->sm = 0;

@@ -40,6 +40,7 @@ struct outcome {
   struct sim_flow *flows;
   struct sim_pause_rec *pauses;
   struct sim_fail_result *fails;
+  struct sim_sm_info sm; /* InfiniBand: the SM's sweeps as packets */
   struct sim_stats st;
   sim_time_t now;
   int done;
@@ -72,6 +73,7 @@ static void take(struct sim *s, int done, struct outcome *o) {
   const struct sim_coll_result *cr = sim_coll_results(s, &o->ncoll);
   for (uint32_t i = 0; i < o->ncoll && i < SIM_COLL_MAX_SIZES; i++)
     o->coll[i] = cr[i];
+  sim_sm_info(s, &o->sm);
   const struct sim_fail_result *r = sim_fail_results(s, &o->nfail);
   o->fails = calloc(o->nfail + 1, sizeof(*o->fails));
   for (uint32_t i = 0; o->fails && i < o->nfail; i++) {
@@ -89,6 +91,7 @@ static bool same(const struct outcome *a, const struct outcome *b) {
     ok = !memcmp(&a->flows[i], &b->flows[i], sizeof(a->flows[i]));
   for (uint32_t i = 0; ok && i < a->npause; i++)
     ok = !memcmp(&a->pauses[i], &b->pauses[i], sizeof(a->pauses[i]));
+  ok = ok && !memcmp(&a->sm, &b->sm, sizeof(a->sm));
   for (uint32_t i = 0; ok && i < a->nfail; i++)
     ok = !memcmp(&a->fails[i], &b->fails[i], sizeof(a->fails[i]));
   if (!ok)
@@ -274,6 +277,48 @@ static void test_infiniband(void) {
   c.wl.kind = SIM_WL_NONE;
   c.routing = SIM_ROUTE_STATIC;
   check_same("infiniband incast", &c, incast, SIM_NEVER);
+  /* The SM's sweeps as packets: a spine dies (traps from its
+   * neighbours), a link flaps with its trap lost (the periodic sweep
+   * sees it), under a permutation on static routes and on adaptive. The
+   * SM runs where NIC 0 is, the SMAs where their nodes are, and the LFT
+   * Sets change each switch's table in its partition. */
+  leaf_spine(&c);
+  c.fabric = SIM_FABRIC_IB;
+  c.routing = SIM_ROUTE_STATIC;
+  c.wl.kind = SIM_WL_PERMUTATION;
+  c.wl.bytes = 2 << 20;
+  c.recovery.trap = 2 * SIM_US;
+  c.ib.sm.sweep_interval = 150 * SIM_US;
+  c.ib.sm.smp_timeout = 20 * SIM_US; /* SMPs lost on the flapping link */
+  c.nfail = 2;
+  c.fail[0] =
+      (struct sim_failure){.kind = SIM_FAIL_SWITCH, .sw = 4, .at = 30 * SIM_US};
+  c.fail[1] = (struct sim_failure){.kind = SIM_FAIL_LINK,
+                                   .sw = 1,
+                                   .port = 5,
+                                   .at = 90 * SIM_US,
+                                   .up_after = 40 * SIM_US,
+                                   .trap_lost = true};
+  run(&c, 1, 0, SIM_NEVER, &a);
+  printf("infiniband SM sweeps: %u sweeps, %llu SMPs (%llu timed out), "
+         "%llu traps, VL15 %llu packets (%llu lost); recoveries %.3f %.3f "
+         "%.3f us\n",
+         a.sm.sweeps, (unsigned long long)a.sm.sweep_smps,
+         (unsigned long long)a.sm.smp_timeouts,
+         (unsigned long long)a.sm.traps, (unsigned long long)a.st.vl15_pkts,
+         (unsigned long long)a.st.vl15_lost,
+         a.nfail > 0 ? (double)(a.fails[0].installed - a.fails[0].at) / 1e6 : 0,
+         a.nfail > 1 ? (double)(a.fails[1].installed - a.fails[1].at) / 1e6 : 0,
+         a.nfail > 2 ? (double)(a.fails[2].installed - a.fails[2].at) / 1e6 : 0);
+  CHECK(a.sm.sweeps >= 2 && a.st.vl15_pkts > 0);
+  CHECK_EQ(a.nfail, 3);
+  CHECK_EQ(a.st.flows_done, 16);
+  outcome_free(&a);
+  check_same("infiniband SM sweeps after failures, static", &c, 0,
+             SIM_NEVER);
+  c.routing = SIM_ROUTE_ADAPTIVE;
+  check_same("infiniband SM sweeps after failures, adaptive", &c, 0,
+             SIM_NEVER);
 }
 
 /* Collectives: a ring allreduce over 16 ranks placed at random; servers
