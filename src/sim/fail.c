@@ -8,7 +8,7 @@
  * change whose trap is lost waits for a sweep: another change's, or the
  * SM's next periodic one. When the master SM's own link goes down, no trap
  * reaches it and it sweeps nothing; a standby SM notices by its polls and
- * takes over with a sweep of its own. The transport recovers the lost
+ * takes over with a sweep of its own (sm.c). The transport recovers the lost
  * packets. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 
 #include "sim/sim_int.h"
 
-enum { FE_CHANGE, FE_INSTALL, FE_SWEEP, FE_TAKEOVER, FE_TRAP };
+enum { FE_CHANGE, FE_INSTALL, FE_SWEEP, FE_TRAP };
 
 struct fail_ev {
   struct sim_ev ev;
@@ -30,7 +30,6 @@ struct sim_fail {
    * their traps (InfiniBand) */
   struct fail_ev ev[SIM_FAIL_MAX][6];
   struct fail_ev sweep; /* the next periodic SM sweep, while one is due */
-  struct fail_ev takeover; /* the standby's, while the master is cut off */
   uint32_t unseen;      /* results no SM sweep has seen yet, a bit each */
   struct sim_fail_result res[2 * SIM_FAIL_MAX];
   struct fail_ev *res_ins[2 * SIM_FAIL_MAX]; /* each result's install */
@@ -287,8 +286,6 @@ void sim_fail_sweep_end(struct sim *s, uint32_t covers, sim_time_t disc,
   }
 }
 
-static void standby_watch(struct sim *s);
-
 static void change(struct sim *s, struct fail_ev *fe) {
   struct sim_fail *fl = s->fail;
   const struct sim_failure *f = &s->cfg.fail[fe->idx];
@@ -332,12 +329,10 @@ static void change(struct sim *s, struct fail_ev *fe) {
   fl->unseen |= 1u << ri;
   if (sim_sm_master_down(s)) {
     /* No trap reaches the master and it sweeps nothing (a sweep running
-     * stops): a standby's polls go unanswered. */
+     * stops); a standby's polls go unanswered (sm.c). */
     sim_sm_abort(s);
-    standby_watch(s);
     return;
   }
-  sim_ev_cancel(&fl->takeover.ev); /* the master answers polls again */
   /* The trap goes trap_us after the change and starts a sweep that sees
    * every change so far, if it reaches the SM; else the next periodic
    * sweep will (a sweep at t sees t's changes). */
@@ -381,43 +376,12 @@ static void periodic_sweep(struct sim *s) {
     sim_sm_sweep(s, SIM_NOTICED_SWEEP, false);
 }
 
-/* The standby (if any, and its own link up) polls the master every
- * polling timeout from time 0; the first poll after now goes unanswered,
- * and it takes over at the polling_retries-th in a row. */
-static bool standby_up(const struct sim *s) {
-  uint32_t sb = sim_sm_standby(s);
-  return sb != UINT32_MAX && !s->nics[sb].port.down;
-}
-
-static void standby_watch(struct sim *s) {
-  struct sim_fail *fl = s->fail;
-  const struct sim_sm_cfg *c = &s->cfg.ib.sm;
-  if (!standby_up(s) || fl->takeover.ev.at != SIM_NEVER || !c->polling_timeout)
-    return;
-  sim_time_t t = c->polling_timeout,
-             first = (s->now / t + 1) * t; /* the first unanswered poll */
-  sim_schedule(s, &fl->takeover.ev, first + (c->polling_retries - 1) * t);
-}
-
-/* The standby takes over: it is the master from now on, sweeps the whole
- * fabric from its NIC and programs every LFT block (it knows none); the
- * changes no SM has seen are installed with it. */
-static void take_over(struct sim *s) {
-  if (!sim_sm_master_down(s) || !standby_up(s))
-    return;
-  sim_sm_take_over(s);
-  if (s->fail->unseen)
-    sim_sm_sweep(s, SIM_NOTICED_STANDBY, true);
-}
-
 void sim_fail_event(struct sim *s, struct sim_ev *ev) {
   struct fail_ev *fe = container_of(ev, struct fail_ev, ev);
   if (fe->what == FE_INSTALL)
     install(s, fe);
   else if (fe->what == FE_SWEEP)
     periodic_sweep(s);
-  else if (fe->what == FE_TAKEOVER)
-    take_over(s);
   else if (fe->what == FE_TRAP)
     send_trap(s, fe);
   else
@@ -498,8 +462,6 @@ int sim_fail_new(struct sim *s, char *err, size_t errlen) {
     }
   sim_ev_new(&fl->sweep.ev, SIM_EV_FAIL, (uint64_t)SIM_FAIL_MAX * 6);
   fl->sweep.what = FE_SWEEP;
-  sim_ev_new(&fl->takeover.ev, SIM_EV_FAIL, (uint64_t)SIM_FAIL_MAX * 6 + 1);
-  fl->takeover.what = FE_TAKEOVER;
   for (uint32_t i = 0; i < c->nfail; i++) {
     sim_schedule(s, &fl->ev[i][0].ev, c->fail[i].at);
     if (c->fail[i].up_after)

@@ -1,5 +1,6 @@
 /* InfiniBand management traffic as packets on VL15: directed-route SMPs
- * from the SM to every node's SMA and back, LFT Sets, and traps LID-routed
+ * from the SM to every node's SMA and back, LFT Sets, the standby SM's
+ * SMInfo polls of the master (directed route too), and traps LID-routed
  * to the SM. VL15 is served first at every egress (after the frame on
  * the wire), takes no credits and is not arbitrated; a switch holds the
  * VL15 packets that came in through a port in a small buffer
@@ -96,7 +97,9 @@ void sim_mad_nic_rx(struct sim *s, struct sim_nic *nic, struct sim_pkt *p) {
   if (m->attr == SIM_SMP_TRAP) {
     sim_sm_trap_rx(s, p);
   } else if (p->flags & SIM_PF_RESP) {
-    if (p->src == nic->n.id)
+    if (m->attr == SIM_SMP_SM_INFO)
+      sim_sm_poll_answer(s, nic, p);
+    else if (p->src == nic->n.id)
       sim_sm_answer(s, p);
     else
       sim_mad_lost(s, p); /* the SM moved: nobody waits for it */
@@ -134,6 +137,11 @@ void sim_mad_sma_put(struct sim *s, struct sim_node *node, struct sim_pkt *p) {
 static void sma_answer(struct sim *s, struct sim_node *node,
                        struct sim_pkt *p) {
   struct sim_smp *m = sim_smp(p);
+  if (m->attr == SIM_SMP_SM_INFO &&
+      (node->kind != SIM_NODE_NIC || !sim_sm_on(s, node->id))) {
+    sim_mad_lost(s, p); /* no SM here to answer SMInfo */
+    return;
+  }
   p->flags |= SIM_PF_RESP;
   if (m->attr == SIM_SMP_PORT_INFO) {
     const struct sim_port *q = m->arg < node->nports ? &node->ports[m->arg] : 0;

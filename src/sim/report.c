@@ -869,9 +869,14 @@ static int write_summary(const struct sim *s, const char *dir, bool repro,
                 (unsigned long long)sm.traps, (double)sm.last_discover / 1e6,
                 (double)sm.last_program / 1e6);
       if (c->ib.sm.standby_nic != UINT32_MAX) {
-        /* With a standby: where the master runs, when it took over. */
-        fprintf(f, ", \"standby_nic\": %u, \"master_nic\": %u",
-                c->ib.sm.standby_nic, sm.master_nic);
+        /* With a standby: where the master runs, its SMInfo polls (VL15
+         * packets), when it took over. */
+        fprintf(f,
+                ", \"standby_nic\": %u, \"master_nic\": %u, "
+                "\"standby_polls\": %llu, \"standby_polls_unanswered\": %llu",
+                c->ib.sm.standby_nic, sm.master_nic,
+                (unsigned long long)sm.standby_polls,
+                (unsigned long long)sm.standby_polls_unanswered);
         if (sm.takeovers)
           fprintf(f, ", \"standby_took_over_us\": %.3f",
                   (double)sm.took_over / 1e6);

@@ -1004,6 +1004,9 @@ void sim_dispatch(struct sim *s, struct sim_ev *ev) {
   case SIM_EV_SM:
     sim_sm_event(s);
     break;
+  case SIM_EV_SM_POLL:
+    sim_sm_poll_event(s);
+    break;
   case SIM_EV_FLOW_START: {
     struct sim_flow_int *fi = container_of(ev, struct sim_flow_int, start_ev);
     struct sim_nic *nic = &s->nics[fi->f.src];
@@ -1068,6 +1071,8 @@ int sim_run(struct sim *s, sim_time_t until) {
     s->wall_start = s->last_progress = t0;
   if (!sim_run_done(s)) /* flows were added since it finished */
     s->done_end = 0;
+  if (s->sm) /* the standby's polls run while a workload does */
+    sim_sm_poll_arm(s);
   int64_t n = -1;
   if (sim_threads(s, 0) > 1) {
     char err[256] = "";

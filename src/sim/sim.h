@@ -86,10 +86,11 @@ struct sim_sm_cfg {
    * periodic sweeps, OpenSM's meaning of 0. Default 10 s, OpenSM's. */
   sim_time_t sweep_interval;
   /* A standby SM on NIC standby_nic (UINT32_MAX: none; the master runs on
-   * NIC 0): it polls the master's SMInfo every polling_timeout and takes
-   * over after polling_retries polls in a row go unanswered (OpenSM's
-   * sminfo_polling_timeout, 10 s, and polling_retry_number, 4), then
-   * sweeps the fabric from its own NIC. */
+   * NIC 0): it sends the master an SMInfo Get (a directed-route SMP on
+   * VL15) every polling_timeout and takes over when polling_retries polls
+   * in a row had no answer by the next one (OpenSM's
+   * sminfo_polling_timeout, 10 s, and polling_retry_number, 4) and the
+   * master is not reachable, then sweeps the fabric from its own NIC. */
   uint32_t standby_nic;
   sim_time_t polling_timeout;
   uint32_t polling_retries;
@@ -448,6 +449,9 @@ struct sim_sm_info {
   uint32_t master_nic;
   sim_time_t took_over;
   uint32_t takeovers;
+  /* The standby's SMInfo polls: sent (one per polling_timeout while its
+   * link is up), and those with no answer by the next. */
+  uint64_t standby_polls, standby_polls_unanswered;
   /* Sweeps after the start, simulated packet by packet: how many, the
    * SMPs they sent (retries included), those that timed out, traps that
    * reached the SM. The last sweep's discovery and programming as the

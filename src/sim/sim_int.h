@@ -94,6 +94,7 @@ enum sim_ev_kind {
   SIM_EV_PORT_FC_RX,   /* InfiniBand: credits a port waits for arrive */
   SIM_EV_SMA,          /* InfiniBand: a node's SMA answers an SMP */
   SIM_EV_SM,           /* InfiniBand: the SM's timers (compute, SMP timeouts) */
+  SIM_EV_SM_POLL,      /* InfiniBand: the standby SM polls the master */
   SIM_EV_NKINDS
 };
 /* A kind takes 5 bits of the key, below SIM_KEY_GLOBAL (heap.h). */
@@ -106,7 +107,8 @@ _Static_assert(SIM_EV_NKINDS <= 32 && SIM_KEY_GLOBAL == 1ull << (SIM_KEY_KIND_SH
 static inline bool sim_ev_kind_global(unsigned kind) {
   return kind == SIM_EV_FLOW_START || kind == SIM_EV_SAMPLE ||
          kind == SIM_EV_COLL_START || kind == SIM_EV_FAIL ||
-         kind == SIM_EV_RETRY || kind == SIM_EV_COLL_CONNECT;
+         kind == SIM_EV_RETRY || kind == SIM_EV_COLL_CONNECT ||
+         kind == SIM_EV_SM_POLL;
 }
 
 /* The key of event kind for the idx-th object of its kind. */
@@ -556,13 +558,11 @@ void sim_sm_check(struct sim *s, struct sim_sm_info *out);
 #define SIM_LFT_NONE 0xFFFFu
 
 uint32_t sim_sm_nlids(const struct sim *s);
-/* The NIC the master SM runs on, whether it is cut off (its link down),
- * and the standby taking over at s's now: it is the master from then on
- * (the old master, should it come back, its standby). */
+/* The NIC the master SM runs on, the standby's, and whether the master
+ * is cut off (its link down). */
 uint32_t sim_sm_master(const struct sim *s);
 uint32_t sim_sm_standby(const struct sim *s); /* UINT32_MAX: none */
 bool sim_sm_master_down(const struct sim *s);
-void sim_sm_take_over(struct sim *s);
 
 /* mad.c: management packets on VL15 (SMPs, traps) through ports and
  * SMAs. A management packet arrived at switch sw through in. */
@@ -596,6 +596,7 @@ enum sim_smp_attr {
   SIM_SMP_PORT_INFO,
   SIM_SMP_LFT_SET,
   SIM_SMP_TRAP,
+  SIM_SMP_SM_INFO, /* the standby's poll of the master SM */
 };
 struct sim_smp {
   union {
@@ -619,6 +620,15 @@ static inline struct sim_smp *sim_smp(struct sim_pkt *p) {
 void sim_sm_answer(struct sim *s, struct sim_pkt *p);
 void sim_sm_trap_rx(struct sim *s, struct sim_pkt *p);
 void sim_sm_event(struct sim *s);
+/* The standby SM's SMInfo polls: its timer (a global event, every
+ * polling_timeout), an answer back at its NIC, whether an SM (master or
+ * standby) runs on NIC nic (its SMA answers SMInfo), and the timer armed
+ * again at the next multiple of polling_timeout (sim_run: a workload was
+ * added). */
+void sim_sm_poll_event(struct sim *s);
+void sim_sm_poll_answer(struct sim *s, struct sim_nic *nic, struct sim_pkt *p);
+bool sim_sm_on(const struct sim *s, uint32_t nic);
+void sim_sm_poll_arm(struct sim *s);
 /* A sweep of the changes no sweep has seen yet (fail.c's unseen ones)
  * starts now, or once the sweep running ends; every LFT block is
  * programmed with all. */

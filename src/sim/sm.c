@@ -39,8 +39,24 @@ struct smp_slot {
   bool busy;
 };
 
+/* The standby's SMInfo polls, as OpenSM's (osm_sm_state_mgr.c): a timer
+ * every polling_timeout sends the master a SubnGet(SMInfo) on the
+ * directed route of the standby's last discovery; a poll whose answer has
+ * not come back by the next tick is unanswered. */
+struct sm_poll {
+  struct sim_ev ev; /* a global event: a takeover moves the SM */
+  uint16_t path[SIM_SMP_HOPS];
+  uint8_t nhops;
+  bool have_path;  /* the standby knows a route to the master */
+  bool out;        /* a poll was sent at the last tick ... */
+  bool answered;   /* ... and its answer came back */
+  uint32_t tid;    /* the outstanding poll's (its answer carries it) */
+  uint32_t missed; /* polls in a row without an answer */
+};
+
 struct sim_sm {
   uint32_t nic, standby; /* the master's NIC; the standby's or UINT32_MAX */
+  struct sm_poll poll;
   uint32_t nlids, nsw_lid0;
   uint64_t smps;
   sim_time_t discover, compute, program;
@@ -399,18 +415,6 @@ bool sim_sm_master_down(const struct sim *s) {
   return s->sm && s->nics[s->sm->nic].port.down;
 }
 
-void sim_sm_take_over(struct sim *s) {
-  struct sim_sm *sm = s->sm;
-  uint32_t old = sm->nic;
-  sim_sm_abort(s);
-  sm->ev.part = s->nics[sm->standby].n.part; /* it runs there now */
-  sm->nic = sm->standby;
-  sm->standby = old;
-  sm->info.master_nic = sm->nic;
-  sm->info.took_over = s->now;
-  sm->info.takeovers++;
-}
-
 /* ---- sweeps as packets ---- */
 
 struct sim_ev *sim_sm_ev(struct sim *s) { return &s->sm->ev; }
@@ -722,6 +726,175 @@ static void program(struct sim *s, struct sim_sm *sm) {
   sm->program = busy / (c->max_wire_smps ? c->max_wire_smps : 1);
 }
 
+/* ---- the standby's SMInfo polls ---- */
+
+/* A directed route over the links up from NIC `from` to NIC `to`,
+ * breadth first by port order as discovery goes (the standby's own
+ * discovery); false if there is none within SIM_SMP_HOPS. */
+static bool dr_route(struct sim *s, uint32_t from, uint32_t to, uint16_t *path,
+                     uint8_t *nhops) {
+  uint32_t n = s->nswitches + s->nnics;
+  uint32_t *prev = malloc(sizeof(*prev) * n), *q = malloc(sizeof(*q) * n);
+  uint16_t *via = malloc(sizeof(*via) * n);
+  uint8_t *hop = malloc(n);
+  bool found = false;
+  if (!prev || !q || !via || !hop)
+    goto out;
+  for (uint32_t i = 0; i < n; i++)
+    prev[i] = UINT32_MAX;
+  uint32_t root = node_ix(s, &s->nics[from].n),
+           dst = node_ix(s, &s->nics[to].n);
+  uint32_t head = 0, tail = 0;
+  prev[root] = root;
+  hop[root] = 0;
+  q[tail++] = root;
+  while (head < tail && prev[dst] == UINT32_MAX) {
+    uint32_t x = q[head++];
+    struct sim_node *nd = node_at(s, x);
+    if ((x != root && nd->kind == SIM_NODE_NIC) || hop[x] == SIM_SMP_HOPS)
+      continue; /* a route goes on through switches only */
+    for (uint16_t j = 0; j < nd->nports; j++) {
+      struct sim_port *p = &nd->ports[j];
+      if (!p->peer || p->down)
+        continue;
+      uint32_t o = node_ix(s, p->peer->node);
+      if (prev[o] != UINT32_MAX)
+        continue;
+      prev[o] = x;
+      via[o] = j;
+      hop[o] = (uint8_t)(hop[x] + 1);
+      q[tail++] = o;
+    }
+  }
+  if ((found = prev[dst] != UINT32_MAX)) {
+    *nhops = hop[dst];
+    for (uint32_t x = dst; x != root; x = prev[x])
+      path[hop[x] - 1] = via[x];
+  }
+out:
+  free(prev);
+  free(q);
+  free(via);
+  free(hop);
+  return found;
+}
+
+static bool poll_route(struct sim *s, struct sim_sm *sm) {
+  struct sm_poll *pl = &sm->poll;
+  pl->have_path = dr_route(s, sm->standby, sm->nic, pl->path, &pl->nhops);
+  return pl->have_path;
+}
+
+bool sim_sm_on(const struct sim *s, uint32_t nic) {
+  return s->sm && (s->sm->nic == nic || s->sm->standby == nic);
+}
+
+/* The standby becomes the master: the old one, should it come back, is
+ * its standby. The SM's timer moves to the new master's partition (this
+ * runs in a global event). A sweep the old master ran stops; the new one
+ * sweeps the fabric and programs every block (it knows none) if some
+ * change is not seen yet. */
+static void take_over(struct sim *s, struct sim_sm *sm) {
+  uint32_t old = sm->nic;
+  sim_sm_abort(s);
+  sm->ev.part = s->nics[sm->standby].n.part;
+  sm->nic = sm->standby;
+  sm->standby = old;
+  sm->info.master_nic = sm->nic;
+  sm->info.took_over = s->now;
+  sm->info.takeovers++;
+  poll_route(s, sm); /* the old master's, to the new one */
+  if (s->fail && sim_fail_unseen(s))
+    sim_sm_sweep(s, SIM_NOTICED_STANDBY, true);
+}
+
+/* A SubnGet(SMInfo) from the standby's NIC to the master's on the
+ * directed route; with no route it is as good as lost. */
+static void poll_send(struct sim *s, struct sim_sm *sm) {
+  struct sm_poll *pl = &sm->poll;
+  pl->out = true;
+  pl->answered = false;
+  pl->tid++;
+  sm->info.standby_polls++;
+  struct sim_pkt *p = pl->have_path ? sim_pkt_alloc(s) : 0;
+  if (!p)
+    return;
+  *p = (struct sim_pkt){.size = SMP_WIRE,
+                        .src = sm->standby,
+                        .dst = sm->nic,
+                        .flow = pl->tid,
+                        .kind = SIM_PKT_SMP};
+  struct sim_smp *m = sim_smp(p);
+  memset(m, 0, sizeof(*m));
+  m->attr = SIM_SMP_SM_INFO;
+  m->nhops = pl->nhops;
+  memcpy(m->path, pl->path, sizeof(m->path));
+  sim_mad_nic_send(s, &s->nics[sm->standby], p);
+}
+
+static bool workload_running(const struct sim *s) {
+  return (s->coll || s->nflows) && !sim_run_done(s);
+}
+
+/* The standby's tick (OpenSM's osm_sm_state_mgr_polling_callback): the
+ * last poll unanswered counts one more in a row, an answer clears the
+ * count; at polling_retries in a row the standby goes discovering, as
+ * OpenSM's does: it takes over if the master cannot be reached, else it
+ * polls on the route it found. A standby whose own link is down polls
+ * nothing and starts afresh when it is back. The timer runs while there
+ * is a workload (sim_run arms it again). */
+void sim_sm_poll_event(struct sim *s) {
+  struct sim_sm *sm = s->sm;
+  struct sm_poll *pl = &sm->poll;
+  const struct sim_sm_cfg *c = &s->cfg.ib.sm;
+  if (s->nics[sm->standby].port.down) {
+    pl->out = pl->have_path = false;
+    pl->missed = 0;
+  } else {
+    if (pl->out && pl->answered) {
+      pl->missed = 0;
+    } else if (pl->out) {
+      pl->missed++;
+      sm->info.standby_polls_unanswered++;
+    }
+    pl->out = false;
+    bool took = false;
+    if (pl->missed >= c->polling_retries) {
+      pl->missed = 0;
+      if ((took = !poll_route(s, sm)))
+        take_over(s, sm);
+    } else if (!pl->have_path) {
+      poll_route(s, sm); /* back up: it discovers the master again */
+    }
+    if (!took)
+      poll_send(s, sm);
+  }
+  if (workload_running(s))
+    sim_schedule(s, &pl->ev, s->now + c->polling_timeout);
+}
+
+void sim_sm_poll_arm(struct sim *s) {
+  struct sim_sm *sm = s->sm;
+  sim_time_t t = s->cfg.ib.sm.polling_timeout;
+  if (!sm || sm->standby == UINT32_MAX || !t || sm->poll.ev.at != SIM_NEVER ||
+      !workload_running(s))
+    return;
+  sm->poll.out = false; /* the timer stopped: nothing is outstanding */
+  sm->poll.missed = 0;
+  sim_schedule(s, &sm->poll.ev, (s->now + t - 1) / t * t);
+}
+
+/* The master's answer is back at the standby's NIC: it counts if it
+ * answers the poll outstanding. */
+void sim_sm_poll_answer(struct sim *s, struct sim_nic *nic, struct sim_pkt *p) {
+  struct sim_sm *sm = s->sm;
+  struct sm_poll *pl = &sm->poll;
+  if (nic->n.id == sm->standby && p->dst == sm->nic && pl->out &&
+      p->flow == pl->tid)
+    pl->answered = true;
+  sim_pkt_free(s, p);
+}
+
 /* ---- checks ---- */
 
 /* Channels are switch-to-switch egress ports (index in s->ports); the
@@ -898,6 +1071,11 @@ int sim_sm_new(struct sim *s, char *err, size_t errlen) {
              c->standby_nic, s->nnics);
     return -1;
   }
+  if (c->standby_nic == 0) {
+    snprintf(err, errlen,
+             "infiniband.sm.standby_nic: NIC 0 runs the master SM");
+    return -1;
+  }
   if (!c->smp_timeout) {
     snprintf(err, errlen, "infiniband.sm.smp_timeout_us: must be above 0");
     return -1;
@@ -913,6 +1091,7 @@ int sim_sm_new(struct sim *s, char *err, size_t errlen) {
     sm->up_port = calloc(nn, sizeof(*sm->up_port));
     sm->hops = calloc(nn, sizeof(*sm->hops));
     sim_ev_new(&sm->ev, SIM_EV_SM, 0);
+    sim_ev_new(&sm->poll.ev, SIM_EV_SM_POLL, 0);
   }
   s->nic_lid = malloc(sizeof(*s->nic_lid) * s->nnics);
   if (!sm || !s->nic_lid || !sm->slot || !sm->up_node || !sm->up_port ||
@@ -958,7 +1137,15 @@ int sim_sm_new(struct sim *s, char *err, size_t errlen) {
   in->compute = sm->compute;
   in->program = sm->program;
   in->took_over = SIM_NEVER;
+  in->master_nic = sm->nic;
   sim_sm_check(s, in);
+  if (sm->standby != UINT32_MAX && !poll_route(s, sm)) {
+    snprintf(err, errlen,
+             "infiniband.sm.standby_nic: NIC %u has no directed route of at "
+             "most %d hops to the master's NIC %u",
+             sm->standby, SIM_SMP_HOPS, sm->nic);
+    return -1;
+  }
   return 0;
 }
 

@@ -507,18 +507,31 @@ static void test_host_link_for_good(void) {
   host_for_good(false, true, 6, 2);
 }
 
-/* The master SM runs on NIC 0. Its host link goes down for good at 100
- * us, and a leaf-0 up-link on flow 0's path (host 1 to host 5) at 150 us:
- * no trap reaches a master cut off, so nothing recovers the flow's path
- * until a standby SM on NIC 7 (polling every 100 us, 3 unanswered polls)
- * takes over: polls at 200, 300 and 400 us go unanswered, it takes over
- * at 400 us and its sweep installs routes around the dead link (recovery
- * exactly 400 - 150 + sweep + compute + program); the flow then delivers
- * every byte. Without a standby the routes never change and the flow
- * does not finish; if the master's link is back at 250 us, before the
- * third poll, there is no takeover and the trap of its coming back starts
- * the master's own sweep. */
-static void standby_case(uint32_t standby, sim_time_t master_up) {
+/* The master SM runs on NIC 0. Its host link goes down for good at `down`
+ * (100 us), and a leaf-0 up-link on flow 0's path (host 1 to host 5) at
+ * 150 us: no trap reaches a master cut off, so nothing recovers the flow's
+ * path until a standby SM on NIC 7 takes over. It polls every T = 100 us
+ * from 0 with an SMInfo Get on the directed route NIC 7, leaf 1, spine 0,
+ * leaf 0, NIC 0 (4 hops of 1 us + 23.36 ns); a poll unanswered at the next
+ * tick counts, and at the third in a row it takes over:
+ *
+ *   takeover = t_u + polling_retries x T
+ *
+ * where t_u is the first poll whose answer had not crossed NIC 0's link
+ * when it failed. Down at 100 us: the poll of 100 us reaches leaf 0 at
+ * 103.070 us, after the link went, so t_u = 100 and the takeover is at
+ * exactly 400 us (polls of 100, 200, 300 unanswered; the computed model
+ * before took the first poll after the failure, 200, and the third poll,
+ * 400, itself). Down at 130 us: the poll of 100 us was back at 109.187 us
+ * (2 x 4.093 + 1 us of SMA), t_u = 200 and the takeover is at 500 us.
+ * The standby's sweep installs routes around the dead link (recovery
+ * exactly takeover - 150 + sweep + compute + program); the flow then
+ * delivers every byte. Without a standby the routes never change and the
+ * flow does not finish; if the master's link is back at 250 us, the poll
+ * of 300 us is answered and there is no takeover, and the trap of its
+ * coming back starts the master's own sweep. */
+static void standby_case(uint32_t standby, sim_time_t down,
+                         sim_time_t master_up) {
   struct sim_cfg c;
   base(&c, true);
   c.tp.retry_cnt = 3;
@@ -527,12 +540,12 @@ static void standby_case(uint32_t standby, sim_time_t master_up) {
   c.ib.sm.polling_retries = 3;
   uint16_t up = leaf0_up(&c, 1, 5); /* flow 0's */
   c.nfail = 2;
-  c.fail[0] = (struct sim_failure){.kind = SIM_FAIL_LINK,
-                                   .sw = 0,
-                                   .port = 0,
-                                   .at = 100 * SIM_US,
-                                   .up_after = master_up ? master_up - 100 * SIM_US
-                                                         : 0};
+  c.fail[0] =
+      (struct sim_failure){.kind = SIM_FAIL_LINK,
+                           .sw = 0,
+                           .port = 0,
+                           .at = down,
+                           .up_after = master_up ? master_up - down : 0};
   c.fail[1] = (struct sim_failure){
       .kind = SIM_FAIL_LINK, .sw = 0, .port = up, .at = 150 * SIM_US};
   struct sim *s = mk(&c);
@@ -560,6 +573,9 @@ static void standby_case(uint32_t standby, sim_time_t master_up) {
            (double)f->finish / 1e6);
     CHECK_EQ(sm.takeovers, 0);
     CHECK_EQ(sm.master_nic, 0);
+    /* the polls of 100 and 200 us were lost, that of 300 us answered */
+    CHECK_EQ(sm.standby_polls_unanswered, 2);
+    CHECK(sm.standby_polls > 3);
     CHECK(e->noticed == SIM_NOTICED_TRAP);
     CHECK_EQ(e->installed, r[2].installed);
     /* the trap of the master's link coming up: trap_us and one hop */
@@ -578,18 +594,33 @@ static void standby_case(uint32_t standby, sim_time_t master_up) {
     CHECK(e->noticed == SIM_NOTICED_NOT_YET);
     CHECK(f->finish == SIM_NEVER);
   } else {
-    sim_time_t takeover = 400 * SIM_US;
-    printf("ib, master SM cut off at 100 us, standby on NIC %u took over at "
-           "%.3f us (master NIC now %u); the link down at 150 us installed "
-           "at %.3f us (detect %.3f, sweep %.3f, compute %.3f, program "
-           "%.3f); %llu packets lost; flow done at %.1f us\n",
-           standby, (double)sm.took_over / 1e6, sm.master_nic,
+    const sim_time_t T = c.ib.sm.polling_timeout;
+    /* the poll of the tick before `down` is lost if its answer had not
+     * crossed NIC 0's link (4 hops there, the SMA, 1 hop back) */
+    const sim_time_t hop = 1 * SIM_US + 23360;
+    sim_time_t tick = down / T * T;
+    sim_time_t t_u = down < tick + 5 * hop + c.ib.sm.smp_proc ? tick : tick + T;
+    sim_time_t takeover = t_u + c.ib.sm.polling_retries * T;
+    printf("ib, master SM cut off at %.0f us, standby on NIC %u took over "
+           "at %.3f us (closed form %.3f; %llu polls, %llu unanswered; master "
+           "NIC now %u); the link down at 150 us installed at %.3f us "
+           "(detect %.3f, sweep %.3f, compute %.3f, program %.3f); %llu "
+           "packets lost; flow done at %.1f us\n",
+           (double)down / 1e6, standby, (double)sm.took_over / 1e6,
+           (double)takeover / 1e6, (unsigned long long)sm.standby_polls,
+           (unsigned long long)sm.standby_polls_unanswered, sm.master_nic,
            (double)e->installed / 1e6, (double)e->detect / 1e6,
            (double)e->sweep / 1e6, (double)e->compute / 1e6,
            (double)e->program / 1e6, (unsigned long long)e->lost_pkts,
            (double)f->finish / 1e6);
     CHECK_EQ(sm.takeovers, 1);
     CHECK_EQ(sm.took_over, takeover);
+    CHECK_EQ(takeover, down == 100 * SIM_US ? 400 * SIM_US : 500 * SIM_US);
+    /* polls from 0 to the last before the takeover; the standby is NIC 0
+     * then, cut off, and polls nothing */
+    CHECK_EQ(sm.standby_polls, takeover / T);
+    CHECK_EQ(sm.standby_polls_unanswered, c.ib.sm.polling_retries);
+    CHECK(sim_stats(s)->vl15_lost >= c.ib.sm.polling_retries);
     CHECK_EQ(sm.master_nic, standby);
     CHECK(e->noticed == SIM_NOTICED_STANDBY && r[0].noticed == e->noticed);
     CHECK_EQ(e->detect, takeover - e->at);
@@ -602,17 +633,48 @@ static void standby_case(uint32_t standby, sim_time_t master_up) {
 }
 
 static void test_standby_sm(void) {
-  standby_case(7, 0);
-  standby_case(UINT32_MAX, 0);
-  standby_case(7, 250 * SIM_US);
-  /* A standby that is not a NIC of the fabric is refused. */
+  standby_case(7, 100 * SIM_US, 0);
+  standby_case(7, 130 * SIM_US, 0);
+  standby_case(UINT32_MAX, 100 * SIM_US, 0);
+  standby_case(7, 100 * SIM_US, 250 * SIM_US);
+  /* The standby's route to a live master breaks (leaf 1's link to spine
+   * 0 at 100 us): its polls of 100, 200 and 300 us are lost; at 400 us it
+   * goes discovering, as OpenSM's does, finds the master through spine 1
+   * and polls it there: no takeover. */
   struct sim_cfg c;
   base(&c, true);
-  c.ib.sm.standby_nic = 8;
-  char err[256] = "";
-  struct sim *s = sim_new(&c, err, sizeof err);
-  CHECK(s == NULL && strstr(err, "standby_nic"));
-  sim_del(s);
+  c.ib.sm.standby_nic = 7;
+  c.ib.sm.polling_timeout = 100 * SIM_US;
+  c.ib.sm.polling_retries = 3;
+  c.nfail = 1;
+  c.fail[0] = (struct sim_failure){
+      .kind = SIM_FAIL_LINK, .sw = 1, .port = 4, .at = 100 * SIM_US};
+  struct sim *s = mk(&c);
+  if (s) {
+    sim_add_flow(s, 1, 5, 16 << 20, 0, SIM_OP_WRITE); /* 1.4 ms */
+    sim_run(s, 30 * SIM_MS);
+    struct sim_sm_info sm;
+    CHECK_EQ(sim_sm_info(s, &sm), 0);
+    printf("ib, standby's route to the master broken at 100 us: %llu polls, "
+           "%llu unanswered, %u takeovers\n",
+           (unsigned long long)sm.standby_polls,
+           (unsigned long long)sm.standby_polls_unanswered, sm.takeovers);
+    CHECK_EQ(sm.takeovers, 0);
+    CHECK_EQ(sm.master_nic, 0);
+    CHECK_EQ(sm.standby_polls_unanswered, 3);
+    CHECK(sm.standby_polls > 4);
+    sim_del(s);
+  }
+  /* A standby that is not a NIC of the fabric, or NIC 0 (the master's),
+   * is refused. */
+  for (uint32_t nic = 0; nic <= 8; nic += 8) {
+    base(&c, true);
+    c.ib.sm.standby_nic = nic;
+    char err[256] = "";
+    s = sim_new(&c, err, sizeof err);
+    CHECK(s == NULL && strstr(err, "standby_nic"));
+    sim_del(s);
+  }
 }
 
 /* Failures that make no sense are refused with the reason. */

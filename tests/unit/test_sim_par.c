@@ -319,6 +319,41 @@ static void test_infiniband(void) {
   c.routing = SIM_ROUTE_ADAPTIVE;
   check_same("infiniband SM sweeps after failures, adaptive", &c, 0,
              SIM_NEVER);
+  /* A standby SM on NIC 13 (another partition than the master's NIC 0)
+   * polls the master with SMInfo Gets on VL15 every 20 us; NIC 0's link
+   * goes down for good at 30 us, a spine at 40 us: the polls are lost,
+   * the standby takes over at a tick (a global event: the SM moves to its
+   * partition) and sweeps; the old master's SMPs in flight are lost. */
+  leaf_spine(&c);
+  c.fabric = SIM_FABRIC_IB;
+  c.routing = SIM_ROUTE_STATIC;
+  c.wl.kind = SIM_WL_PERMUTATION;
+  c.wl.bytes = 2 << 20;
+  c.tp.retry_cnt = 2;
+  c.recovery.trap = 2 * SIM_US;
+  c.ib.sm.standby_nic = 13;
+  c.ib.sm.polling_timeout = 20 * SIM_US;
+  c.ib.sm.polling_retries = 2;
+  c.ib.sm.smp_timeout = 20 * SIM_US;
+  c.nfail = 2;
+  c.fail[0] = (struct sim_failure){
+      .kind = SIM_FAIL_LINK, .sw = 0, .port = 0, .at = 30 * SIM_US};
+  c.fail[1] =
+      (struct sim_failure){.kind = SIM_FAIL_SWITCH, .sw = 4, .at = 40 * SIM_US};
+  run(&c, 1, 0, SIM_NEVER, &a);
+  printf("infiniband standby SM: %llu polls, %llu unanswered, took over at "
+         "%.3f us, %u sweeps, VL15 %llu packets (%llu lost)\n",
+         (unsigned long long)a.sm.standby_polls,
+         (unsigned long long)a.sm.standby_polls_unanswered,
+         (double)a.sm.took_over / 1e6, a.sm.sweeps,
+         (unsigned long long)a.st.vl15_pkts,
+         (unsigned long long)a.st.vl15_lost);
+  CHECK_EQ(a.sm.takeovers, 1);
+  CHECK_EQ(a.sm.master_nic, 13);
+  CHECK(a.sm.sweeps >= 1 && a.sm.standby_polls_unanswered >= 2);
+  outcome_free(&a);
+  check_same("infiniband standby SM takes over, polls as packets", &c, 0,
+             SIM_NEVER);
 }
 
 /* Collectives: a ring allreduce over 16 ranks placed at random; servers
