@@ -94,12 +94,19 @@ void sim_mad_nic_send(struct sim *s, struct sim_nic *nic, struct sim_pkt *p) {
 
 void sim_mad_nic_rx(struct sim *s, struct sim_nic *nic, struct sim_pkt *p) {
   struct sim_smp *m = sim_smp(p);
+  /* Only the master's NIC hands traps and answers to the SM: after a
+   * takeover the old master's NIC runs in another partition than the SM's
+   * state, and nobody there waits for them. */
+  bool master = sim_sm_master(s) == nic->n.id;
   if (m->attr == SIM_SMP_TRAP) {
-    sim_sm_trap_rx(s, p);
+    if (master)
+      sim_sm_trap_rx(s, p);
+    else
+      sim_mad_lost(s, p);
   } else if (p->flags & SIM_PF_RESP) {
     if (m->attr == SIM_SMP_SM_INFO)
       sim_sm_poll_answer(s, nic, p);
-    else if (p->src == nic->n.id)
+    else if (p->src == nic->n.id && master)
       sim_sm_answer(s, p);
     else
       sim_mad_lost(s, p); /* the SM moved: nobody waits for it */
@@ -147,8 +154,11 @@ static void sma_answer(struct sim *s, struct sim_node *node,
     const struct sim_port *q = m->arg < node->nports ? &node->ports[m->arg] : 0;
     m->port_up = q && q->peer && !q->down;
   }
-  if (m->hop == 0) { /* the SM's own NIC */
-    sim_sm_answer(s, p);
+  if (m->hop == 0) { /* the SM's own NIC, if it still is */
+    if (sim_sm_master(s) == node->id && node->kind == SIM_NODE_NIC)
+      sim_sm_answer(s, p);
+    else
+      sim_mad_lost(s, p);
     return;
   }
   uint16_t r = dr_back(s, p, m->hop);
