@@ -261,8 +261,13 @@ void sim_fail_sweep_end(struct sim *s, uint32_t covers, sim_time_t disc,
   struct sim_fail *fl = s->fail;
   if (!fl || !covers)
     return;
-  if (!end) { /* stopped: they are unseen again */
+  if (!end) { /* stopped: they are unseen again, and not detected yet */
     fl->unseen |= covers;
+    for (uint32_t i = 0; i < fl->nres; i++)
+      if (covers >> i & 1) {
+        fl->res[i].detect = 0;
+        fl->res[i].noticed = SIM_NOTICED_NOT_YET;
+      }
     return;
   }
   sim_time_t at = s->now;

@@ -677,6 +677,46 @@ static void test_standby_sm(void) {
   }
 }
 
+/* A sweep stopped because the master's link went down (leaf 0's up-link
+ * at 100 us, its trap's sweep from 111 us; NIC 0's link down for good at
+ * 120 us, during discovery, no standby): the change is not seen, and its
+ * result says so (no detection, noticed by none), not that the stopped
+ * sweep's trap saw it. */
+static void test_sweep_stopped(void) {
+  struct sim_cfg c;
+  base(&c, true);
+  c.tp.retry_cnt = 2;
+  c.nfail = 2;
+  c.fail[0] = (struct sim_failure){.kind = SIM_FAIL_LINK,
+                                   .sw = 0,
+                                   .port = first_up(true),
+                                   .at = 100 * SIM_US};
+  c.fail[1] = (struct sim_failure){
+      .kind = SIM_FAIL_LINK, .sw = 0, .port = 0, .at = 120 * SIM_US};
+  struct sim *s = mk(&c);
+  if (!s)
+    return;
+  sim_add_flow(s, 1, 5, 16 << 20, 0, SIM_OP_WRITE); /* 1.4 ms */
+  sim_run(s, 30 * SIM_MS);
+  uint32_t n;
+  const struct sim_fail_result *r = sim_fail_results(s, &n);
+  struct sim_sm_info sm;
+  CHECK_EQ(sim_sm_info(s, &sm), 0);
+  CHECK_EQ(n, 2);
+  if (n == 2) {
+    printf("ib, sweep stopped by the master's link at 120 us: the change "
+           "of 100 us noticed by %s, detect %.3f us, installed %.3f us; %u "
+           "sweeps done\n",
+           sim_noticed_name(r[0].noticed), (double)r[0].detect / 1e6,
+           (double)r[0].installed / 1e6, sm.sweeps);
+    CHECK(r[0].noticed == SIM_NOTICED_NOT_YET);
+    CHECK_EQ(r[0].detect, 0);
+    CHECK_EQ(r[0].installed, 0);
+    CHECK_EQ(sm.sweeps, 0);
+  }
+  sim_del(s);
+}
+
 /* Failures that make no sense are refused with the reason. */
 /* One sweep after leaf 0's up-link on host 0's path fails at 100 us,
  * max_wire_smps w; idle: no traffic until 5 ms; loaded: every host sends
@@ -797,6 +837,7 @@ int main(void) {
   T_RUN(test_host_link_for_good);
   T_RUN(test_standby_sm);
   T_RUN(test_sm_packets);
+  T_RUN(test_sweep_stopped);
   T_RUN(test_bad);
   return T_DONE();
 }
