@@ -645,7 +645,7 @@ static void learn(struct sim *s, struct sim_sm *sm, const struct smp_req *r,
     return;
   struct sim_port *p = &nd->ports[r->arg];
   uint32_t o = node_ix(s, p->peer->node);
-  if (sm->lat[o] != SIM_NEVER || sm->hops[r->node] + 1 >= SIM_SMP_HOPS)
+  if (sm->lat[o] != SIM_NEVER || sm->hops[r->node] + 1 > SIM_SMP_HOPS)
     return;
   sm->lat[o] = sm->lat[r->node] + p->delay + sim_ser_time(SMP_WIRE, p->rate_bps);
   sm->up_node[o] = r->node;
