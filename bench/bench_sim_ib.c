@@ -4,11 +4,13 @@
  * routing, once with fabric roce (adaptive routing too, so that only the
  * link layer differs, and ECMP). Each run is a child process, so each
  * peak RSS is its own. Prints wall time, events, events/s, data packets,
- * CPU time per data packet and peak RSS, then IB's cost per packet
- * relative to RoCE's with the same routing.
+ * CPU time per data packet and peak RSS. The three take turns for ROUNDS
+ * rounds (a shared machine's load moves between runs); IB's CPU time per
+ * data packet relative to RoCE's with the same routing is given per
+ * round and as the median over the rounds.
  *
- *   bench_sim_ib          k = 16 (1024 hosts)
- *   bench_sim_ib 8        k = 8
+ *   bench_sim_ib          k = 16 (1024 hosts), 3 rounds
+ *   bench_sim_ib 8 5      k = 8, 5 rounds
  *
  * Goal (issue 27): IB at most 1.5x RoCE per simulated packet. */
 #include <stdio.h>
@@ -90,20 +92,42 @@ static int child(uint32_t k, bool ib, enum sim_routing rt, const char *name,
   return out->done ? 0 : -1;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 int main(int argc, char **argv) {
-  uint32_t k = argc > 1 ? (uint32_t)atoi(argv[1]) : 16;
-  struct res ib, roce, ecmp;
-  int rc = 0;
-  rc |= child(k, true, SIM_ROUTE_ADAPTIVE, "ib adaptive", &ib);
-  rc |= child(k, false, SIM_ROUTE_ADAPTIVE, "roce adaptive", &roce);
-  rc |= child(k, false, SIM_ROUTE_ECMP, "roce ecmp", &ecmp);
-  if (rc)
-    return 1;
-  printf("ib / roce per data packet (adaptive both): %.2fx CPU, %.2fx "
-         "wall, %.2fx events; goal <= 1.5x\n",
-         (ib.cpu_s / (double)ib.pkts) / (roce.cpu_s / (double)roce.pkts),
-         ib.ns_per_pkt / roce.ns_per_pkt,
-         ((double)ib.events / (double)ib.pkts) /
-             ((double)roce.events / (double)roce.pkts));
+  int k = argc > 1 ? atoi(argv[1]) : 16;
+  int rounds = argc > 2 ? atoi(argv[2]) : 3;
+  if (k < 2 || k > 128 || k % 2 || rounds < 1 || rounds > 99) {
+    fprintf(stderr, "usage: bench_sim_ib [K: even, 2..128] [ROUNDS: 1..99]\n");
+    return 2;
+  }
+  double cpu[99], wall[99], ev = 0;
+  for (int i = 0; i < rounds; i++) {
+    struct res ib, roce, ecmp;
+    int rc = 0;
+    rc |= child((uint32_t)k, true, SIM_ROUTE_ADAPTIVE, "ib adaptive", &ib);
+    rc |= child((uint32_t)k, false, SIM_ROUTE_ADAPTIVE, "roce adaptive", &roce);
+    rc |= child((uint32_t)k, false, SIM_ROUTE_ECMP, "roce ecmp", &ecmp);
+    if (rc)
+      return 1;
+    cpu[i] = (ib.cpu_s / (double)ib.pkts) / (roce.cpu_s / (double)roce.pkts);
+    wall[i] = ib.ns_per_pkt / roce.ns_per_pkt;
+    ev = ((double)ib.events / (double)ib.pkts) /
+         ((double)roce.events / (double)roce.pkts);
+    printf("round %d: ib / roce per data packet (adaptive both): %.2fx CPU, "
+           "%.2fx wall\n",
+           i + 1, cpu[i], wall[i]);
+  }
+  printf("ib / roce per data packet (adaptive both), median of %d rounds: "
+         "%.2fx CPU, %.2fx wall, %.2fx events; goal <= 1.5x\n",
+         rounds, median(cpu, rounds), median(wall, rounds), ev);
   return 0;
 }
