@@ -265,6 +265,11 @@ static int do_tx(struct uroce_device *dev, uint64_t now) {
   return total;
 }
 
+void uroce_device_send_held_locked(struct uroce_device *dev) {
+  if (uroce_eng_release_acks(dev->eng))
+    do_tx(dev, mono_ns());
+}
+
 static int progress_locked(struct uroce_device *dev) {
   uint64_t now = mono_ns();
   int work = do_rx(dev, now);
@@ -894,6 +899,11 @@ void uroce_device_close(struct uroce_device *dev) {
       /* saturated: the thread wakes anyway */
     }
     pthread_join(dev->thread, 0);
+  }
+  if (dev->eng) {
+    pthread_mutex_lock(&dev->lock);
+    uroce_device_send_held_locked(dev);
+    pthread_mutex_unlock(&dev->lock);
   }
   dev_trace_close(dev); /* before the engine whose hook it is goes */
   if (dev->eng) {
