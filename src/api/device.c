@@ -706,8 +706,7 @@ static int eng_env(struct uroce_eng_cfg *cfg) {
     unsigned long long v = strtoull(h, &end, 10);
     if (*end || v > 1000000) {
       fprintf(stderr,
-              "uroce: UROCE_ACK_HOLD_NS=%s: not a time in 0..1000000 ns\n",
-              h);
+              "uroce: UROCE_ACK_HOLD_NS=%s: not a time in 0..1000000 ns\n", h);
       return UROCE_ERR_INVALID_ARGUMENT;
     }
     cfg->ack_hold_ns = v;
