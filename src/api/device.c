@@ -29,6 +29,12 @@
 
 #define RX_MAX UROCE_DEV_RX_MAX
 #define TX_MAX UROCE_DEV_TX_MAX
+/* How long an ACK may wait for the reply to carry it (the engine's
+ * ack_hold_ns): a busy-polling application answers within a few
+ * microseconds. One that does not answer delays its peer's send
+ * completion by this much more: its timer runs in the next poll or
+ * progress thread's turn, as every timer does (docs/transport.md). */
+#define ACK_HOLD_NS 4000u
 
 /* rxe's rule: the largest IB MTU that fits in the netdev MTU minus the
  * RoCEv2 headers (about 80 bytes). */
@@ -197,32 +203,44 @@ static int do_rx(struct uroce_device *dev, uint64_t now) {
   return n;
 }
 
+/* Takes the engine's next packet into slot k of the batch: 1, or 0 if
+ * it has none. */
+static int take_pkt(struct uroce_device *dev, unsigned k, uint64_t now) {
+  struct uroce_tx_pkt *tp = &dev->tp[k];
+  if (uroce_eng_write_pkt(dev->eng, tp, now) != 1)
+    return 0;
+  struct uroce_udp_tx *t = &dev->tx[k];
+  memcpy(t->dst, tp->dgid, 16);
+  t->dport = tp->dport ? tp->dport : dev->sock.port;
+  t->entropy = (uint8_t)(tp->sport % (unsigned)(dev->sock.n_entropy + 1));
+  unsigned s = 0;
+  t->seg[s++] = (struct iovec){tp->hdr, tp->hdr_len};
+  for (unsigned j = 0; j < tp->nseg && s < UROCE_UDP_MAX_SEGS - 1; j++)
+    if (tp->seg[j].len)
+      t->seg[s++] = (struct iovec){(void *)tp->seg[j].addr, tp->seg[j].len};
+  if (tp->pad)
+    t->seg[s++] = (struct iovec){dev->zeros, tp->pad};
+  t->nseg = (uint8_t)s;
+  t->bth_len = tp->hdr_len + tp->payload_len + tp->pad;
+  return 1;
+}
+
 /* Takes every packet the engine has ready and sends it. Lock held. The
  * engine's payload segments stay valid until the next call into it other
- * than write_pkt, so a batch is gathered first, then sent. */
+ * than write_pkt, so a batch is gathered first, then sent. ACKs held for
+ * a reply (uroce_eng_release_acks) join the first batch that has
+ * anything else: one sendmmsg carries the reply and the ACK. */
 static int do_tx(struct uroce_device *dev, uint64_t now) {
   int total = 0;
   for (;;) {
     unsigned k = 0;
-    while (k < TX_MAX && uroce_eng_write_pkt(dev->eng, &dev->tp[k], now) == 1) {
-      struct uroce_tx_pkt *tp = &dev->tp[k];
-      struct uroce_udp_tx *t = &dev->tx[k];
-      memcpy(t->dst, tp->dgid, 16);
-      t->dport = tp->dport ? tp->dport : dev->sock.port;
-      t->entropy = (uint8_t)(tp->sport % (unsigned)(dev->sock.n_entropy + 1));
-      unsigned s = 0;
-      t->seg[s++] = (struct iovec){tp->hdr, tp->hdr_len};
-      for (unsigned j = 0; j < tp->nseg && s < UROCE_UDP_MAX_SEGS - 1; j++)
-        if (tp->seg[j].len)
-          t->seg[s++] = (struct iovec){(void *)tp->seg[j].addr, tp->seg[j].len};
-      if (tp->pad)
-        t->seg[s++] = (struct iovec){dev->zeros, tp->pad};
-      t->nseg = (uint8_t)s;
-      t->bth_len = tp->hdr_len + tp->payload_len + tp->pad;
+    while (k < TX_MAX && take_pkt(dev, k, now))
       k++;
-    }
     if (k == 0)
-      return total;
+      break;
+    if (k < TX_MAX && uroce_eng_release_acks(dev->eng))
+      while (k < TX_MAX && take_pkt(dev, k, now))
+        k++;
     unsigned sent = 0;
     while (sent < k) {
       int r = uroce_udp_send(&dev->sock, dev->tx + sent, k - sent);
@@ -244,6 +262,12 @@ static int do_tx(struct uroce_device *dev, uint64_t now) {
                 dev->tx[i].seg, dev->tx[i].nseg, dev->tx[i].icrc);
     total += (int)k;
   }
+  return total;
+}
+
+void uroce_device_send_held_locked(struct uroce_device *dev) {
+  if (uroce_eng_release_acks(dev->eng))
+    do_tx(dev, mono_ns());
 }
 
 static int progress_locked(struct uroce_device *dev) {
@@ -676,6 +700,17 @@ static int eng_env(struct uroce_eng_cfg *cfg) {
       return UROCE_ERR_INVALID_ARGUMENT;
     }
   }
+  const char *h = getenv("UROCE_ACK_HOLD_NS");
+  if (h && *h) {
+    char *end;
+    unsigned long long v = strtoull(h, &end, 10);
+    if (*end || v > 1000000) {
+      fprintf(stderr,
+              "uroce: UROCE_ACK_HOLD_NS=%s: not a time in 0..1000000 ns\n", h);
+      return UROCE_ERR_INVALID_ARGUMENT;
+    }
+    cfg->ack_hold_ns = v;
+  }
   if (n && *n) {
     char *end;
     unsigned long v = strtoul(n, &end, 10);
@@ -777,6 +812,11 @@ int uroce_device_open(struct uroce_device **out,
    * made one GSO send of about 11 packets and 0.6 ACKs per data packet,
    * and moved 0.4x what bursts of 16 move (docs/transport.md). */
   cfg.tx_burst = 16;
+  /* An ACK that a receive completion asked for waits for the reply, up to
+   * UROCE_ACK_HOLD_NS (the transport's choice, docs/transport.md): both
+   * leave in one sendmmsg, and the application sees its completion a
+   * system call sooner. */
+  cfg.ack_hold_ns = ACK_HOLD_NS;
   /* Regions are the application's memory: every access probes it first,
    * so that memory unmapped while registered answers an access error. */
   rv = uroce_pin_guard_init();
@@ -858,6 +898,11 @@ void uroce_device_close(struct uroce_device *dev) {
       /* saturated: the thread wakes anyway */
     }
     pthread_join(dev->thread, 0);
+  }
+  if (dev->eng) {
+    pthread_mutex_lock(&dev->lock);
+    uroce_device_send_held_locked(dev);
+    pthread_mutex_unlock(&dev->lock);
   }
   dev_trace_close(dev); /* before the engine whose hook it is goes */
   if (dev->eng) {

@@ -126,6 +126,11 @@ struct uroce_device {
 
 /* After verbs calls that give the engine work. */
 void uroce_device_kick(struct uroce_device *dev);
+/* Sends every ACK held for a reply now (lock held): before a QP is
+ * modified or destroyed, or the device closed, which would lose it (a
+ * program that gets its last message and exits; the peer would wait for
+ * its send completion until its retries ran out). */
+void uroce_device_send_held_locked(struct uroce_device *dev);
 /* A poll with a progress thread that found nothing: the application
  * makes progress itself unless another thread holds the device. */
 void uroce_device_app_poll(struct uroce_device *dev);

@@ -587,6 +587,7 @@ int uroce_destroy_qp(struct uroce_qp *qp) {
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_device *dev = dev_of(uroce_eng_of_qp(qp));
   LOCK(dev);
+  uroce_device_send_held_locked(dev);
   int rv = uroce_eng_qp_del(qp);
   UNLOCK(dev);
   return rv;
@@ -598,6 +599,7 @@ int uroce_modify_qp(struct uroce_qp *qp, const struct uroce_qp_attr *attr,
     return UROCE_ERR_INVALID_ARGUMENT;
   struct uroce_device *dev = dev_of(uroce_eng_of_qp(qp));
   LOCK(dev);
+  uroce_device_send_held_locked(dev);
   int rv = uroce_eng_qp_modify(qp, attr, mask);
   UNLOCK(dev);
   uroce_device_kick(dev); /* e.g. to ERR: flushed completions to deliver */

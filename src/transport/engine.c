@@ -116,6 +116,7 @@ int uroce_eng_new(struct uroce_eng **out, const struct uroce_eng_cfg *cfg) {
   ulist_init(&eng->ahs);
   ulist_init(&eng->sched);
   ulist_init(&eng->blocked);
+  ulist_init(&eng->held);
   ulist_init(&eng->xrcds);
   /* The QPN table starts small and doubles at half load (qp_hash_reserve):
    * an engine with few QPs costs little whatever its max_qp. */
@@ -1015,6 +1016,22 @@ int uroce_eng_write_pkt_if(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
   return 0;
 }
 
+int uroce_eng_release_acks(struct uroce_eng *eng) {
+  int n = 0;
+  if (!eng)
+    return 0;
+  while (!ulist_empty(&eng->held)) {
+    struct uroce_qp *qp = ULIST_ENTRY(eng->held.next, struct uroce_qp, held);
+    ulist_del(&qp->held);
+    qp->in_held = false;
+    if (resp_release_held(qp)) {
+      eng_sched(eng, qp);
+      n++;
+    }
+  }
+  return n;
+}
+
 /* ---- timers ---- */
 
 static uint64_t qp_next_expiry(const struct uroce_eng *eng,
@@ -1151,6 +1168,7 @@ int uroce_eng_handle_expiry(struct uroce_eng *eng, uint64_t now) {
     if (qp->resp.ack_deadline <= now) {
       qp->resp.ack_deadline = UINT64_MAX;
       qp->resp.ack_now = true;
+      qp->resp.ack_held = false;
     }
     if (qp->req.pace_deadline <= now)
       qp->req.pace_deadline = UINT64_MAX;

@@ -101,6 +101,11 @@ struct uroce_eng_cfg {
   uint32_t tx_burst;             /* packets a QP sends in a row before
                                     the round robin moves on (default 1:
                                     one each) */
+  uint64_t ack_hold_ns;          /* an ACK asked for by a message that
+                                    completed a receive waits up to this
+                                    long for the reply, to leave beside
+                                    it (uroce_eng_release_acks); 0, the
+                                    default: at once */
 };
 
 /* Why the engine dropped a received packet. */
@@ -300,6 +305,11 @@ int uroce_eng_write_pkt_if(struct uroce_eng *eng, struct uroce_tx_pkt *tx,
                            uint64_t now,
                            bool (*data_ok)(void *ctx, struct uroce_qp *qp),
                            void *ctx);
+/* Makes every ACK held for a reply (cfg.ack_hold_ns) due now, so that
+ * the next write_pkt calls return them: the owner calls it once it has
+ * taken a packet to send, and the ACKs leave in the same batch. Returns
+ * how many QPs have an ACK due as a result. */
+int uroce_eng_release_acks(struct uroce_eng *eng);
 /* Earliest deadline (ns), UINT64_MAX if none. */
 uint64_t uroce_eng_next_expiry(struct uroce_eng *eng);
 /* Runs every timer due at now. Returns 0. */

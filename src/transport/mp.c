@@ -494,7 +494,12 @@ uint64_t mp_pto(const struct uroce_qp *qp) {
   uint64_t rto = rto_ns(qp);
   if (rto == UINT64_MAX || !m->srtt)
     return rto;
-  uint64_t t = 2 * m->srtt + reo_now(m) + qp->eng->cfg.ack_delay_ns;
+  /* The peer delays an ACK by up to ack_delay_ns, or ack_hold_ns when it
+   * waits for a reply to carry it. */
+  const struct uroce_eng_cfg *c = &qp->eng->cfg;
+  uint64_t delay = c->ack_hold_ns > c->ack_delay_ns ? c->ack_hold_ns
+                                                    : c->ack_delay_ns;
+  uint64_t t = 2 * m->srtt + reo_now(m) + delay;
   t <<= m->probes < 10 ? m->probes : 10;
   return t < rto ? t : rto;
 }

@@ -175,6 +175,8 @@ int uroce_eng_qp_del(struct uroce_qp *qp) {
     ulist_del(&qp->sched);
   if (qp->in_blocked)
     ulist_del(&qp->blocked);
+  if (qp->in_held)
+    ulist_del(&qp->held);
   eng->inflight -= qp->charged;
   eng->reserved -= qp->turn;
   qp->charged = qp->turn = 0;
@@ -671,7 +673,7 @@ void qp_to_error(struct uroce_qp *qp) {
   eng_charge(qp->eng, qp);
   resp_flush(qp);
   qp->resp.ack_deadline = UINT64_MAX;
-  qp->resp.ack_pending = qp->resp.ack_now = false;
+  qp->resp.ack_pending = qp->resp.ack_now = qp->resp.ack_held = false;
   for (uint32_t i = 0; i < UROCE_MAX_RD_ATOMIC; i++)
     qp->resp.res[i].pending = false;
   for (uint32_t i = 0; qp->resp.runs && i < MP_RUNS; i++)

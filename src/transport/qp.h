@@ -351,6 +351,8 @@ struct resp {
   /* acknowledgement */
   bool ack_pending;      /* PSNs received and not yet acknowledged */
   bool ack_now;          /* send it at the next chance */
+  bool ack_held;         /* due, but waits for a packet to go beside
+                            (cfg.ack_hold_ns, until ack_deadline) */
   uint32_t unacked;      /* packets since the last ack */
   uint64_t ack_deadline; /* UINT64_MAX = off */
   bool nak_pending;
@@ -386,6 +388,8 @@ struct uroce_qp {
   uint32_t burst;       /* packets sent in a row in this turn (write_pkt) */
   struct ulist blocked; /* engine's QPs waiting for max_inflight */
   bool in_blocked;
+  struct ulist held; /* engine's QPs holding an ACK (resp.ack_held) */
+  bool in_held;
   /* The engine's timer heap (engine.c): the QP's earliest deadline as last
    * computed, its heap slot (UINT32_MAX: not in the heap), whether it waits
    * on the dirty list to be recomputed, and its creation number. */
@@ -457,7 +461,7 @@ struct uroce_eng {
   struct uroce_eng_stats stats;
   uint64_t now; /* latest time given to read/write_pkt, handle_expiry */
   struct uroce_mr_table mrs;
-  struct ulist pds, cqs, srqs, qps, ahs, sched, blocked, xrcds;
+  struct ulist pds, cqs, srqs, qps, ahs, sched, blocked, held, xrcds;
   uint32_t srq_next; /* next SRQ number to try */
   uint64_t inflight; /* sum of the RC QPs' charged bytes */
   uint64_t reserved; /* sum of the turns granted to waiting QPs */
@@ -696,6 +700,8 @@ int resp_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx, uint64_t now);
 /* Only a due ACK or NAK, and none while READ responses or atomic acks
  * are owed (they must go first). */
 int resp_make_ctl_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx);
+/* Makes an ACK held for the reply due now: 1 if there was one. */
+int resp_release_held(struct uroce_qp *qp);
 /* Flushes the receive WQE in progress and the QP's RQ. */
 void resp_flush(struct uroce_qp *qp);
 

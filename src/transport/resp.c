@@ -275,6 +275,7 @@ struct resp_pkt {
   uint32_t n; /* payload bytes */
   bool rc, uc, ud;
   bool last; /* LAST or ONLY */
+  bool completed; /* it completed a receive WQE */
   const uint8_t *reth, *atm;
   enum uroce_drop why; /* counted by RESPST_DROP */
 };
@@ -626,22 +627,64 @@ static enum resp_state complete(struct resp_pkt *p) {
     wc.wc_flags |= UROCE_WC_WITH_INV;
   }
   recv_complete(qp, UROCE_WC_SUCCESS, &wc);
+  p->completed = true;
   r->rcv_len = 0;
   r->msn = (r->msn + 1) & UROCE_PSN_MASK;
   r->mp_ssn++;
   return RESPST_ACKNOWLEDGE;
 }
 
-/* One more packet to acknowledge: at once on AckReq or every ack_every,
- * else within ack_delay_ns. */
+/* Whether an ACK asked for now may wait for the reply (cfg.ack_hold_ns):
+ * the packet completed a receive, so the application is likely to answer
+ * within microseconds, and its answer and the ACK then leave in one
+ * batch (one system call, not two; the receiver sees its completion
+ * before the ACK is sent). Never a selective ACK, which loss recovery
+ * waits for, nor past ack_every packets. */
+static bool may_hold_ack(const struct resp_pkt *p) {
+  const struct uroce_qp *qp = p->qp;
+  const struct resp *r = &qp->resp;
+  return p->completed && qp->eng->cfg.ack_hold_ns && !r->ack_now &&
+         r->unacked < qp->eng->cfg.ack_every &&
+         !(qp_mp(qp) &&
+           (r->dup || r->trim_n || uroce_psn_cmp(r->mp_hi, r->epsn) > 0));
+}
+
+static void hold_ack(struct resp_pkt *p) {
+  struct uroce_qp *qp = p->qp;
+  struct resp *r = &qp->resp;
+  uint64_t t = p->now + qp->eng->cfg.ack_hold_ns;
+  r->ack_held = true;
+  if (t < r->ack_deadline)
+    r->ack_deadline = t;
+  if (!qp->in_held) {
+    ulist_add_tail(&qp->eng->held, &qp->held);
+    qp->in_held = true;
+  }
+}
+
+/* One more packet to acknowledge: at once on AckReq or every ack_every
+ * (unless held for the reply), else within ack_delay_ns. */
 static void owe_ack(struct resp_pkt *p) {
   struct resp *r = &p->qp->resp;
   r->ack_pending = true;
   r->unacked++;
-  if (uroce_bth_ackreq(p->pi->bth) || r->unacked >= p->qp->eng->cfg.ack_every)
-    r->ack_now = true;
-  else if (r->ack_deadline == UINT64_MAX)
+  if (uroce_bth_ackreq(p->pi->bth) || r->unacked >= p->qp->eng->cfg.ack_every) {
+    if (may_hold_ack(p))
+      hold_ack(p);
+    else
+      r->ack_now = true;
+  } else if (r->ack_deadline == UINT64_MAX) {
     r->ack_deadline = p->now + p->qp->eng->cfg.ack_delay_ns;
+  }
+}
+
+int resp_release_held(struct uroce_qp *qp) {
+  struct resp *r = &qp->resp;
+  bool due = r->ack_held && r->ack_pending && !r->ack_now;
+  r->ack_held = false;
+  if (due)
+    r->ack_now = true;
+  return due;
 }
 
 /* epsn moves past the packet; RC owes an ACK, now or after coalescing. */
@@ -1043,6 +1086,7 @@ static enum resp_state mp_walk(struct resp_pkt *p) {
     *st = 0;
     if ((f & RX_CQE) && !mp_complete_recv(qp))
       return err_invalid_req(p);
+    p->completed |= (f & RX_CQE) != 0;
     if (f & RX_LAST) {
       r->msn = (r->msn + 1) & UROCE_PSN_MASK;
       r->in_msg = 0;
@@ -1375,6 +1419,7 @@ static int ack_make_pkt(struct uroce_qp *qp, struct uroce_tx_pkt *tx) {
                   0);
     /* More trim NACKs (or a D-SACK behind one) go in the next, at once. */
     r->ack_pending = r->ack_now = r->trim_n || (r->dup && qp_mp(qp));
+    r->ack_held = false;
     r->unacked = 0;
     r->ack_deadline = UINT64_MAX;
     qp->eng->stats.acks_tx++;

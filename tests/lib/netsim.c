@@ -316,11 +316,17 @@ bool ns_step(struct netsim *ns) {
     struct uroce_tx_pkt tx;
     /* A busy transmitter is asked again once it is free. */
     ns->more[i] = ns->busy_until[i] > ns->now;
+    bool sent = false;
     while (ns->busy_until[i] <= ns->now) {
       if (!uroce_eng_write_pkt(ns->eng[i], &tx, ns->now))
         break;
       transmit(ns, i, &tx);
       ns->more[i] = true;
+      /* As the device does: ACKs held for a reply leave with the first
+       * packet that goes (uroce_eng_release_acks). */
+      if (!sent)
+        uroce_eng_release_acks(ns->eng[i]);
+      sent = true;
     }
   }
   /* Then the next time anything happens. */
@@ -336,6 +342,8 @@ bool ns_step(struct netsim *ns) {
   }
   if (next == UINT64_MAX)
     return false;
+  if (ns->tick_ns && next > ns->now + ns->tick_ns)
+    next = ns->now + ns->tick_ns;
   ns->now = next > ns->now ? next : ns->now + 1;
   return true;
 }

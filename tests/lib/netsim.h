@@ -73,6 +73,9 @@ struct netsim {
   bool more[NS_MAX_NODES];
   struct ns_link link[NS_MAX_NODES][NS_MAX_NODES]; /* [from][to] */
   uint64_t seed, rng;
+  /* If set, time advances by at most this much a step while anything is
+   * pending: the test looks as often as a polling application would. */
+  uint64_t tick_ns;
   struct ns_stats stats;
   /* in-flight packets: a binary heap by (time, seq) */
   struct ns_pkt **heap;

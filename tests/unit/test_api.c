@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -473,10 +474,58 @@ static void test_bad_args(void) {
   uroce_device_close(d);
 }
 
+static int cmp_u64(const void *x, const void *y) {
+  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* An ACK held for a reply (docs/transport.md, "ACK coalescing") does not
+ * wait for an application that stops without answering: b polls (so its
+ * progress thread backs off), takes a's SEND, polls once more (UCX polls
+ * its send CQ too) and goes quiet; a's send completion still comes, at
+ * the hold's end, from b's thread. */
+static void test_held_ack_quiet(void) {
+  struct side a = {0}, b = {0};
+  if (!open_pair(&a, "127.0.0.25", UROCE_PROGRESS_INLINE, &b, "127.0.0.26",
+                 UROCE_PROGRESS_THREAD))
+    goto out;
+  uint64_t took[20];
+  for (int k = 0; k < 20; k++) {
+    struct uroce_sge rsge = {(uint64_t)(uintptr_t)(b.buf + 4096), 64,
+                             uroce_mr_lkey(b.mr)};
+    struct uroce_recv_wr rwr = {.sg_list = &rsge, .num_sge = 1}, *rbad;
+    CHECK_EQ(uroce_post_recv(b.qp, &rwr, &rbad), 0);
+    struct uroce_wc wc;
+    uint64_t end = mono_ns() + 1000000; /* b polls for 1 ms first */
+    while (mono_ns() < end)
+      CHECK_EQ(uroce_poll_cq(b.cq, 1, &wc), 0);
+    struct uroce_sge sge;
+    struct uroce_send_wr wr = wr_of(&a, UROCE_WR_SEND, &sge, 0, 8, &b, 0);
+    struct uroce_send_wr *bad;
+    CHECK_EQ(uroce_post_send(a.qp, &wr, &bad), 0);
+    CHECK_EQ(wait_wc(&b, &wc), 1);
+    CHECK_EQ(wc.opcode, UROCE_WC_RECV);
+    uint64_t t = mono_ns();
+    CHECK_EQ(uroce_poll_cq(b.cq, 1, &wc), 0);
+    CHECK_EQ(wait_wc(&a, &wc), 1);
+    CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+    took[k] = mono_ns() - t;
+  }
+  qsort(took, 20, sizeof(took[0]), cmp_u64);
+  printf("held ACK, the responder gone quiet: send completion %.1f us "
+         "(median; at most %.1f) after the receive's\n",
+         (double)took[10] / 1e3, (double)took[19] / 1e3);
+  CHECK(took[19] < 5000000);
+out:
+  close_side(&a);
+  close_side(&b);
+}
+
 int main(void) {
   T_RUN(test_thread);
   T_RUN(test_inline);
   T_RUN(test_polled_then_quiet);
+  T_RUN(test_held_ack_quiet);
   T_RUN(test_cq_event_lifetime);
   T_RUN(test_many_armed_cqs);
   T_RUN(test_xrc);

@@ -1475,6 +1475,68 @@ static void test_timers_follow_modify(void) {
   }
 }
 
+/* An ACK that a receive completion asked for waits for the reply
+ * (cfg.ack_hold_ns) and leaves beside it; with no reply it leaves when
+ * the hold ends, never later; one for a WRITE, which completes nothing
+ * at the responder, leaves at once. Both transports, 5 us each way. */
+static void ack_hold_case(uint32_t flags) {
+  const uint64_t d = 5000, hold = 20000;
+  struct uroce_eng_cfg cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.flags = flags;
+  cfg.ack_hold_ns = hold;
+  struct tp_opts o;
+  tp_opts_default(&o);
+  setup_cfg(&cfg, &o, 53);
+  ns.link[0][1].delay_ns = ns.link[1][0].delay_ns = d;
+  ns.tick_ns = 100; /* the application answers within 100 ns */
+  struct uroce_wc wc;
+  for (int round = 0; round < 6; round++) {
+    int kind = round % 3; /* 0: no reply, 1: a reply, 2: a WRITE */
+    uint64_t acks = uroce_eng_stats(B.eng)->acks_tx;
+    uint64_t t0 = ns.now;
+    if (kind != 2) {
+      CHECK_EQ(tp_post_recv(&B, 1, 0, 64), 0);
+      CHECK_EQ(tp_post_send(&A, UROCE_WR_SEND, 2, 0, 64, UROCE_SEND_SIGNALED,
+                            0, 0),
+               0);
+      CHECK_EQ(wait_cq(B.rcq, &wc, 1), 1);
+      CHECK(B.qp->resp.ack_held);
+      CHECK_EQ(tp_poll(A.scq, &wc, 1), 0);
+      if (kind == 1) {
+        CHECK_EQ(tp_post_recv(&A, 3, 0, 64), 0);
+        CHECK_EQ(tp_post_send(&B, UROCE_WR_SEND, 4, 0, 64, 0, 0, 0), 0);
+      }
+    } else {
+      CHECK_EQ(tp_post_send(&A, UROCE_WR_RDMA_WRITE, 2, 0, 64,
+                            UROCE_SEND_SIGNALED, B.mr->iova, B.mr->rkey),
+               0);
+    }
+    CHECK_EQ(wait_cq(A.scq, &wc, 1), 1);
+    CHECK_EQ(wc.status, UROCE_WC_SUCCESS);
+    uint64_t took = ns.now - t0;
+    if (kind == 0)
+      CHECK(took >= hold && took <= 2 * d + hold + 1000);
+    else
+      CHECK(took <= 2 * d + 1000); /* beside the reply, or at once */
+    if (kind == 1) {
+      CHECK_EQ(wait_cq(A.rcq, &wc, 1), 1);
+      CHECK(ns.now - t0 <= 2 * d + 1000);
+    }
+    CHECK_EQ(uroce_eng_stats(B.eng)->acks_tx, acks + 1);
+    CHECK(!B.qp->resp.ack_held);
+    CHECK(ns_run_idle(&ns, ns.now + 1000000));
+  }
+  CHECK_EQ(uroce_eng_stats(ns.eng[0])->timeouts, 0);
+  CHECK_EQ(uroce_eng_stats(ns.eng[0])->retx_pkts, 0);
+  teardown();
+}
+
+static void test_ack_hold(void) {
+  ack_hold_case(0);
+  ack_hold_case(UROCE_ENG_STANDARD);
+}
+
 int main(void) {
   T_RUN(test_state_names);
   T_RUN(test_send_recv);
@@ -1496,6 +1558,7 @@ int main(void) {
   T_RUN(test_timeout_then_multipath);
   T_RUN(test_mp_state_on_first_use);
   T_RUN(test_pingpong_no_stray_timer);
+  T_RUN(test_ack_hold);
   T_RUN(test_fifo_loss_no_reordering);
   T_RUN(test_window_is_in_flight);
   T_RUN(test_reorder);
