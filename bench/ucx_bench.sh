@@ -5,14 +5,19 @@
 # (UCX_TLS=tcp) in the same run, two processes in a network namespace of
 # the benchmark's own; then the same again with two `nice -n 19` busy
 # loops on the machine. Prints each figure and the ratio uroce / tcp
-# (bandwidth: above 1 is better; latency: below 1 is better).
+# (bandwidth: above 1 is better; latency: below 1 is better). Each
+# condition runs ROUNDS rounds, the contenders taking turns in each; the
+# figures are the medians over the rounds, with the range of the ratio.
 # Needs root (ip netns) and ucx-utils.
 #   bench/ucx_bench.sh [BUILD_DIR] [ITERS]
 #   BUILD_DIR  the build with `uroce` and compat/lib (default: build)
 #   ITERS      iterations per measurement (default 20000; latency uses 1/2)
+#   env ROUNDS rounds per condition (default 3)
 set -euo pipefail
 build=${1:-build}
 iters=${2:-20000}
+rounds=${ROUNDS:-3}
+[[ $rounds =~ ^[1-9][0-9]?$ ]] || { echo "ROUNDS must be 1..99" >&2; exit 2; }
 uroce=$(realpath "$build/uroce")
 [ -x "$uroce" ] || { echo "no $build/uroce: build first" >&2; exit 1; }
 command -v ucx_perftest >/dev/null ||
@@ -59,27 +64,33 @@ pair() { # TLS COLUMN ARGS...
 }
 
 measure() { # LABEL
-  local label=$1
-  # put bandwidth, 64 KiB: column 6 is the overall MB/s
-  local bw_rc bw_ud bw_tcp lat_rc lat_ud lat_tcp
-  bw_rc=$(pair rc_verbs,ud_verbs 6 -t ucp_put_bw -s 65536 -n "$iters")
-  bw_tcp=$(pair tcp 6 -t ucp_put_bw -s 65536 -n "$iters")
-  # tag latency, 8 B: column 2 is the median (50th percentile) in us
-  lat_rc=$(pair rc_verbs,ud_verbs 2 -t tag_lat -s 8 -n $((iters / 2)))
-  lat_ud=$(pair ud_verbs 2 -t tag_lat -s 8 -n $((iters / 2)))
-  lat_tcp=$(pair tcp 2 -t tag_lat -s 8 -n $((iters / 2)))
-  /usr/bin/python3 - "$label" "$bw_rc" "$bw_tcp" "$lat_rc" "$lat_ud" \
-    "$lat_tcp" <<'PY'
-import sys
-label, bw_rc, bw_tcp, lat_rc, lat_ud, lat_tcp = sys.argv[1], *map(float, sys.argv[2:])
-print("== %s" % label)
-print("ucp_put_bw 64 KiB   uroce rc_verbs %9.1f MB/s   tcp %9.1f MB/s   "
-      "ratio %.2f" % (bw_rc, bw_tcp, bw_rc / bw_tcp))
-print("tag_lat 8 B median  uroce rc_verbs %9.2f us     tcp %9.2f us     "
-      "ratio %.2f" % (lat_rc, lat_tcp, lat_rc / lat_tcp))
-print("tag_lat 8 B median  uroce ud_verbs %9.2f us     tcp %9.2f us     "
-      "ratio %.2f" % (lat_ud, lat_tcp, lat_ud / lat_tcp))
-PY
+  local label=$1 r rows=()
+  for ((r = 0; r < rounds; r++)); do
+    # put bandwidth, 64 KiB: column 6 is the overall MB/s; tag latency,
+    # 8 B: column 2 is the median (50th percentile) in us
+    rows+=("$(pair rc_verbs,ud_verbs 6 -t ucp_put_bw -s 65536 -n "$iters")
+$(pair tcp 6 -t ucp_put_bw -s 65536 -n "$iters")
+$(pair rc_verbs,ud_verbs 2 -t tag_lat -s 8 -n $((iters / 2)))
+$(pair ud_verbs 2 -t tag_lat -s 8 -n $((iters / 2)))
+$(pair tcp 2 -t tag_lat -s 8 -n $((iters / 2)))")
+  done
+  printf '%s\n' "${rows[@]}" | /usr/bin/python3 -c '
+import statistics as st, sys
+label, n = sys.argv[1], int(sys.argv[2])
+v = [float(x) for x in sys.stdin.read().split()]
+bw_rc, bw_tcp, lat_rc, lat_ud, lat_tcp = (v[k::5] for k in range(5))
+med = st.median
+def rng(a, b):
+    q = [x / y for x, y in zip(a, b)]
+    return "ratio %.2f (rounds %.2f..%.2f)" % (med(a) / med(b), min(q), max(q))
+print("== %s, medians of %d rounds" % (label, n))
+print("ucp_put_bw 64 KiB   uroce rc_verbs %9.1f MB/s   tcp %9.1f MB/s   %s"
+      % (med(bw_rc), med(bw_tcp), rng(bw_rc, bw_tcp)))
+print("tag_lat 8 B median  uroce rc_verbs %9.2f us     tcp %9.2f us     %s"
+      % (med(lat_rc), med(lat_tcp), rng(lat_rc, lat_tcp)))
+print("tag_lat 8 B median  uroce ud_verbs %9.2f us     tcp %9.2f us     %s"
+      % (med(lat_ud), med(lat_tcp), rng(lat_ud, lat_tcp)))
+' "$label" "$rounds"
 }
 
 measure "idle ($(nproc) CPUs)"
