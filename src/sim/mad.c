@@ -30,16 +30,6 @@ static uint16_t dr_back(struct sim *s, struct sim_pkt *p, uint8_t h) {
   return prev->ports[sim_smp(p)->path[h - 1]].peer->idx;
 }
 
-static void pktq_put(struct sim_pktq *q, struct sim_pkt *p) {
-  p->next = 0;
-  if (q->tail)
-    q->tail->next = p;
-  else
-    q->head = p;
-  q->tail = p;
-  q->bytes += p->size;
-}
-
 /* Switch sw forwards p (in through in, NULL if it made p) on VL15 of out. */
 static void vl15_forward(struct sim *s, struct sim_switch *sw,
                          struct sim_port *in, struct sim_port *out,
@@ -59,7 +49,7 @@ static void vl15_forward(struct sim *s, struct sim_switch *sw,
   } else {
     p->in_port = UINT16_MAX;
   }
-  pktq_put(&out->vl15, p);
+  sim_pktq_put(&out->vl15, p);
   (void)sw;
   sim_port_kick(s, out);
 }
@@ -88,7 +78,7 @@ void sim_mad_nic_send(struct sim *s, struct sim_nic *nic, struct sim_pkt *p) {
     return;
   }
   p->in_port = UINT16_MAX;
-  pktq_put(&nic->port.vl15, p);
+  sim_pktq_put(&nic->port.vl15, p);
   sim_nic_kick(s, nic);
 }
 

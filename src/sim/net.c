@@ -629,17 +629,6 @@ uint16_t sim_route(struct sim *s, struct sim_switch *sw,
   }
 }
 
-/* Appends pkt to the egress queue q. */
-static void pktq_put(struct sim_pktq *q, struct sim_pkt *pkt) {
-  pkt->next = 0;
-  if (q->tail)
-    q->tail->next = pkt;
-  else
-    q->head = pkt;
-  q->tail = pkt;
-  q->bytes += pkt->size;
-}
-
 /* Packet trimming (switch.trim): a data packet the lossy queue of out
  * has no room for loses its payload; the headers, marked trimmed, go
  * through out's trim queue ahead of data, and through the trim queues of
@@ -662,7 +651,7 @@ static void trim_put(struct sim *s, struct sim_port *out, unsigned tier,
     sim_pkt_free(s, pkt);
     return;
   }
-  pktq_put(q, pkt);
+  sim_pktq_put(q, pkt);
   port_kick(s, out);
 }
 
@@ -753,7 +742,7 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
   if (s->ib)
     ib_take(s, in, prio, size);
   pkt->in_port = in->idx;
-  pktq_put(q, pkt);
+  sim_pktq_put(q, pkt);
   out->qbytes += size;
   out->nonempty |= bit;
   if (q->bytes > out->max_q)

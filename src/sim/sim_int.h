@@ -73,6 +73,17 @@ struct sim_pktq {
   uint64_t bytes;
 };
 
+/* Appends pkt to q. */
+static inline void sim_pktq_put(struct sim_pktq *q, struct sim_pkt *pkt) {
+  pkt->next = 0;
+  if (q->tail)
+    q->tail->next = pkt;
+  else
+    q->head = pkt;
+  q->tail = pkt;
+  q->bytes += pkt->size;
+}
+
 /* ---- ports, switches, NICs ---- */
 
 enum sim_ev_kind {

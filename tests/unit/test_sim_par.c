@@ -227,6 +227,20 @@ static void test_waiting_read_send(void) {
 
 /* A spine dies and a link flaps under a permutation: the failures are
  * global events; packets on the dead links are lost in partitions. */
+/* Spine 4 dies at 30 us; leaf 1's port 5 goes down at 90 us for 40 us
+ * (its trap lost if trap_lost). */
+static void spine_down_link_flap(struct sim_cfg *c, bool trap_lost) {
+  c->nfail = 2;
+  c->fail[0] =
+      (struct sim_failure){.kind = SIM_FAIL_SWITCH, .sw = 4, .at = 30 * SIM_US};
+  c->fail[1] = (struct sim_failure){.kind = SIM_FAIL_LINK,
+                                    .sw = 1,
+                                    .port = 5,
+                                    .at = 90 * SIM_US,
+                                    .up_after = 40 * SIM_US,
+                                    .trap_lost = trap_lost};
+}
+
 static void test_failures(void) {
   struct sim_cfg c;
   leaf_spine(&c);
@@ -234,14 +248,7 @@ static void test_failures(void) {
   c.wl.bytes = 2 << 20;
   c.recovery.detection = 20 * SIM_US;
   c.recovery.convergence = 30 * SIM_US;
-  c.nfail = 2;
-  c.fail[0] =
-      (struct sim_failure){.kind = SIM_FAIL_SWITCH, .sw = 4, .at = 30 * SIM_US};
-  c.fail[1] = (struct sim_failure){.kind = SIM_FAIL_LINK,
-                                   .sw = 1,
-                                   .port = 5,
-                                   .at = 90 * SIM_US,
-                                   .up_after = 40 * SIM_US};
+  spine_down_link_flap(&c, false);
   struct outcome a;
   run(&c, 1, 0, SIM_NEVER, &a);
   CHECK_EQ(a.nfail, 3);
@@ -290,15 +297,7 @@ static void test_infiniband(void) {
   c.recovery.trap = 2 * SIM_US;
   c.ib.sm.sweep_interval = 150 * SIM_US;
   c.ib.sm.smp_timeout = 20 * SIM_US; /* SMPs lost on the flapping link */
-  c.nfail = 2;
-  c.fail[0] =
-      (struct sim_failure){.kind = SIM_FAIL_SWITCH, .sw = 4, .at = 30 * SIM_US};
-  c.fail[1] = (struct sim_failure){.kind = SIM_FAIL_LINK,
-                                   .sw = 1,
-                                   .port = 5,
-                                   .at = 90 * SIM_US,
-                                   .up_after = 40 * SIM_US,
-                                   .trap_lost = true};
+  spine_down_link_flap(&c, true);
   run(&c, 1, 0, SIM_NEVER, &a);
   printf("infiniband SM sweeps: %u sweeps, %llu SMPs (%llu timed out), "
          "%llu traps, VL15 %llu packets (%llu lost); recoveries %.3f %.3f "
