@@ -225,67 +225,70 @@ static double share_by_input(struct cls **c, uint32_t n, double cap) {
   return INFINITY;
 }
 
+static int cmp_cls_dst(const void *x, const void *y) {
+  const struct cls *p = *(struct cls *const *)x, *q = *(struct cls *const *)y;
+  return p->b != q->b ? (p->b < q->b ? -1 : 1)
+                      : (p->a < q->a ? -1 : p->a > q->a);
+}
+
+/* Groups are runs of g[0..n-1] with the same key (a or b): each is
+ * shared. */
 static double credit_fluid(struct cls *c, uint32_t n, double up) {
-  struct cls **by_src = malloc(sizeof *by_src * n),
-             **by_dst = malloc(sizeof *by_dst * n);
+  struct cls **src = malloc(sizeof *src * n), **dst = malloc(sizeof *dst * n);
   double t = 0;
-  if (!by_src || !by_dst)
+  if (!src || !dst)
     goto out;
   qsort(c, n, sizeof *c, cmp_cls_src);
   for (uint32_t i = 0; i < n; i++)
     c[i].left = 1;
-  for (uint32_t live = n; live;) {
+  for (;;) {
+    uint32_t live = 0;
     for (uint32_t i = 0; i < n; i++)
-      c[i].cap = 1;
+      if (c[i].left > 0) {
+        c[i].cap = 1;
+        src[live] = dst[live] = &c[i];
+        live++;
+      }
+    if (!live)
+      break;
+    qsort(dst, live, sizeof *dst, cmp_cls_dst);
     /* Alternate the two sharings until the downlinks' levels settle. */
     for (int it = 0; it < 100; it++) {
-      for (uint32_t i = 0, j; i < n; i = j) {
-        uint32_t k = 0;
-        for (j = i; j < n && c[j].a == c[i].a; j++)
-          if (c[j].left > 0)
-            by_src[k++] = &c[j];
-        share_by_flow(by_src, k, up);
+      for (uint32_t i = 0, j; i < live; i = j) {
+        for (j = i; j < live && src[j]->a == src[i]->a; j++)
+          ;
+        share_by_flow(src + i, j - i, up);
       }
       double moved = 0;
-      for (uint32_t i = 0; i < n; i++) {
-        if (c[i].left <= 0 || c[i].cap < 0)
-          continue;
-        uint32_t k = 0;
-        for (uint32_t j = i; j < n; j++)
-          if (c[j].b == c[i].b && c[j].left > 0)
-            by_dst[k++] = &c[j];
-        double w = share_by_input(by_dst, k, up);
-        for (uint32_t j = 0; j < k; j++) {
-          double cap = fmin(1, w / by_dst[j]->n);
-          moved = fmax(moved, fabs(cap - by_dst[j]->cap));
-          by_dst[j]->cap = -1 - cap; /* visited: -1 - value */
+      for (uint32_t i = 0, j; i < live; i = j) {
+        for (j = i; j < live && dst[j]->b == dst[i]->b; j++)
+          ;
+        double w = share_by_input(dst + i, j - i, up);
+        for (uint32_t k = i; k < j; k++) {
+          double cap = fmin(1, w / dst[k]->n);
+          moved = fmax(moved, fabs(cap - dst[k]->cap));
+          dst[k]->cap = cap;
         }
       }
-      for (uint32_t i = 0; i < n; i++)
-        if (c[i].cap < 0)
-          c[i].cap = -1 - c[i].cap;
       if (moved < 1e-9)
         break;
     }
     double dt = INFINITY;
-    for (uint32_t i = 0; i < n; i++)
-      if (c[i].left > 0 && c[i].rate > 0)
-        dt = fmin(dt, c[i].left / c[i].rate);
+    for (uint32_t i = 0; i < live; i++)
+      if (src[i]->rate > 0)
+        dt = fmin(dt, src[i]->left / src[i]->rate);
     if (!isfinite(dt))
       break; /* nothing moves: cannot happen with up > 0 */
     t += dt;
-    for (uint32_t i = 0; i < n; i++)
-      if (c[i].left > 0) {
-        c[i].left -= c[i].rate * dt;
-        if (c[i].left <= 1e-9) {
-          c[i].left = 0;
-          live--;
-        }
-      }
+    for (uint32_t i = 0; i < live; i++) {
+      src[i]->left -= src[i]->rate * dt;
+      if (src[i]->left <= 1e-9)
+        src[i]->left = 0;
+    }
   }
 out:
-  free(by_src);
-  free(by_dst);
+  free(src);
+  free(dst);
   return t;
 }
 
