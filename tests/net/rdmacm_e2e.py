@@ -47,12 +47,21 @@ def urun(uroce, addr, argv, pcap=None):
 
 def run_pair(uroce, argv_srv, argv_cli, pcap, timeout=60, settle=1.0,
              addrs=("127.0.0.2", "127.0.0.3")):
-    """Starts the server, then the client; a client rejected because the
-    server was not listening yet (REJ, invalid service ID) tries again."""
-    s = subprocess.Popen(urun(uroce, addrs[0], argv_srv),
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True)
-    time.sleep(settle)
+    """Starts the server, then the client. A client rejected because the
+    server was not listening yet (REJ, invalid service ID) tries again
+    against a fresh server: perftest 4.5-0.17 retries a rejected connect
+    itself with the CM IDs it has just destroyed, and a REQ of such a
+    retry could reach the first server once it listened, which then took
+    that connection for the one it waited for and never answered the
+    next client's (its SENDs were refused RNR forever)."""
+    def start():
+        p = subprocess.Popen(urun(uroce, addrs[0], argv_srv),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+        time.sleep(settle)
+        return p
+
+    s = start()
     deadline = time.time() + timeout
     while True:
         c = subprocess.run(urun(uroce, addrs[1], argv_cli, pcap),
@@ -62,7 +71,10 @@ def run_pair(uroce, argv_srv, argv_cli, pcap, timeout=60, settle=1.0,
         if (c.returncode == 0 or "REJECTED" not in out_c or
                 time.time() > deadline - 15 or s.poll() is not None):
             break
+        s.kill()
+        s.communicate()
         time.sleep(0.5)
+        s = start()
     try:
         out_s, _ = s.communicate(timeout=20)
     except subprocess.TimeoutExpired:
