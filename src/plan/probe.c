@@ -92,8 +92,9 @@ static void build_cfg(const struct plan_spec *sp, const struct plan_option *o,
     c->sw.pfc = false;
     c->sw.trim = true;
     /* The shared buffer managed by dynamic thresholds, as switch ASICs
-     * do (a queue holds at most alpha x the free buffer; alpha 1 is
-     * SONiC's default, dynamic_th 0): a congested queue trims before it
+     * do (a queue holds at most alpha x the free buffer; alpha = 2^
+     * dynamic_th in SONiC's buffer profiles, 1 here; 2 and 8 gave the same
+     * phase times): a congested queue trims before it
      * takes the whole buffer, so ACKs always find room. Without it the
      * 3:1 all-to-all's uplink queues filled the 32 MiB, ACKs were
      * dropped, and the flows whose last ACK was lost waited for a probe
