@@ -639,14 +639,17 @@ static enum resp_state complete(struct resp_pkt *p) {
  * within microseconds, and its answer and the ACK then leave in one
  * batch (one system call, not two; the receiver sees its completion
  * before the ACK is sent). Never a selective ACK, which loss recovery
- * waits for, nor past ack_every packets. */
+ * waits for, nor past ack_every packets; and only towards a uroce peer
+ * (multipath mode): a standard peer gets its ACKs as before (against the
+ * kernel's rxe, uroce as the pingpong server, a held ACK was followed by
+ * rxe ignoring uroce's next SEND for 67 ms retransmission after
+ * retransmission, docs/transport.md). */
 static bool may_hold_ack(const struct resp_pkt *p) {
   const struct uroce_qp *qp = p->qp;
   const struct resp *r = &qp->resp;
   return p->completed && qp->eng->cfg.ack_hold_ns && !r->ack_now &&
-         r->unacked < qp->eng->cfg.ack_every &&
-         !(qp_mp(qp) &&
-           (r->dup || r->trim_n || uroce_psn_cmp(r->mp_hi, r->epsn) > 0));
+         r->unacked < qp->eng->cfg.ack_every && qp_mp(qp) && !r->dup &&
+         !r->trim_n && uroce_psn_cmp(r->mp_hi, r->epsn) <= 0;
 }
 
 static void hold_ack(struct resp_pkt *p) {
