@@ -432,10 +432,7 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
       sim_schedule(s, &p->tx_ev, p->busy_until);
     return;
   }
-  if ((pkt = p->vl15.head)) { /* management: first, no credit */
-    if (!(p->vl15.head = pkt->next))
-      p->vl15.tail = 0;
-    p->vl15.bytes -= pkt->size;
+  if ((pkt = sim_pktq_take(&p->vl15))) { /* management: first, no credit */
     if (pkt->in_port != UINT16_MAX)
       p->node->ports[pkt->in_port].vl15_in -= pkt->size;
     s->st.vl15_pkts++;
@@ -873,10 +870,7 @@ static void nic_poll(struct sim *s, struct sim_nic *nic) {
     if (port->fc_at <= s->now)
       fc_send(s, port);
     fc_apply(s, port);
-    if ((pkt = port->vl15.head)) { /* management: first, no credit */
-      if (!(port->vl15.head = pkt->next))
-        port->vl15.tail = 0;
-      port->vl15.bytes -= pkt->size;
+    if ((pkt = sim_pktq_take(&port->vl15))) { /* management: first */
       put_on_wire(s, port, pkt);
       sim_schedule(s, &nic->ev, port->busy_until);
       return;

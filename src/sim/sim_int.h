@@ -73,6 +73,17 @@ struct sim_pktq {
   uint64_t bytes;
 };
 
+/* Takes q's first packet, or NULL. */
+static inline struct sim_pkt *sim_pktq_take(struct sim_pktq *q) {
+  struct sim_pkt *pkt = q->head;
+  if (pkt) {
+    if (!(q->head = pkt->next))
+      q->tail = 0;
+    q->bytes -= pkt->size;
+  }
+  return pkt;
+}
+
 /* Appends pkt to q. */
 static inline void sim_pktq_put(struct sim_pktq *q, struct sim_pkt *pkt) {
   pkt->next = 0;
