@@ -93,8 +93,15 @@ static void flush(struct sim *s, struct sim_port *p) {
     sim_pkt_free(s, k);
   }
   p->fc_head = p->fc_tail = 0;
+  if (p->peer) { /* and their records at the peer */
+    p->peer->crq.head += p->peer->crq.n;
+    p->peer->crq.n = 0;
+    p->peer->cr_due = SIM_NEVER;
+  }
   p->fc_open = 0;
+  p->fc_open_vls = 0;
   p->fc_at = SIM_NEVER;
+  p->fc_lazy = false;
   p->fc_vls = p->fc_news = 0;
   p->cr_wait = false;
   memset(p->freed, 0, sizeof p->freed);
@@ -168,6 +175,7 @@ static void link_up(struct sim *s, struct sim_port *p) {
   }
   sim_ev_cancel(&p->fc_ev);
   p->fc_at = SIM_NEVER;
+  p->fc_lazy = false;
   p->fc_vls = p->fc_news = 0;
 }
 
@@ -383,6 +391,7 @@ static void periodic_sweep(struct sim *s) {
 
 void sim_fail_event(struct sim *s, struct sim_ev *ev) {
   struct fail_ev *fe = container_of(ev, struct fail_ev, ev);
+  sim_fc_commit_due(s, s->now, 0); /* before links change */
   if (fe->what == FE_INSTALL)
     install(s, fe);
   else if (fe->what == FE_SWEEP)

@@ -114,8 +114,9 @@ void sim_mem_structure(struct sim *s, struct sim_mem *m) {
   m->topology = sizeof(struct sim) + nsw * sizeof(struct sim_switch) +
                 nports * sizeof(struct sim_port) +
                 nnics * sizeof(struct sim_nic);
-  if (s->ib) /* an LFT per switch over every LID */
-    m->topology += nsw * (nnics << s->cfg.ib.sm.lmc) * 2 + nnics * 4;
+  if (s->ib) /* an LFT per switch over every LID; FC records per port */
+    m->topology += nsw * (nnics << s->cfg.ib.sm.lmc) * 2 + nnics * 4 +
+                   (nports + nnics) * 8 * sizeof(struct sim_fcrec);
   if (s->cfg.nfail) /* next hops per switch pair, and a staged copy */
     m->topology += nsw * nsw * 10;
   /* The probe needs the NIC count the model sizes its tables by. */

@@ -1,4 +1,6 @@
 /* Links, switch ports and the NIC wire: queues, ECN, PFC, drops, routing. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/sim_int.h"
@@ -123,42 +125,142 @@ static void node_kick(struct sim *s, struct sim_port *p) {
  * they start. Besides, the periodic timer (fc_tick) sends one for every
  * data VL that had none in the last fc_period, while the port has
  * traffic. An FC packet takes its wire time (SIM_IB_FC_WIRE per VL) on
- * the link like any frame and arrives after it and the propagation;
- * the VLs due together travel as one descriptor.
+ * the link like any frame and arrives after it and the propagation.
  *
- * Arrivals cost no event of their own: the FC packets wait in their
- * sender's FC FIFO (fc_head, in arrival order) and their credits count
- * from their arrival time on, taken whenever the peer decides what to
- * send (fc_apply); only a port that waits for credit with nothing else
- * to do is woken at the next arrival (fc_rx_ev). */
+ * Arrivals cost no event of their own: the packets are records in the
+ * peer's ring (crq, by arrival time) whose credits count from their
+ * arrival on, taken whenever the peer decides what to send (fc_apply);
+ * only a port that waits for credit with nothing else to do is woken at
+ * the next arrival (fc_rx_ev). Records, not packets: a ring the peer
+ * reads in order touches a few cache lines where packets from the pool
+ * touched one each (issue 27's benchmark). Toward a peer in another
+ * partition the VLs due together travel as one packet (a message), which
+ * the ring's record stands for. */
 
-/* The credits of the FC packets that reached p by now (the first has). */
-static void fc_apply_due(struct sim *s, struct sim_port *p) {
+static inline struct sim_fcrec *fcq_at(struct sim_fcq *q, uint32_t seq) {
+  return &q->a[seq & (q->cap - 1)];
+}
+
+/* Room for k more records in q; -1 without memory. */
+static int fcq_room(struct sim_fcq *q, uint32_t k) {
+  if (q->n + k <= q->cap)
+    return 0;
+  uint32_t cap = q->cap ? q->cap : 8;
+  while (cap < q->n + k)
+    cap *= 2;
+  struct sim_fcrec *a = malloc(sizeof(*a) * cap);
+  if (!a)
+    return -1;
+  for (uint32_t i = 0; i < q->n; i++) {
+    uint32_t seq = q->head + i;
+    a[seq & (cap - 1)] = *fcq_at(q, seq);
+  }
+  free(q->a);
+  q->a = a;
+  q->cap = cap;
+  return 0;
+}
+
+static inline void fcq_put(struct sim_fcq *q, sim_time_t ts, uint32_t blocks,
+                           uint8_t vl) {
+  *fcq_at(q, q->head + q->n++) = (struct sim_fcrec){ts, blocks, vl};
+}
+
+static void fc_send_at(struct sim *s, struct sim_port *p, sim_time_t t);
+
+/* Whether p's FC packets cross to another partition's thread: they
+ * travel as packets then, which the peer frees, and none is deferred. */
+static inline bool fc_cut(const struct sim *s, const struct sim_port *p) {
+  return s->par && p->rx_ev.part != p->tx_ev.part;
+}
+
+/* Whether p's deferred FC packet has left by now: its event (fc_ev)
+ * would have run before the one running now. */
+static inline bool fc_lazy_gone(const struct sim *s, const struct sim_port *p) {
+  return p->fc_lazy && (p->fc_at < s->now || (p->fc_at == s->now &&
+                                               s->cur_key > p->fc_ev.key));
+}
+
+/* Whether the peer x of a port has a deferred FC packet toward it; x's
+ * fields are not read when x runs in another partition. */
+static inline bool fc_peer_lazy(const struct sim *s, const struct sim_port *x) {
+  return !fc_cut(s, x) && x->fc_lazy;
+}
+
+/* When p (whose peer x has a deferred FC packet toward it) must look at
+ * it: the earliest it can arrive (its due time plus the propagation), or
+ * its due time while p waits for credit, when the packet would have
+ * taken p's credits that had arrived and ended the wait (credit_wait)
+ * as it left. */
+static inline sim_time_t fc_lazy_due(const struct sim_port *x,
+                                     const struct sim_port *p) {
+  return p->starved_since != SIM_NEVER ? x->fc_at : x->fc_at + x->delay;
+}
+
+/* p's deferred FC packet leaves as of when it was due; ran: its event
+ * would have run by now (not been cancelled), and counts as one. */
+static inline void fc_lazy_send(struct sim *s, struct sim_port *p, bool ran) {
+  s->st.events += ran;
+  fc_send_at(s, p, p->fc_at);
+}
+
+/* p's deferred FC packet, if it has left by now. */
+static inline void fc_commit(struct sim *s, struct sim_port *p) {
+  if (fc_lazy_gone(s, p))
+    fc_lazy_send(s, p, true);
+}
+
+/* The credits of the FC packets that reached p by now: cr_due is due,
+ * the first record's arrival or the earliest a deferred one can. */
+static void fc_apply_due(struct sim *s, struct sim_port *p, sim_time_t now) {
+  struct sim_fcq *q = &p->crq;
   struct sim_port *x = p->peer;
-  struct sim_pkt *f = x->fc_head;
+  bool lazy = fc_peer_lazy(s, x);
+  if (lazy && now == s->now && fc_lazy_gone(s, x)) {
+    fc_lazy_send(s, x, true);
+    lazy = false;
+  }
+  const struct sim_fcrec *r = fcq_at(q, q->head);
+  if (!q->n || r->ts > now) {
+    p->cr_due = q->n ? r->ts : SIM_NEVER;
+    if (lazy && fc_lazy_due(x, p) < p->cr_due)
+      p->cr_due = fc_lazy_due(x, p);
+    return;
+  }
   do {
-    uint32_t cr[SIM_NPRIO];
-    memcpy(cr, f->hdr, sizeof(cr));
-    for (uint8_t v = 0; v < SIM_NPRIO; v++)
-      p->credits[v] += cr[v];
-    struct sim_pkt *n = f->next;
-    sim_pkt_free(s, f);
-    f = n;
-  } while (f && f->ts <= s->now);
-  x->fc_head = f;
-  if (!f)
-    x->fc_tail = 0;
+    if (r->vl != SIM_FCREC_PKT) {
+      p->credits[r->vl] += r->blocks;
+    } else { /* the packet first on the peer's FIFO */
+      struct sim_pkt *f = x->fc_head;
+      uint32_t cr[SIM_NPRIO];
+      memcpy(cr, f->hdr, sizeof(cr));
+      for (uint8_t v = 0; v < SIM_NPRIO; v++)
+        p->credits[v] += cr[v];
+      if (!(x->fc_head = f->next))
+        x->fc_tail = 0;
+      sim_pkt_free(s, f);
+    }
+    q->head++;
+    r = fcq_at(q, q->head);
+  } while (--q->n && r->ts <= now);
+  p->cr_due = q->n ? r->ts : SIM_NEVER;
+  if (lazy && fc_lazy_due(x, p) < p->cr_due)
+    p->cr_due = fc_lazy_due(x, p);
   if (p->starved_since != SIM_NEVER && port_ready(s, p)) {
-    if (s->now > p->starved_since)
-      s->st.credit_wait[p->node->tier] += s->now - p->starved_since;
+    if (now > p->starved_since)
+      s->st.credit_wait[p->node->tier] += now - p->starved_since;
     p->starved_since = SIM_NEVER;
   }
 }
 
+/* The credits that reached p by now (by t: a deferred packet's time). */
+static inline void fc_apply_at(struct sim *s, struct sim_port *p,
+                               sim_time_t t) {
+  if (p->cr_due <= t)
+    fc_apply_due(s, p, t);
+}
 static inline void fc_apply(struct sim *s, struct sim_port *p) {
-  const struct sim_pkt *f = p->peer->fc_head;
-  if (f && f->ts <= s->now)
-    fc_apply_due(s, p);
+  fc_apply_at(s, p, s->now);
 }
 
 /* p has packets it may not send for want of credit, and nothing else:
@@ -166,21 +268,46 @@ static inline void fc_apply(struct sim *s, struct sim_port *p) {
 static void fc_wait(struct sim *s, struct sim_port *p) {
   struct sim_port *x = p->peer;
   p->cr_wait = true;
-  if (x->fc_head && x->fc_rx_ev.at == SIM_NEVER)
-    sim_schedule(s, &x->fc_rx_ev, x->fc_head->ts);
+  if (fc_peer_lazy(s, x)) { /* its deferred packet: now, or its event */
+    if (fc_lazy_gone(s, x)) {
+      fc_lazy_send(s, x, true);
+    } else {
+      x->fc_lazy = false;
+      sim_schedule(s, &x->fc_ev, x->fc_at);
+    }
+  }
+  /* (cr_due may be early: a deferred packet's due time) */
+  if (p->crq.n && x->fc_rx_ev.at == SIM_NEVER)
+    sim_schedule(s, &x->fc_rx_ev, fcq_at(&p->crq, p->crq.head)->ts);
 }
 
+/* x's FC packets arriving at ts went into p's ring (p = x's peer). */
+static void fc_arrives(struct sim *s, struct sim_port *x, struct sim_port *p,
+                       sim_time_t ts) {
+  if (ts < p->cr_due)
+    p->cr_due = ts;
+  if (p->cr_wait && x->fc_rx_ev.at == SIM_NEVER)
+    sim_schedule(s, &x->fc_rx_ev, fcq_at(&p->crq, p->crq.head)->ts);
+}
+
+/* An FC packet x sent to a peer in another partition, or while the
+ * partitions stood still, arrived there as a message (par.c), or on a
+ * link the partitions do not cut but the packet path was taken. */
 void sim_fc_fifo_put(struct sim *s, struct sim_port *x, struct sim_pkt *f) {
   struct sim_port *p = x->peer;
-  fc_apply(s, p); /* the FIFO holds only those on the wire */
+  fc_apply(s, p); /* the ring holds only those on the wire */
+  if (fcq_room(&p->crq, 1) < 0) {
+    fprintf(stderr, "uroce sim: out of memory for flow-control packets\n");
+    abort();
+  }
+  fcq_put(&p->crq, f->ts, 0, SIM_FCREC_PKT);
   f->next = 0;
   if (x->fc_tail)
     x->fc_tail->next = f;
   else
     x->fc_head = f;
   x->fc_tail = f;
-  if (p->cr_wait && x->fc_rx_ev.at == SIM_NEVER)
-    sim_schedule(s, &x->fc_rx_ev, x->fc_head->ts);
+  fc_arrives(s, x, p, f->ts);
 }
 
 /* fc_rx_ev of x, where its peer is: credits the peer waited for came. */
@@ -191,22 +318,27 @@ void sim_port_fc_rx_event(struct sim *s, struct sim_port *x) {
   node_kick(s, p);
 }
 
-/* The due FC packets of p leave now (after any frame on the wire). */
-static void fc_send(struct sim *s, struct sim_port *p) {
+/* The due FC packets of p leave at t, now or, for a deferred one (see
+ * fc_want), when it was due (after any frame on the wire then). */
+static void fc_send_at(struct sim *s, struct sim_port *p, sim_time_t t) {
   if (p->fc_ev.at != SIM_NEVER)
     sim_ev_cancel(&p->fc_ev);
   p->fc_at = SIM_NEVER;
-  struct sim_pkt *f = sim_pkt_alloc(s);
-  if (!f) { /* no descriptor: the credits go with the next FC */
+  p->fc_lazy = false;
+  struct sim_pkt *f = 0;
+  struct sim_port *x = p->peer;
+  uint8_t news = p->fc_news, vls = news | p->fc_vls;
+  if (fc_cut(s, p) ? !(f = sim_pkt_alloc(s))
+                   : fcq_room(&x->crq, (uint32_t)__builtin_popcount(vls)) < 0) {
+    /* no memory: the credits go with the next FC */
     p->fc_at = s->now + s->cfg.ib.fc_latency;
     sim_schedule(s, &p->fc_ev, p->fc_at);
     return;
   }
-  uint8_t news = p->fc_news, vls = news | p->fc_vls;
   uint32_t n = 0, periodic = 0;
   for (uint8_t m = news; m; m &= (uint8_t)(m - 1)) {
     n++;
-    p->fc_last[__builtin_ctz(m)] = s->now;
+    p->fc_last[__builtin_ctz(m)] = t;
   }
   for (uint8_t m = vls & (uint8_t)~news; m; m &= (uint8_t)(m - 1))
     periodic++;
@@ -216,34 +348,118 @@ static void fc_send(struct sim *s, struct sim_port *p) {
   p->fc_vls = 0;
   p->fc_news = 0;
   if (!n) {
-    sim_pkt_free(s, f);
+    if (f)
+      sim_pkt_free(s, f);
     return;
   }
-  f->size = n * SIM_IB_FC_WIRE;
-  f->kind = SIM_PKT_FC;
-  _Static_assert(sizeof(p->freed) <= sizeof(f->hdr), "credits fit");
-  memcpy(f->hdr, p->freed, sizeof(p->freed));
-  memset(p->freed, 0, sizeof(p->freed));
-  if (p->busy_until > s->now) { /* it starts later: more may join */
-    p->fc_open = f;
-    p->fc_open_at = p->busy_until;
+  uint32_t size = n * SIM_IB_FC_WIRE;
+  if (f) {
+    f->size = size;
+    f->kind = SIM_PKT_FC;
+    _Static_assert(sizeof(p->freed) <= sizeof(f->hdr), "credits fit");
+    memcpy(f->hdr, p->freed, sizeof(p->freed));
+    memset(p->freed, 0, sizeof(p->freed));
+    if (p->busy_until > s->now) { /* it starts later: more may join */
+      p->fc_open = f;
+      p->fc_open_at = p->busy_until;
+      p->fc_open_vls = vls;
+    }
+    put_on_wire(s, p, f);
+    return;
+  }
+  /* put_on_wire's work for a control frame, into the peer's ring */
+  if (p->down) {
+    memset(p->freed, 0, sizeof(p->freed));
+    return;
+  }
+  sim_time_t start = p->busy_until > t ? p->busy_until : t;
+  if (start > t) { /* it starts later: more may join */
+    p->fc_open = 0;
+    p->fc_open_seq = x->crq.head + x->crq.n;
+    p->fc_open_at = start;
     p->fc_open_vls = vls;
   }
-  put_on_wire(s, p, f);
+  p->busy_until = start + sim_ser_time(size, p->rate_bps);
+  p->tx_bytes += size;
+  sim_time_t ts = p->busy_until + p->delay;
+  fc_apply_at(s, x, t); /* the ring holds only those on the wire */
+  for (uint8_t m = vls; m; m &= (uint8_t)(m - 1)) {
+    unsigned v = (unsigned)__builtin_ctz(m);
+    fcq_put(&x->crq, ts, p->freed[v], (uint8_t)v);
+    p->freed[v] = 0;
+  }
+  fc_arrives(s, p, x, ts);
+}
+
+static inline void fc_send(struct sim *s, struct sim_port *p) {
+  fc_send_at(s, p, s->now);
 }
 
 /* An FC packet of p is due at t (with any due sooner). If a frame will
  * still be on the wire then, it is queued behind it now (and blocks of
- * its VLs freed until it starts join it, in ib_free); else fc_ev sends
- * it when due, or queues it then behind the frame on the wire. */
+ * its VLs freed until it starts join it, in ib_free); else it goes when
+ * due, or then behind the frame on the wire.
+ *
+ * That costs no event (fc_ev) unless the peer waits for credit or is
+ * another partition's: the packet is deferred (fc_lazy), and sent, as of
+ * its due time, by the first thing after that which could tell: p
+ * choosing a frame to send (it goes first, as it would have), blocks
+ * freed or the periodic timer at p after it was due (the packet takes
+ * what was freed until then, nothing after), the peer deciding what to
+ * send after it was due (the peer's cr_due counts the due time: the
+ * packet took its credits from the peer's records when it left), the
+ * peer starting to wait for credit (the event is scheduled then, at the
+ * same time and key), and samples, failures and the end of a run
+ * (sim_fc_commit_due). "Then" follows the event order: at the due time
+ * itself, only what an event with a larger key than fc_ev's does. The
+ * results are the event's to the bit, and such a packet counts as the
+ * event it stands for in the run's events (the same on every thread
+ * count, where links between partitions keep the event); what it saves
+ * is the event heap's work, a tenth of an InfiniBand run's time. */
 static void fc_want(struct sim *s, struct sim_port *p, sim_time_t t) {
   if (p->down || p->fc_at <= t)
     return;
   p->fc_at = t;
-  if (p->busy_until > t || t <= s->now)
+  struct sim_port *x = p->peer;
+  if (p->busy_until > t || t <= s->now) {
     fc_send(s, p);
-  else
+  } else if (!fc_cut(s, p) && !x->cr_wait) {
+    p->fc_lazy = true;
+    if (fc_lazy_due(p, x) < x->cr_due)
+      x->cr_due = fc_lazy_due(p, x);
+  } else {
     sim_schedule(s, &p->fc_ev, t);
+  }
+}
+
+/* p chooses a frame to send and an FC packet is due: it goes first, a
+ * deferred one as of when it was due. */
+static void fc_due_first(struct sim *s, struct sim_port *p) {
+  if (p->fc_lazy)
+    fc_lazy_send(s, p, fc_lazy_gone(s, p));
+  else
+    fc_send(s, p);
+}
+
+sim_time_t sim_fc_commit_due(struct sim *s, sim_time_t t, bool *left) {
+  sim_time_t last = 0;
+  if (left)
+    *left = false;
+  for (uint32_t i = 0; s->ib && i < s->nports + s->nnics; i++) {
+    struct sim_port *p =
+        i < s->nports ? &s->ports[i] : &s->nics[i - s->nports].port;
+    if (!p->fc_lazy)
+      continue;
+    if (p->fc_at > t) {
+      if (left)
+        *left = true;
+      continue;
+    }
+    if (p->fc_at > last)
+      last = p->fc_at;
+    fc_lazy_send(s, p, true);
+  }
+  return last;
 }
 
 /* fc_ev: p's FC packets are due and the link free. */
@@ -265,6 +481,7 @@ static void fc_active(struct sim *s, struct sim_port *p) {
  * port had no traffic for a period and holds no blocks (no credit
  * outstanding): the next frame restarts it. */
 void sim_port_fc_tick_event(struct sim *s, struct sim_port *p) {
+  fc_commit(s, p);
   sim_time_t per = p->fc_period, now = s->now, next = now + per;
   uint32_t held = 0;
   uint8_t nvl = s->cfg.ib.vls, due = 0;
@@ -292,16 +509,25 @@ static void ib_free(struct sim *s, struct sim_port *in, unsigned vl,
   in->in_blocks[vl] -= blocks;
   if (in->down) /* the credits are set afresh when the link comes up */
     return;
-  if (in->fc_open) { /* an FC packet of this VL queued, not started yet */
-    if (s->now < in->fc_open_at && (in->fc_open_vls >> vl & 1)) {
-      uint32_t cr;
-      memcpy(&cr, in->fc_open->hdr + vl * sizeof(cr), sizeof(cr));
-      cr += blocks;
-      memcpy(in->fc_open->hdr + vl * sizeof(cr), &cr, sizeof(cr));
+  fc_commit(s, in); /* if it left, without these */
+  if (in->fc_open_vls) { /* an FC packet queued, not started yet */
+    uint8_t vls = in->fc_open_vls;
+    if (s->now < in->fc_open_at && (vls >> vl & 1)) {
+      if (in->fc_open) {
+        uint32_t cr;
+        memcpy(&cr, in->fc_open->hdr + vl * sizeof(cr), sizeof(cr));
+        cr += blocks;
+        memcpy(in->fc_open->hdr + vl * sizeof(cr), &cr, sizeof(cr));
+      } else { /* its record of vl: after those of the VLs below */
+        uint32_t below = (uint32_t)__builtin_popcount(vls & ((1u << vl) - 1));
+        fcq_at(&in->peer->crq, in->fc_open_seq + below)->blocks += blocks;
+      }
       return;
     }
-    if (s->now >= in->fc_open_at)
-      in->fc_open = 0; /* it left: the peer may free it */
+    if (s->now >= in->fc_open_at) { /* it left: the peer may take it */
+      in->fc_open = 0;
+      in->fc_open_vls = 0;
+    }
   }
   in->freed[vl] += blocks;
   in->fc_news |= (uint8_t)(1u << vl);
@@ -407,6 +633,7 @@ static void release(struct sim *s, struct sim_switch *sw, struct sim_port *in,
 static void port_starve(struct sim *s, struct sim_port *p) {
   if (!s->ib)
     return;
+  fc_commit(s, p); /* busy_until counts it if it left */
   if (p->starved_since == SIM_NEVER)
     p->starved_since = p->busy_until > s->now ? p->busy_until : s->now;
   fc_wait(s, p);
@@ -418,8 +645,8 @@ static void port_starve(struct sim *s, struct sim_port *p) {
  * packet and credit). */
 static void port_send_next(struct sim *s, struct sim_port *p) {
   if (s->ib) {
-    if (p->fc_at <= s->now)
-      fc_send(s, p);
+    if (p->fc_at <= s->now) /* due: first, as of when it was due */
+      fc_due_first(s, p);
     fc_apply(s, p);
   }
   struct sim_pkt *pkt = p->ctl_head;
@@ -867,8 +1094,8 @@ static void nic_poll(struct sim *s, struct sim_nic *nic) {
   struct sim_pkt *pkt;
   bool short_ = false;
   if (s->ib) {
-    if (port->fc_at <= s->now)
-      fc_send(s, port);
+    if (port->fc_at <= s->now) /* due: first, as of when it was due */
+      fc_due_first(s, port);
     fc_apply(s, port);
     if ((pkt = sim_pktq_take(&port->vl15))) { /* management: first */
       put_on_wire(s, port, pkt);

@@ -444,6 +444,10 @@ void sim_del(struct sim *s) {
   for (uint32_t i = 0; i < s->nfchunks; i++)
     free(s->fchunks[i]);
   free(s->fchunks);
+  for (uint32_t i = 0; s->nics && i < s->nnics; i++)
+    free(s->nics[i].port.crq.a);
+  for (uint32_t j = 0; s->ports && j < s->nports; j++)
+    free(s->ports[j].crq.a);
   free(s->nics);
   free(s->sws);
   free(s->ports);
@@ -895,6 +899,7 @@ static void sample(struct sim *s) {
     return;
   uint32_t i = r->n++;
   r->t[i] = s->now;
+  sim_fc_commit_due(s, s->now, 0); /* their bytes are on the wire */
   credit_arriving(s);
   memset(r->queue[i], 0, sizeof(r->queue[i]));
   memset(r->paused_ports[i], 0, sizeof(r->paused_ports[i]));
@@ -1083,9 +1088,16 @@ int sim_run(struct sim *s, sim_time_t until) {
   if (n < 0)
     n = (int64_t)run_seq(s, lim);
   s->st.events += (uint64_t)n;
+  /* The deferred FC packets the run reached leave (net.c, fc_want), as
+   * their events would have run, the last setting the time. */
+  bool fc_left = false;
+  sim_time_t l = s->done_end && s->done_end - 1 < lim ? s->done_end - 1 : lim;
+  sim_time_t fc_last = sim_fc_commit_due(s, l, &fc_left);
+  if (fc_last > s->now)
+    s->now = fc_last;
   bool done = sim_run_done(s);
   if (!done && lim != SIM_NEVER && s->now < lim &&
-      sim_heap_peek(&s->heap) != SIM_NEVER)
+      (sim_heap_peek(&s->heap) != SIM_NEVER || fc_left))
     s->now = lim;
   if (done && s->cfg.sample_interval)
     sample(s); /* the final state */

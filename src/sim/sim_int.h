@@ -144,6 +144,23 @@ static inline void sim_ev_new(struct sim_ev *ev, unsigned kind, uint64_t idx) {
 
 struct sim_node;
 
+/* InfiniBand: an FC packet on the wire, one record per VL it carries;
+ * vl SIM_FCREC_PKT stands for a packet from another partition, which
+ * carries its credits itself (the sender's fc_head FIFO). */
+#define SIM_FCREC_PKT 0xFF
+struct sim_fcrec {
+  sim_time_t ts;   /* arrival: its credits count from then on */
+  uint32_t blocks; /* credits returned */
+  uint8_t vl;
+};
+
+/* A ring of FC records: sequence numbers head .. head + n - 1 at
+ * a[seq & (cap - 1)]; cap a power of two, a NULL until the first. */
+struct sim_fcq {
+  struct sim_fcrec *a;
+  uint32_t head, n, cap;
+};
+
 /* One end of a full-duplex link: an egress with its queues, and the
  * ingress counters for PFC of what arrived through it. The frames in
  * flight toward the peer are a FIFO (they arrive in order), so the link
@@ -179,25 +196,36 @@ struct sim_port {
    * packets go on this port's egress, before data: one is due at fc_at
    * (SIM_NEVER: none) for the VLs with blocks freed and those in fc_vls
    * (the periodic timer's); it goes with the port's next transmission
-   * if that starts then, else fc_ev sends it. fc_tick: the periodic
-   * timer (fc_period), running while the port had traffic (act_last)
-   * in the last period or holds blocks; fc_last: when each VL's last FC
-   * packet went (or the timer chose it). The FC packets sent, until
-   * their credits count at the peer: a FIFO by arrival (fc_head), read
-   * where the peer is, whenever the peer decides what to send; fc_rx_ev
-   * (where the peer is) wakes the peer at the next arrival while it
-   * waits for credit (cr_wait). Since when packets wait for credit. */
+   * if that starts then, else fc_ev sends it, or it waits deferred
+   * (fc_lazy, net.c's fc_want). fc_tick: the periodic timer (fc_period),
+   * running while the port had traffic (act_last) in the last period or
+   * holds blocks; fc_last: when each VL's last FC packet went (or the
+   * timer chose it). fc_rx_ev (where the peer is) wakes the peer at the
+   * next arrival while it waits for credit (cr_wait). Since when packets
+   * wait for credit. */
   uint32_t credits[SIM_NPRIO];
   uint32_t freed[SIM_NPRIO];
   uint32_t in_blocks[SIM_NPRIO];
   struct sim_ev fc_ev, fc_tick, fc_rx_ev;
+  /* The FC packets on the wire toward this port, by arrival: their
+   * records (crq, here, where this port's partition runs) and the
+   * arrival of the first (cr_due, SIM_NEVER when none), so that deciding
+   * what to send reads nothing of the peer's. The packets this port
+   * sent to a peer in another partition (par.c) travel as packets and
+   * wait here (fc_head, a FIFO) until the peer takes them. */
+  struct sim_fcq crq;
+  sim_time_t cr_due;
   struct sim_pkt *fc_head, *fc_tail;
   /* The FC packet queued behind a frame on the wire, which blocks of its
-   * VLs (fc_open_vls) freed before it starts (fc_open_at) join; not to
-   * be touched from fc_open_at on (the peer may have freed it). */
+   * VLs (fc_open_vls; 0: none) freed before it starts (fc_open_at)
+   * join: its records from the peer's crq sequence number fc_open_seq
+   * on, or the packet fc_open; not to be touched from fc_open_at on (the
+   * peer may have taken it). */
   struct sim_pkt *fc_open;
+  uint32_t fc_open_seq;
   sim_time_t fc_open_at;
   uint8_t fc_open_vls;
+  bool fc_lazy; /* the packet due at fc_at is deferred (net.c, fc_want) */
   sim_time_t fc_at, fc_period, act_last;
   sim_time_t fc_last[SIM_NPRIO];
   uint8_t fc_vls, fc_news; /* VLs the timer wants; VLs with blocks freed */
@@ -559,6 +587,10 @@ void sim_port_fc_rx_event(struct sim *s, struct sim_port *p);
 void sim_fly_put(struct sim *s, struct sim_port *p, struct sim_pkt *pkt);
 /* Puts FC packet f (due at f->ts) in p's FC FIFO toward its peer. */
 void sim_fc_fifo_put(struct sim *s, struct sim_port *p, struct sim_pkt *f);
+/* InfiniBand: the deferred FC packets due by t leave (net.c, fc_want);
+ * returns the latest of their times, 0 if none; *left (if not NULL):
+ * whether some due later remain. */
+sim_time_t sim_fc_commit_due(struct sim *s, sim_time_t t, bool *left);
 void sim_port_rx_event(struct sim *s, struct sim_port *p);
 void sim_port_tx_event(struct sim *s, struct sim_port *p);
 /* Port p has something new to send: it starts now or when the wire is

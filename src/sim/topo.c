@@ -13,7 +13,8 @@
 static void port_init(struct sim *s, struct sim_port *p, struct sim_node *n,
                       uint16_t idx, uint64_t gidx) {
   *p = (struct sim_port){
-      .node = n, .idx = idx, .fc_at = SIM_NEVER, .starved_since = SIM_NEVER};
+      .node = n, .idx = idx, .fc_at = SIM_NEVER, .cr_due = SIM_NEVER,
+      .starved_since = SIM_NEVER};
   sim_ev_new(&p->tx_ev, SIM_EV_PORT_TX, gidx);
   sim_ev_new(&p->rx_ev, SIM_EV_PORT_RX, gidx);
   sim_ev_new(&p->fc_ev, SIM_EV_PORT_FC, gidx);
