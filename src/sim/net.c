@@ -20,13 +20,25 @@ static inline uint8_t ib_ready(const struct sim_port *p) {
   return r;
 }
 
-static inline uint8_t port_ready(const struct sim *s,
-                                 const struct sim_port *p) {
-  return s->ib ? ib_ready(p) : (uint8_t)(p->nonempty & ~p->paused);
+static void fc_apply_due(struct sim *s, struct sim_port *p, sim_time_t now);
+
+/* InfiniBand: the VLs whose head packet the peer has credit for, the
+ * credits that reached p by now counted (they are taken only when those
+ * taken so far fall short: see fc_apply). */
+static inline uint8_t ib_ready_now(struct sim *s, struct sim_port *p) {
+  uint8_t r = ib_ready(p);
+  if (r != p->nonempty && p->cr_due <= s->now) {
+    fc_apply_due(s, p, s->now);
+    r = ib_ready(p);
+  }
+  return r;
 }
 
-static inline bool port_sendable(const struct sim *s,
-                                 const struct sim_port *p) {
+static inline uint8_t port_ready(struct sim *s, struct sim_port *p) {
+  return s->ib ? ib_ready_now(s, p) : (uint8_t)(p->nonempty & ~p->paused);
+}
+
+static inline bool port_sendable(struct sim *s, struct sim_port *p) {
   return p->ctl_head || p->vl15.head || p->trimq.head || port_ready(s, p);
 }
 
@@ -246,14 +258,22 @@ static void fc_apply_due(struct sim *s, struct sim_port *p, sim_time_t now) {
   p->cr_due = q->n ? r->ts : SIM_NEVER;
   if (lazy && fc_lazy_due(x, p) < p->cr_due)
     p->cr_due = fc_lazy_due(x, p);
-  if (p->starved_since != SIM_NEVER && port_ready(s, p)) {
+  if (p->starved_since != SIM_NEVER && ib_ready(p)) {
     if (now > p->starved_since)
       s->st.credit_wait[p->node->tier] += now - p->starved_since;
     p->starved_since = SIM_NEVER;
   }
 }
 
-/* The credits that reached p by now (by t: a deferred packet's time). */
+/* The credits that reached p by now (by t: a deferred packet's time).
+ *
+ * They are taken only where it can matter: when those taken so far fall
+ * short of what p is about to decide on (ib_ready_now, nic_blocked_now),
+ * while p is starved (the wait ends, for credit_wait, when they would
+ * have been taken: at every look, and as each FC packet leaves), and
+ * before the ring would grow. Taking them later than they arrived
+ * changes no decision (credits only grow between looks), and saves
+ * reading each record back when credit is plenty. */
 static inline void fc_apply_at(struct sim *s, struct sim_port *p,
                                sim_time_t t) {
   if (p->cr_due <= t)
@@ -261,6 +281,17 @@ static inline void fc_apply_at(struct sim *s, struct sim_port *p,
 }
 static inline void fc_apply(struct sim *s, struct sim_port *p) {
   fc_apply_at(s, p, s->now);
+}
+/* At a look of p's (choosing what to send). */
+static inline void fc_look(struct sim *s, struct sim_port *p) {
+  if (p->starved_since != SIM_NEVER)
+    fc_apply(s, p);
+}
+/* Before k more records go into p's ring (at t). */
+static inline void fc_before_put(struct sim *s, struct sim_port *p,
+                                 sim_time_t t, uint32_t k) {
+  if (p->starved_since != SIM_NEVER || p->crq.n + k > p->crq.cap)
+    fc_apply_at(s, p, t);
 }
 
 /* p has packets it may not send for want of credit, and nothing else:
@@ -295,7 +326,7 @@ static void fc_arrives(struct sim *s, struct sim_port *x, struct sim_port *p,
  * link the partitions do not cut but the packet path was taken. */
 void sim_fc_fifo_put(struct sim *s, struct sim_port *x, struct sim_pkt *f) {
   struct sim_port *p = x->peer;
-  fc_apply(s, p); /* the ring holds only those on the wire */
+  fc_before_put(s, p, s->now, 1);
   if (fcq_room(&p->crq, 1) < 0) {
     fprintf(stderr, "uroce sim: out of memory for flow-control packets\n");
     abort();
@@ -328,8 +359,10 @@ static void fc_send_at(struct sim *s, struct sim_port *p, sim_time_t t) {
   struct sim_pkt *f = 0;
   struct sim_port *x = p->peer;
   uint8_t news = p->fc_news, vls = news | p->fc_vls;
-  if (fc_cut(s, p) ? !(f = sim_pkt_alloc(s))
-                   : fcq_room(&x->crq, (uint32_t)__builtin_popcount(vls)) < 0) {
+  uint32_t k = (uint32_t)__builtin_popcount(vls);
+  if (!fc_cut(s, p))
+    fc_before_put(s, x, t, k);
+  if (fc_cut(s, p) ? !(f = sim_pkt_alloc(s)) : fcq_room(&x->crq, k) < 0) {
     /* no memory: the credits go with the next FC */
     p->fc_at = s->now + s->cfg.ib.fc_latency;
     sim_schedule(s, &p->fc_ev, p->fc_at);
@@ -382,7 +415,6 @@ static void fc_send_at(struct sim *s, struct sim_port *p, sim_time_t t) {
   p->busy_until = start + sim_ser_time(size, p->rate_bps);
   p->tx_bytes += size;
   sim_time_t ts = p->busy_until + p->delay;
-  fc_apply_at(s, x, t); /* the ring holds only those on the wire */
   for (uint8_t m = vls; m; m &= (uint8_t)(m - 1)) {
     unsigned v = (unsigned)__builtin_ctz(m);
     fcq_put(&x->crq, ts, p->freed[v], (uint8_t)v);
@@ -647,7 +679,7 @@ static void port_send_next(struct sim *s, struct sim_port *p) {
   if (s->ib) {
     if (p->fc_at <= s->now) /* due: first, as of when it was due */
       fc_due_first(s, p);
-    fc_apply(s, p);
+    fc_look(s, p);
   }
   struct sim_pkt *pkt = p->ctl_head;
   if (pkt) {
@@ -724,7 +756,7 @@ static void port_kick(struct sim *s, struct sim_port *p) {
   if (p->tx_ev.at != SIM_NEVER)
     return;
   if (s->ib)
-    fc_apply(s, p);
+    fc_look(s, p);
   if (!port_sendable(s, p)) {
     if (p->nonempty)
       port_starve(s, p); /* queued, and no credit */
@@ -977,12 +1009,21 @@ static void sw_receive(struct sim *s, struct sim_switch *sw,
 }
 
 /* InfiniBand: the priorities (SLs) a NIC may not start a packet of: their
- * VL lacks credit for the largest packet. */
+ * VL lacks credit for the largest packet (the credits that reached it
+ * by now counted). */
 static uint8_t nic_blocked(const struct sim *s, const struct sim_port *p) {
   uint8_t m = 0;
   for (uint8_t i = 0; i < SIM_NPRIO; i++)
     if (p->credits[s->qmap[i]] < s->ib_max_blocks)
       m |= (uint8_t)(1u << i);
+  return m;
+}
+static uint8_t nic_blocked_now(struct sim *s, struct sim_port *p) {
+  uint8_t m = nic_blocked(s, p);
+  if (m && p->cr_due <= s->now) {
+    fc_apply_due(s, p, s->now);
+    m = nic_blocked(s, p);
+  }
   return m;
 }
 
@@ -1022,7 +1063,7 @@ static void nic_take_credit(struct sim *s, struct sim_port *port,
 static struct sim_pkt *nic_arbitrate(struct sim *s, struct sim_nic *nic,
                                      sim_time_t *wake, bool *short_) {
   struct sim_port *port = &nic->port;
-  uint8_t blocked = nic_blocked(s, port);
+  uint8_t blocked = nic_blocked_now(s, port);
   uint8_t ok = (uint8_t) ~(blocked | cc_throttled(s, nic, wake));
   uint8_t has = s->host->sls ? s->host->sls(nic->model, s->now) : 0xFF;
   uint8_t may = ok & has;
@@ -1096,7 +1137,6 @@ static void nic_poll(struct sim *s, struct sim_nic *nic) {
   if (s->ib) {
     if (port->fc_at <= s->now) /* due: first, as of when it was due */
       fc_due_first(s, port);
-    fc_apply(s, port);
     if ((pkt = sim_pktq_take(&port->vl15))) { /* management: first */
       put_on_wire(s, port, pkt);
       sim_schedule(s, &nic->ev, port->busy_until);
