@@ -132,6 +132,11 @@ void sim_schedule(struct sim *s, struct sim_ev *ev, sim_time_t t) {
   struct sim_heap *h = &s->heap;
   if (s->par && !(h = sim_par_route(s, ev, t)))
     return;
+  /* Already due then (a NIC's poll often is: half its reschedules): a
+   * second entry would run it at the same place in the order and leave
+   * the first stale, for the heap to sift out. */
+  if (ev->at == t)
+    return;
   if (sim_heap_push(h, ev, t)) {
     fprintf(stderr, "uroce sim: out of memory for events\n");
     abort();
