@@ -10,6 +10,8 @@
  *   test_transport_prop [N]          N scenarios (default 10000; or
  *                                    UROCE_PROP_N), and N / 10 READ-loss
  *   UROCE_PROP_MODE=multipath        N multipath scenarios instead
+ *   UROCE_PROP_MODE=read-loss        N READ-loss scenarios instead
+ *   UROCE_PROP_BASE=b                seeds from b (default 1)
  *   UROCE_PROP_SEED=s                run scenario seed s only, verbosely
  *   UROCE_PROP_TRACE=1               also print every packet */
 #include <stdio.h>
@@ -884,6 +886,10 @@ static void test_read_loss(void) {
   run_many(MODE_READ_LOSS, (n_scenarios + 9) / 10);
 }
 
+static void test_read_loss_n(void) {
+  run_many(MODE_READ_LOSS, n_scenarios);
+}
+
 static void test_multipath(void) {
   run_many(MODE_MP, n_scenarios);
 }
@@ -911,6 +917,10 @@ int main(int argc, char **argv) {
   const char *m = getenv("UROCE_PROP_MODE");
   if (m && !strcmp(m, "multipath")) {
     T_RUN(test_multipath); /* its own ctest entry */
+    return T_DONE();
+  }
+  if (m && !strcmp(m, "read-loss")) { /* N of them alone (seed sweeps) */
+    T_RUN(test_read_loss_n);
     return T_DONE();
   }
   T_RUN(test_property);
