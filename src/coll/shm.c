@@ -691,9 +691,10 @@ static void stream_fence(void) {
  * stores; when it took about 390 ns, 6.4 and 15. So the sender times its
  * copies to each peer and takes the way that has cost less per byte
  * lately (UROCE_COLL_SHM_STREAM=on or off fixes it). Copies of fewer
- * bytes are not timed (the clock would be most of it); one timed copy in
- * PICK_OTHER goes the other way, to follow a change. */
-#define PICK_MIN 16384u
+ * bytes are not timed (two clock reads, about 40 ns here, are a few
+ * percent of a 64 KiB copy); one timed copy in PICK_OTHER goes the other way,
+ * to follow a change. */
+#define PICK_MIN 65536u
 #define PICK_OTHER 256u
 
 /* A way's cost: the least of its recent samples, since a copy is only ever
