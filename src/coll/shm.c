@@ -9,7 +9,8 @@
  * A write moves its bytes one of three ways:
  *  - map: the receiver's receive ring is a shared segment too
  *    (coll_shm_ring_alloc), which the sender maps at connect and copies
- *    into with streaming stores, then a descriptor;
+ *    into with ordinary or streaming stores, whichever its copies to that
+ *    peer have measured cheaper, then a descriptor;
  *  - CMA (process_vm_writev), where that ring is private: straight from
  *    the sender's pieces (the slot
  *    header and the caller's buffer, the gather path) into the receiver's
@@ -113,6 +114,16 @@ typedef struct region {
   uintptr_t lo, hi;
 } region;
 
+/* Map path: what the last COST_WIN timed copies into one peer's ring
+ * cost each way, in picoseconds per byte (0: none yet). */
+#define COST_WIN 8
+typedef struct copy_cost {
+  uint32_t ps[2][COST_WIN]; /* COPY_PLAIN, COPY_STREAM */
+  uint32_t pos[2];
+  uint32_t n; /* copies timed */
+} copy_cost;
+enum { COPY_PLAIN, COPY_STREAM };
+
 typedef struct done_ent {
   uint64_t wr_id;
   int peer;
@@ -120,6 +131,8 @@ typedef struct done_ent {
 
 struct coll_shm {
   int rank, size, nlocal, on, cma_ok;
+  int stream;        /* map path: -1 measure, or always COPY_PLAIN/STREAM */
+  copy_cost *cost;   /* by local index */
   int *lidx;         /* rank -> local index, or -1 */
   int *lrank;        /* local index -> rank */
   int *pid;          /* by local index */
@@ -293,6 +306,7 @@ void coll_shm_del(coll_shm *s) {
   free(s->peer_ring);
   free(s->ring_addr);
   free(s->peer_ring_len);
+  free(s->cost);
   free(s->reg);
   free(s->done);
   free(s);
@@ -400,9 +414,10 @@ int coll_shm_new(int rank, int size, const uint8_t *local,
   s->peer_ring = calloc((size_t)size, sizeof *s->peer_ring);
   s->ring_addr = calloc((size_t)size, sizeof *s->ring_addr);
   s->peer_ring_len = calloc((size_t)size, sizeof *s->peer_ring_len);
+  s->cost = calloc((size_t)size, sizeof *s->cost);
   if (!s->lidx || !s->lrank || !s->pid || !s->pidfd || !s->cma || !s->dead ||
       !s->dead_at || !s->peer_seg || !s->peer_ring || !s->ring_addr ||
-      !s->peer_ring_len) {
+      !s->peer_ring_len || !s->cost) {
     coll_shm_del(s);
     return -ENOMEM;
   }
@@ -556,6 +571,15 @@ int coll_shm_connect(coll_shm *s, const void *seg_blobs) {
 #endif
   }
   set_mode(s);
+  const char *st = getenv("UROCE_COLL_SHM_STREAM");
+  s->stream = -1;
+  if (st && (!strcmp(st, "1") || !strcasecmp(st, "on")))
+    s->stream = COPY_STREAM;
+  else if (env_off("UROCE_COLL_SHM_STREAM"))
+    s->stream = COPY_PLAIN;
+#if !defined(__x86_64__)
+  s->stream = COPY_PLAIN; /* both ways are memcpy: nothing to measure */
+#endif
   s->live_at = mono_ns();
   return 0;
 }
@@ -626,14 +650,10 @@ static char *data_of(const coll_shm *s, char *seg, int from) {
          (size_t)s->lidx[from] * DATA_BYTES;
 }
 
-/* Copy into a peer's receive ring with streaming (non-temporal) stores.
- * The peer's core holds the slot's lines from reading the last chunk
- * there; ordinary stores would first take each line from that core's
- * cache, and then the peer would take it back: measured on this 2-vCPU
- * EPYC, a 2-rank 1 MiB allreduce ran 5.6 GB/s with memcpy and 13.4 with
- * streaming stores. Elsewhere than x86-64, memcpy. The caller fences
- * (stream_fence) before it publishes the descriptor: streaming stores are
- * not ordered by a release store. */
+/* Copy with streaming (non-temporal) stores: every line goes to memory,
+ * and the peer reads it from there. Elsewhere than x86-64, memcpy. The
+ * caller fences (stream_fence) before it publishes the descriptor:
+ * streaming stores are not ordered by a release store. */
 #define STREAM_MIN 1024
 static void stream_copy(char *d, const char *src, size_t n) {
 #if defined(__x86_64__)
@@ -664,6 +684,81 @@ static void stream_fence(void) {
 #endif
 }
 
+/* Into a peer's ring, ordinary stores (memcpy) leave the lines in this
+ * core's cache, and the peer takes them from there; streaming stores send
+ * them through memory. Which costs less depends on what a line costs
+ * between the two cores, which depends on where the machine put them and
+ * may change while the job runs: on this 2-vCPU EPYC (a VM), when a
+ * cache line's round trip between the two vCPUs took about 110 ns, a
+ * 2-rank 1 MiB allreduce ran 24 GB/s with memcpy and 11 with streaming
+ * stores; when it took about 390 ns, 6.4 and 15. So the sender times its
+ * copies to each peer and takes the way that has cost less per byte
+ * lately (UROCE_COLL_SHM_STREAM=on or off fixes it). Copies of fewer
+ * bytes are not timed (two clock reads, about 40 ns here, are a few
+ * percent of a 64 KiB copy); one timed copy in PICK_OTHER goes the other way,
+ * to follow a change. */
+#define PICK_MIN 65536u
+#define PICK_OTHER 256u
+
+/* A way's cost: the least of its recent samples, since a copy is only ever
+ * slowed down by what it shares the machine with (a copy that was
+ * descheduled says nothing about the way); 0 if it has none. */
+static uint32_t way_cost(const copy_cost *k, int way) {
+  uint32_t m = 0;
+  for (int j = 0; j < COST_WIN; j++)
+    if (k->ps[way][j] && (!m || k->ps[way][j] < m))
+      m = k->ps[way][j];
+  return m;
+}
+
+/* Which way the next copy of len bytes to local peer i goes; *timed says
+ * whether to time it. */
+static int pick_copy(coll_shm *s, int i, size_t len, int *timed) {
+  copy_cost *k = &s->cost[i];
+  *timed = 0;
+  if (s->stream >= 0)
+    return s->stream;
+  uint32_t plain = way_cost(k, COPY_PLAIN), stream = way_cost(k, COPY_STREAM);
+  int best = stream && stream < plain;
+  if (len < PICK_MIN)
+    return best ? COPY_STREAM : COPY_PLAIN;
+  *timed = 1;
+  if (!plain)
+    return COPY_PLAIN;
+  if (!stream)
+    return COPY_STREAM;
+  return ++k->n % PICK_OTHER ? best : !best;
+}
+
+/* A copy of len bytes took ns: that way's latest sample. */
+static void note_copy(coll_shm *s, int i, int way, size_t len, uint64_t ns) {
+  copy_cost *k = &s->cost[i];
+  uint64_t ps = ns * 1000 / len;
+  if (ps > UINT32_MAX)
+    ps = UINT32_MAX;
+  k->ps[way][k->pos[way]++ % COST_WIN] = ps ? (uint32_t)ps : 1;
+}
+
+/* Copy the pieces to d in the peer's ring, the way that costs less there. */
+static void ring_copy(coll_shm *s, int i, char *d, const void *p1, size_t l1,
+                      const void *p2, size_t l2) {
+  int timed;
+  int way = pick_copy(s, i, l1 + l2, &timed);
+  uint64_t t0 = timed ? mono_ns() : 0;
+  if (way == COPY_STREAM) {
+    stream_copy(d, p1, l1);
+    if (l2)
+      stream_copy(d + l1, p2, l2);
+    stream_fence();
+  } else {
+    memcpy(d, p1, l1);
+    if (l2)
+      memcpy(d + l1, p2, l2);
+  }
+  if (timed)
+    note_copy(s, i, way, l1 + l2, mono_ns() - t0);
+}
+
 int coll_shm_write(coll_shm *s, int peer, const void *p1, size_t l1,
                    const void *p2, size_t l2, uint64_t raddr, uint32_t imm,
                    uint64_t wr_id) {
@@ -690,10 +785,7 @@ int coll_shm_write(coll_shm *s, int peer, const void *p1, size_t l1,
       roff <= s->peer_ring_len[i] && len <= s->peer_ring_len[i] - roff) {
     /* straight into the peer's receive ring, mapped here */
     char *d = s->peer_ring[i] + roff;
-    stream_copy(d, p1, l1); /* l1: the slot header, with gather */
-    if (l2)
-      stream_copy(d + l1, p2, l2);
-    stream_fence();
+    ring_copy(s, i, d, p1, l1, p2, l2); /* l1: the slot header, with gather */
   } else if (len && s->cma[i]) {
     struct iovec l[2] = {{(void *)p1, l1}, {(void *)p2, l2}};
     struct iovec r = {(void *)(uintptr_t)raddr, len};

@@ -18,7 +18,9 @@ each other and use shared memory (docs/coll.md, "Shared memory"): the same
 cases, each checked to have really run over it: straight into the peer's
 receive ring mapped in shared memory (the default), and with
 UROCE_COLL_SHM_RING=0 through CMA and, with UROCE_COLL_CMA=0 too, the copy
-path.
+path. Into the mapped ring the sender picks ordinary or streaming stores
+as it measures them; one case fixes each (UROCE_COLL_SHM_STREAM=on, mode
+"map-stream"; =off, "map-plain").
 
 Prints one line per case and `N passed, M failed` at the end."""
 import argparse
@@ -51,8 +53,12 @@ def shm_env(mode):
     if mode:
         # map: into the peer's receive ring, mapped (the default); cma
         # and copy where that ring is not shared
-        env["UROCE_COLL_SHM_RING"] = "1" if mode == "map" else "0"
+        env["UROCE_COLL_SHM_RING"] = "1" if mode.startswith("map") else "0"
         env["UROCE_COLL_CMA"] = "0" if mode == "copy" else "1"
+        env.pop("UROCE_COLL_SHM_STREAM", None)
+        if mode in ("map-stream", "map-plain"):
+            env["UROCE_COLL_SHM_STREAM"] = "on" if mode == "map-stream" \
+                else "off"
     return env
 
 
@@ -97,7 +103,7 @@ def check_case(uroce, n, algo, maxbytes, small_chunks, root,
         ops = set(r["redop"] for r in res)
         ok = ok and doc["ranks"] == n and doc["wrong"] == 0
         # the transport asked for is the one that ran
-        want = (n, shm_mode) if shm_mode else (1, "off")
+        want = (n, shm_mode.split("-")[0]) if shm_mode else (1, "off")
         got = (doc.get("host_ranks"), doc.get("shm"))
         if got != want:
             ok = False
@@ -288,6 +294,8 @@ def shm_main(u, t0):
                          (n - 1) * (i % 2), "inline", mode))
     plan.append((16, "auto", 10000, False, 5, "inline", "map"))
     plan.append((5, "ring", 120000, True, 4, "inline", "copy"))
+    plan.append((4, "ring", 120000, True, 0, "inline", "map-stream"))
+    plan.append((2, "tree", 120000, False, 1, "inline", "map-plain"))
     for c in plan:
         check_case(u, *c)
     # the environment overrides the automatic choice, both ways
