@@ -175,13 +175,19 @@ static void tap(struct netsim *ns, int src, const struct uroce_tx_pkt *tx) {
 }
 
 /* rxe_read_floor: true if tx is a READ request that starts before an
- * earlier request of the same READ (which then records the highest start). */
+ * earlier request of the same READ (which then records the highest start).
+ * rxe finds the READ by PSN (find_resource); the table finds it by rkey and
+ * end address, which a zero-length READ shares with the READ laid out just
+ * before it: left out, it cannot move that READ's floor (and has no start
+ * to move: every request of it names the same address). */
 static bool below_read_floor(struct ns_link *l, const struct uroce_tx_pkt *tx) {
   if (!l->rxe_read_floor || tx->hdr_len < UROCE_BTH_LEN ||
       uroce_bth_opcode(tx->hdr) != UROCE_OP_READ_REQ)
     return false;
   const uint8_t *reth =
       tx->hdr + uroce_opcode(UROCE_OP_READ_REQ)->offset[UROCE_HDR_RETH];
+  if (!uroce_reth_len(reth))
+    return false;
   uint64_t va = uroce_reth_va(reth);
   uint64_t end = va + uroce_reth_len(reth);
   uint32_t rkey = uroce_reth_rkey(reth);
@@ -217,9 +223,20 @@ static void transmit(struct netsim *ns, int src,
   struct ns_link *l = &ns->link[src][dst];
   uint64_t ser = (uint64_t)len * 8 / (l->gbps ? l->gbps : 100);
   ns->busy_until[src] = ns->now + (ser ? ser : 1);
-  if (ns->silent[src] || ns->silent[dst] || lose(ns, l) ||
-      below_read_floor(l, tx)) {
+  bool lost = ns->silent[src] || ns->silent[dst] || lose(ns, l);
+  bool floor = !lost && below_read_floor(l, tx);
+  if (ns->trace == 2 && !lost && !floor)
+    fprintf(stderr, "%10llu %d->%d %s psn %u sent\n",
+            (unsigned long long)ns->now, src, dst,
+            uroce_opcode(uroce_bth_opcode(tx->hdr))->name,
+            uroce_bth_psn(tx->hdr));
+  if (lost || floor) {
     ns->stats.lost++;
+    if (ns->trace)
+      fprintf(stderr, "%10llu %d->%d %s psn %u %s\n",
+              (unsigned long long)ns->now, src, dst,
+              uroce_opcode(uroce_bth_opcode(tx->hdr))->name,
+              uroce_bth_psn(tx->hdr), floor ? "DROPPED (rxe floor)" : "LOST");
     return;
   }
   if (l->corrupt > 0 && rnd01(ns) < l->corrupt) {

@@ -82,7 +82,7 @@ struct netsim {
   uint32_t nheap, cap;
   uint64_t seq;
   struct ns_pkt *free_list;
-  bool trace;
+  int trace; /* print packets delivered and lost (2: sent too) */
   /* With tap on, per sending node: packets that carry the multipath bit,
    * packets in multipath opcodes, and bits sent after the node first
    * received a packet without the bit (from a standard peer). */

@@ -13,7 +13,9 @@
  *   UROCE_PROP_MODE=read-loss        N READ-loss scenarios instead
  *   UROCE_PROP_BASE=b                seeds from b (default 1)
  *   UROCE_PROP_SEED=s                run scenario seed s only, verbosely
- *   UROCE_PROP_TRACE=1               also print every packet */
+ *   UROCE_PROP_TRACE=1               also print every packet delivered or
+ *                                    lost, and go-backs, timeouts, NAKs
+ *                                    (2: every packet sent too) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -581,9 +583,22 @@ static void dump_wc(const char *what, const struct uroce_wc *wc, int n) {
 /* Across a run_many: scenarios where the rxe-like responder dropped a READ
  * re-request, and QPs that then stopped starting re-requests earlier. */
 static long n_floor_dropped;
+
+/* UROCE_PROP_TRACE=1: the engines' recovery decisions between the packets
+ * (not the per-packet state machine steps). */
+static void trace_ev(void *ctx, const struct uroce_trace_ev *ev) {
+  (void)ctx;
+  if (ev->kind == UROCE_TR_REQ || ev->kind == UROCE_TR_RESP ||
+      ev->kind == UROCE_TR_COMP || ev->kind == UROCE_TR_CC)
+    return;
+  char buf[256];
+  if (uroce_eng_trace_json(ev, buf, sizeof(buf)) > 0)
+    fprintf(stderr, "%10llu   [%s]\n", (unsigned long long)ev->t_ns, buf);
+}
+
 static uint64_t n_back_refused;
 
-static bool run_one(enum mode mode, uint64_t seed, bool verbose, bool trace) {
+static bool run_one(enum mode mode, uint64_t seed, bool verbose, int trace) {
   struct scen s;
   struct world *w = calloc(1, sizeof(*w));
   bool ok = true;
@@ -625,6 +640,8 @@ static bool run_one(enum mode mode, uint64_t seed, bool verbose, bool trace) {
     }
   }
   w->ns.trace = trace;
+  for (int d = 0; trace && d < 2; d++)
+    uroce_eng_set_trace(w->ns.eng[d], trace_ev, &w->ns.gid[d]);
   if (mode == MODE_READ_LOSS)
     gen_read_loss(&s, &w->ns);
   else if (mode == MODE_MP)
@@ -910,7 +927,7 @@ int main(int argc, char **argv) {
          i++)
       if (!strcmp(m, mode_names[i]))
         mode = (enum mode)i;
-    bool ok = run_one(mode, strtoull(e, 0, 0), true, tr && *tr == '1');
+    bool ok = run_one(mode, strtoull(e, 0, 0), true, tr ? atoi(tr) : 0);
     CHECK(ok);
     return T_DONE();
   }
