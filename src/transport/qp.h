@@ -258,6 +258,11 @@ struct comp {
    * at or below it starts the next answer. */
   bool has_last;
   uint32_t last;
+  /* answer: the latest re-request's answer has started without comp.psn;
+   * answer_ev: how many more of its READ responses and atomic acks to
+   * wait for before asking again (1, 2, 4 ... 64, comp.c gap_retry). */
+  bool answer;
+  uint32_t answer_ev;
   /* A READ re-request that starts before an earlier one (comp.c
    * back_off; rxe ignores them) awaits the responder's verdict; no_back:
    * one was ignored, and the QP no longer backs off; free_retry: the next
