@@ -32,7 +32,8 @@ const char *const uroce_comp_state_names[COMPST_COUNT] = {
 void comp_reset(struct uroce_qp *qp) {
   qp->comp.psn = qp->attr_sq_psn;
   qp->comp.rereqs = 0;
-  qp->comp.back_wait = qp->comp.no_back = false;
+  qp->comp.has_last = qp->comp.answer = false;
+  qp->comp.back_wait = qp->comp.no_back = qp->comp.free_retry = false;
 }
 
 /* Something sent waits for its answer. WQEs completed in this pass but
@@ -53,6 +54,7 @@ static void progress(struct uroce_qp *qp, uint64_t now, uint64_t bytes) {
   qp->req.rnr_left = qp->rnr_retry;
   qp->req.probe = false;
   qp->comp.rereqs = 0;
+  qp->comp.answer = false;
   qp->comp.back_wait = false; /* the READ moved on: no verdict needed */
   qp->req.rto_deadline = outstanding(qp) && rto_ns(qp) != UINT64_MAX
                              ? now + rto_ns(qp)
@@ -119,6 +121,7 @@ static void go_back(struct uroce_qp *qp, uint32_t psn, uint64_t now,
                     enum uroce_trace_cause why) {
   qp->eng->stats.go_backs++;
   qp_trace(qp, UROCE_TR_GO_BACK, psn, why, 0);
+  qp->comp.answer = false; /* gap_retry waits for this one's */
   req_rewind(qp, psn);
   qp->req.rto_deadline =
       rto_ns(qp) != UINT64_MAX ? now + rto_ns(qp) : UINT64_MAX;
@@ -131,39 +134,6 @@ static bool use_retry(struct uroce_qp *qp) {
   if (!qp->req.retry_left)
     return false;
   qp->req.retry_left--;
-  return true;
-}
-
-/* Evidence at psn (a later response, or an ACK or NAK beyond the READ or
- * atomic) that the response at comp.psn was lost. Every packet the
- * responder sent after the loss brings the same evidence; re-requesting on
- * each restarts the responder's stream again and again (and rxe's replays
- * pile up). So re-request once and wait for the answer: the responder
- * starts again at comp.psn, while the stream from before, still arriving,
- * only climbs. Evidence at or below the highest seen since is the answer,
- * without comp.psn: that re-request's response was lost too. Re-request
- * again on the 1st such packet, after a second failure on the 2nd, then
- * the 4th ... (up to 64): a loss pattern that took the first answer's
- * first packet is unlikely to take a later one's. */
-static bool gap_retry(struct uroce_qp *qp, uint32_t psn) {
-  struct comp *c = &qp->comp;
-  if (c->rereqs && !c->replay) {
-    if (uroce_psn_cmp(psn, c->rereq_hi) > 0) { /* the stream from before */
-      c->rereq_hi = psn;
-      return false;
-    }
-    c->replay = true;
-    c->replay_ev = 0;
-  }
-  if (c->rereqs) {
-    uint32_t shift = c->rereqs - 1u < 6 ? c->rereqs - 1u : 6;
-    if (++c->replay_ev < 1u << shift)
-      return false;
-  }
-  if (c->rereqs < UINT8_MAX)
-    c->rereqs++;
-  c->replay = false;
-  c->rereq_hi = psn;
   return true;
 }
 
@@ -184,7 +154,6 @@ static bool back_off(struct uroce_qp *qp) {
       uroce_psn_cmp(c->psn, w->first_psn) <= 0)
     return false;
   c->back_wait = true;
-  c->back_hi = c->rereq_hi;
   return true;
 }
 
@@ -193,28 +162,66 @@ static bool back_off(struct uroce_qp *qp) {
 static void refused(struct uroce_qp *qp) {
   qp->comp.back_wait = false;
   qp->comp.no_back = true;
+  qp->comp.free_retry = true;
   qp->eng->stats.back_refused++;
 }
 
-/* The verdict on a re-request that started before an earlier one, from a
- * response at psn (beyond: past the oldest READ). A response before
- * comp.psn is the answer to it: taken. The stream from before it only
- * climbs, so a response beyond the READ at or below the highest seen since
- * is the responder starting again without it: ignored, as rxe does. */
-static void back_seen(struct uroce_qp *qp, uint32_t psn, bool beyond) {
-  struct comp *c = &qp->comp;
-  if (!c->back_wait)
-    return;
-  if (!beyond) {
-    if (uroce_psn_cmp(psn, c->psn) < 0) { /* taken: now it costs a retry */
-      c->back_wait = false;
-      (void)use_retry(qp);
-    }
-  } else if (uroce_psn_cmp(psn, c->back_hi) <= 0) {
+/* The verdict on a re-request that started before an earlier one, from
+ * the first response of the answer after it (beyond: past the oldest
+ * READ). A response inside the READ is the responder sending it again
+ * from there on: taken, and comp.psn lost again costs a retry. An answer
+ * that starts beyond the READ is the responder going on without it:
+ * ignored, as rxe does. */
+static void back_seen(struct uroce_qp *qp, bool beyond) {
+  if (beyond) {
     refused(qp);
-  } else {
-    c->back_hi = psn;
+    return;
   }
+  qp->comp.back_wait = false;
+  (void)use_retry(qp);
+}
+
+/* Evidence at psn (a later response, or an ACK or NAK beyond the READ or
+ * atomic; resp: a READ response or atomic ack) that the response at
+ * comp.psn was lost. The first since comp.psn moved asks again at once.
+ * After that, every packet the responder sent before the re-request is the
+ * same evidence again, and re-requesting on each restarts its stream again
+ * and again. The responder answers requests in order, so each answer to a
+ * go-back (the oldest READ from comp.psn, then every request resent after
+ * it) carries responses in climbing PSN order, and the next answer starts
+ * below where the one before it got to: a response at or below the latest
+ * one seen is the answer to the latest re-request, and it lacks comp.psn.
+ * Only that asks again, on its 1st response after the 1st re-request,
+ * its 2nd after the 2nd, then the 4th ... (up to 64): a periodic loss that
+ * took the first answer's first packet would take the same packet of
+ * answers sent at the same phase (mixed seeds 39359, 73139: every 3rd or
+ * 12th packet lost). ACKs tell nothing of which answer they belong to (a
+ * duplicate's ACK names the latest PSN, whatever was resent), so they
+ * neither start nor count; a re-request whose answer shows no response at
+ * all, or too few to count, waits for the timer. */
+static bool gap_retry(struct uroce_qp *qp, uint32_t psn, bool resp,
+                      bool beyond) {
+  struct comp *c = &qp->comp;
+  bool restart = resp && c->has_last && uroce_psn_cmp(psn, c->last) <= 0;
+  if (resp) {
+    c->last = psn;
+    c->has_last = true;
+  }
+  if (c->rereqs) {
+    if (restart && !c->answer) {
+      uint32_t shift = c->rereqs - 1u < 6 ? c->rereqs - 1u : 6;
+      c->answer = true;
+      c->answer_ev = 1u << shift;
+    }
+    if (!c->answer || !resp || --c->answer_ev)
+      return false;
+  }
+  c->answer = false;
+  if (c->back_wait) /* the verdict on a re-request that started earlier */
+    back_seen(qp, beyond);
+  if (c->rereqs < UINT8_MAX)
+    c->rereqs++;
+  return true;
 }
 
 /* ---- response packets in: one function per state ---- */
@@ -241,7 +248,8 @@ static enum comp_state drop(struct comp_pkt *c, enum uroce_drop why) {
 /* Evidence that a READ response or atomic ack was lost: go back now
  * (gap_retry), or else carry on with the state otherwise. */
 static enum comp_state on_gap(struct comp_pkt *c, enum comp_state otherwise) {
-  return gap_retry(c->qp, c->psn) ? COMPST_ERROR_RETRY : otherwise;
+  return gap_retry(c->qp, c->psn, false, true) ? COMPST_ERROR_RETRY
+                                                : otherwise;
 }
 
 static enum comp_state get_wqe(struct comp_pkt *c) {
@@ -339,8 +347,7 @@ static enum comp_state check_resp(struct comp_pkt *c) {
   if (!(w && wr_is_rd_atomic(w->opcode) &&
         uroce_psn_cmp(c->psn, w->last_psn) <= 0) &&
       !ack_before(c)) {
-    back_seen(qp, c->psn, true);
-    if (gap_retry(qp, c->psn))
+    if (gap_retry(qp, c->psn, true, true))
       return COMPST_ERROR_RETRY;
     qp_dropped(qp, UROCE_DROP_PSN, c->psn);
     return COMPST_UPDATE;
@@ -353,11 +360,12 @@ static enum comp_state check_resp(struct comp_pkt *c) {
       read != (w->opcode == UROCE_WR_RDMA_READ))
     return drop(c, UROCE_DROP_RESPONSE);
   if (c->psn != qp->comp.psn) { /* a gap inside a READ's responses */
-    back_seen(qp, c->psn, false);
-    if (gap_retry(qp, c->psn))
+    if (gap_retry(qp, c->psn, true, false))
       return COMPST_ERROR_RETRY;
     return drop(c, UROCE_DROP_PSN);
   }
+  qp->comp.last = c->psn;
+  qp->comp.has_last = true;
   c->w = w;
   return read ? COMPST_READ : COMPST_ATOMIC;
 }
@@ -412,8 +420,9 @@ static enum comp_state error_retry(struct comp_pkt *c) {
   struct uroce_qp *qp = c->qp;
   /* A re-request that starts further back costs a retry only once the
    * responder is seen to take it (back_seen). */
-  bool back = back_off(qp);
-  if (!back && !use_retry(qp)) {
+  bool back = back_off(qp), free = qp->comp.free_retry;
+  qp->comp.free_retry = false;
+  if (!back && !free && !use_retry(qp)) {
     c->status = UROCE_WC_RETRY_EXC_ERR;
     return oldest(qp) ? COMPST_ERROR : COMPST_DONE;
   }
@@ -789,17 +798,19 @@ void comp_timeout(struct uroce_qp *qp, uint64_t now) {
   qp->eng->stats.timeouts++;
   qp_trace(qp, UROCE_TR_TIMEOUT, qp->comp.psn, UROCE_TRC_TIMEOUT,
            qp->retry_cnt == 7 ? 7 : qp->req.retry_left);
-  if (qp->comp.back_wait) /* no answer at all to a re-request that */
-    refused(qp);          /* started before an earlier one */
-  if (!use_retry(qp)) {
+  /* No answer at all to a re-request that started before an earlier one:
+   * ignored, and nothing was lost. */
+  bool free = qp->comp.back_wait || qp->comp.free_retry;
+  if (qp->comp.back_wait)
+    refused(qp);
+  qp->comp.free_retry = false;
+  if (!free && !use_retry(qp)) {
     fail_wqe(qp, oldest(qp), UROCE_WC_RETRY_EXC_ERR);
     return;
   }
-  /* Anything after this is the answer to it (gap_retry). */
+  /* The answer to it is what gap_retry looks for. */
   if (!qp->comp.rereqs)
     qp->comp.rereqs = 1;
-  qp->comp.replay = true;
-  qp->comp.replay_ev = 0;
   /* Probe with one packet before resending a whole window into a path
    * that may be down (and so that the resent rounds do not line up with a
    * periodic loss pattern). */

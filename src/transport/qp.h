@@ -251,21 +251,23 @@ extern const char *const uroce_comp_state_names[COMPST_COUNT];
 struct comp {
   uint32_t psn; /* oldest PSN not yet acknowledged */
   /* Recovery of a lost READ response or atomic ack at comp.psn (comp.c
-   * gap_retry), all cleared when comp.psn moves: re-requests made for it,
-   * whether the responder's answer to the latest has started arriving
-   * (without comp.psn), how many packets of it did, and the highest PSN of
-   * evidence seen since the latest (the stream from before it, which only
-   * climbs). */
+   * gap_retry): re-requests made for it, cleared when comp.psn moves. */
   uint8_t rereqs;
-  bool replay;
-  uint32_t replay_ev;
-  uint32_t rereq_hi;
+  /* The PSN of the latest READ response or atomic ack seen at or beyond
+   * comp.psn (has_last: one was): each answer to a go-back climbs, so one
+   * at or below it starts the next answer. */
+  bool has_last;
+  uint32_t last;
+  /* answer: the latest re-request's answer has started without comp.psn;
+   * answer_ev: how many more of its READ responses and atomic acks to
+   * wait for before asking again (1, 2, 4 ... 64, comp.c gap_retry). */
+  bool answer;
+  uint32_t answer_ev;
   /* A READ re-request that starts before an earlier one (comp.c
-   * back_off; rxe ignores them) awaits the responder's verdict, with the
-   * highest response PSN seen since it went; no_back: one was ignored,
-   * and the QP no longer backs off. */
-  bool back_wait, no_back;
-  uint32_t back_hi;
+   * back_off; rxe ignores them) awaits the responder's verdict; no_back:
+   * one was ignored, and the QP no longer backs off; free_retry: the next
+   * go-back costs no retry (the one before was ignored, nothing lost). */
+  bool back_wait, no_back, free_retry;
 };
 
 /* Responder states (resp.c): the steps of handling one request, each a
