@@ -155,20 +155,27 @@ static void test_idle_sleeps_packet_wakes(void) {
   }
 
   /* While a's application polls hard, its own thread backs off: the
-   * polls are the NIC, and the thread uses little of the time. */
-  ca = thread_cpu_ns(a->dev);
-  uint64_t t0 = mono_ns();
-  for (int i = 0; i < 200; i++)
-    CHECK(read_once(a, b, true) != UINT64_MAX);
-  uint64_t wall = mono_ns() - t0;
-  ua = thread_cpu_ns(a->dev) - ca;
-  /* A thread that spun would use about the whole wall time; backing off
-   * it uses 5-7% here, but under ASan beside another test on a 2-core CI
-   * machine it once used more than a quarter. */
-  if (ua >= wall / 2)
-    fprintf(stderr, "progress thread used %.0f%% of the wall time\n",
-            100.0 * (double)ua / (double)wall);
-  CHECK(ua < wall / 2);
+   * polls are the NIC, and the thread uses little of the time. A thread
+   * that spun would use about the whole wall time; backing off it uses
+   * 5-7% here, but under ASan beside another test on a 2-core CI machine
+   * it once used more than a quarter, and with the application's thread
+   * descheduled by other work (nothing polls then, so the thread does the
+   * NIC's work, as it should) half. So it gets three tries: a spinning
+   * thread fails all three. */
+  bool backed_off = false;
+  for (int attempt = 0; attempt < 3 && !backed_off; attempt++) {
+    ca = thread_cpu_ns(a->dev);
+    uint64_t t0 = mono_ns();
+    for (int i = 0; i < 200; i++)
+      CHECK(read_once(a, b, true) != UINT64_MAX);
+    uint64_t wall = mono_ns() - t0;
+    ua = thread_cpu_ns(a->dev) - ca;
+    backed_off = ua < wall / 2;
+    if (!backed_off)
+      fprintf(stderr, "progress thread used %.0f%% of the wall time\n",
+              100.0 * (double)ua / (double)wall);
+  }
+  CHECK(backed_off);
 out:
   close_side(a);
   close_side(b);
