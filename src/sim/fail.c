@@ -88,11 +88,8 @@ static void flush(struct sim *s, struct sim_port *p) {
   sim_ev_cancel(&p->fc_ev); /* its flow-control packets are lost */
   sim_ev_cancel(&p->fc_tick);
   sim_ev_cancel(&p->fc_rx_ev);
-  for (struct sim_pkt *k = p->fc_head, *n; k; k = n) {
-    n = k->next;
+  for (struct sim_pkt *k; (k = sim_pktq_take(&p->fc_q));)
     sim_pkt_free(s, k);
-  }
-  p->fc_head = p->fc_tail = 0;
   if (p->peer) { /* and their records at the peer */
     p->peer->crq.head += p->peer->crq.n;
     p->peer->crq.n = 0;

@@ -143,11 +143,11 @@ static void node_kick(struct sim *s, struct sim_port *p) {
  * peer's ring (crq, by arrival time) whose credits count from their
  * arrival on, taken whenever the peer decides what to send (fc_apply);
  * only a port that waits for credit with nothing else to do is woken at
- * the next arrival (fc_rx_ev). Records, not packets: a ring the peer
- * reads in order touches a few cache lines where packets from the pool
- * touched one each (issue 27's benchmark). Toward a peer in another
- * partition the VLs due together travel as one packet (a message), which
- * the ring's record stands for. */
+ * the next arrival (fc_rx_ev). Records, not packets: reading a packet
+ * from the pool back cost a cache miss each (issue 27's benchmark), where
+ * records in order share lines. Toward a peer in another partition the
+ * VLs due together travel as one packet (a message), which the ring's
+ * record stands for. */
 
 static inline struct sim_fcrec *fcq_at(struct sim_fcq *q, uint32_t seq) {
   return &q->a[seq & (q->cap - 1)];
@@ -209,6 +209,16 @@ static inline sim_time_t fc_lazy_due(const struct sim_port *x,
   return p->starved_since != SIM_NEVER ? x->fc_at : x->fc_at + x->delay;
 }
 
+/* p's cr_due: its ring's first arrival, or the time it must look at its
+ * peer's deferred FC packet (lazy) if that is sooner. */
+static inline void cr_due_set(struct sim_port *p, const struct sim_port *x,
+                              bool lazy) {
+  const struct sim_fcq *q = &p->crq;
+  p->cr_due = q->n ? q->a[q->head & (q->cap - 1)].ts : SIM_NEVER;
+  if (lazy && fc_lazy_due(x, p) < p->cr_due)
+    p->cr_due = fc_lazy_due(x, p);
+}
+
 /* p's deferred FC packet leaves as of when it was due; ran: its event
  * would have run by now (not been cancelled), and counts as one. */
 static inline void fc_lazy_send(struct sim *s, struct sim_port *p, bool ran) {
@@ -234,30 +244,24 @@ static void fc_apply_due(struct sim *s, struct sim_port *p, sim_time_t now) {
   }
   const struct sim_fcrec *r = fcq_at(q, q->head);
   if (!q->n || r->ts > now) {
-    p->cr_due = q->n ? r->ts : SIM_NEVER;
-    if (lazy && fc_lazy_due(x, p) < p->cr_due)
-      p->cr_due = fc_lazy_due(x, p);
+    cr_due_set(p, x, lazy);
     return;
   }
   do {
     if (r->vl != SIM_FCREC_PKT) {
       p->credits[r->vl] += r->blocks;
     } else { /* the packet first on the peer's FIFO */
-      struct sim_pkt *f = x->fc_head;
+      struct sim_pkt *f = sim_pktq_take(&x->fc_q);
       uint32_t cr[SIM_NPRIO];
       memcpy(cr, f->hdr, sizeof(cr));
       for (uint8_t v = 0; v < SIM_NPRIO; v++)
         p->credits[v] += cr[v];
-      if (!(x->fc_head = f->next))
-        x->fc_tail = 0;
       sim_pkt_free(s, f);
     }
     q->head++;
     r = fcq_at(q, q->head);
   } while (--q->n && r->ts <= now);
-  p->cr_due = q->n ? r->ts : SIM_NEVER;
-  if (lazy && fc_lazy_due(x, p) < p->cr_due)
-    p->cr_due = fc_lazy_due(x, p);
+  cr_due_set(p, x, lazy);
   if (p->starved_since != SIM_NEVER && ib_ready(p)) {
     if (now > p->starved_since)
       s->st.credit_wait[p->node->tier] += now - p->starved_since;
@@ -332,12 +336,7 @@ void sim_fc_fifo_put(struct sim *s, struct sim_port *x, struct sim_pkt *f) {
     abort();
   }
   fcq_put(&p->crq, f->ts, 0, SIM_FCREC_PKT);
-  f->next = 0;
-  if (x->fc_tail)
-    x->fc_tail->next = f;
-  else
-    x->fc_head = f;
-  x->fc_tail = f;
+  sim_pktq_put(&x->fc_q, f);
   fc_arrives(s, x, p, f->ts);
 }
 
@@ -360,9 +359,10 @@ static void fc_send_at(struct sim *s, struct sim_port *p, sim_time_t t) {
   struct sim_port *x = p->peer;
   uint8_t news = p->fc_news, vls = news | p->fc_vls;
   uint32_t k = (uint32_t)__builtin_popcount(vls);
-  if (!fc_cut(s, p))
+  bool cut = fc_cut(s, p);
+  if (!cut)
     fc_before_put(s, x, t, k);
-  if (fc_cut(s, p) ? !(f = sim_pkt_alloc(s)) : fcq_room(&x->crq, k) < 0) {
+  if (cut ? !(f = sim_pkt_alloc(s)) : fcq_room(&x->crq, k) < 0) {
     /* no memory: the credits go with the next FC */
     p->fc_at = s->now + s->cfg.ib.fc_latency;
     sim_schedule(s, &p->fc_ev, p->fc_at);
@@ -438,8 +438,9 @@ static inline void fc_send(struct sim *s, struct sim_port *p) {
  * choosing a frame to send (it goes first, as it would have), blocks
  * freed or the periodic timer at p after it was due (the packet takes
  * what was freed until then, nothing after), the peer deciding what to
- * send after it was due (the peer's cr_due counts the due time: the
- * packet took its credits from the peer's records when it left), the
+ * send once it may have arrived (the peer's cr_due counts the due time
+ * plus the propagation, or the due time itself while the peer is
+ * starved: the packet took the peer's arrived credits as it left), the
  * peer starting to wait for credit (the event is scheduled then, at the
  * same time and key), and samples, failures and the end of a run
  * (sim_fc_commit_due). "Then" follows the event order: at the due time

@@ -1054,6 +1054,12 @@ bool sim_run_done(const struct sim *s) {
              : s->nflows && s->st.flows_done + s->st.flows_failed == s->nflows;
 }
 
+/* The last time a run up to lim runs events at: lim, or the end of the
+ * cell in which the workload finished. */
+static sim_time_t run_last(const struct sim *s, sim_time_t lim) {
+  return s->done_end && s->done_end - 1 < lim ? s->done_end - 1 : lim;
+}
+
 /* Runs the events due by lim on this thread: every event of the cell in
  * which the workload finishes, none after it. Returns the number run. */
 static uint64_t run_seq(struct sim *s, sim_time_t lim) {
@@ -1061,7 +1067,7 @@ static uint64_t run_seq(struct sim *s, sim_time_t lim) {
   for (;;) {
     if (!s->done_end && sim_run_done(s))
       s->done_end = sim_cell_end(s, s->now);
-    sim_time_t l = s->done_end && s->done_end - 1 < lim ? s->done_end - 1 : lim;
+    sim_time_t l = run_last(s, lim);
     sim_time_t t;
     struct sim_ev *ev = sim_heap_pop(&s->heap, l, &t);
     if (!ev)
@@ -1096,8 +1102,7 @@ int sim_run(struct sim *s, sim_time_t until) {
   /* The deferred FC packets the run reached leave (net.c, fc_want), as
    * their events would have run, the last setting the time. */
   bool fc_left = false;
-  sim_time_t l = s->done_end && s->done_end - 1 < lim ? s->done_end - 1 : lim;
-  sim_time_t fc_last = sim_fc_commit_due(s, l, &fc_left);
+  sim_time_t fc_last = sim_fc_commit_due(s, run_last(s, lim), &fc_left);
   if (fc_last > s->now)
     s->now = fc_last;
   bool done = sim_run_done(s);

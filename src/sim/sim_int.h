@@ -146,7 +146,7 @@ struct sim_node;
 
 /* InfiniBand: an FC packet on the wire, one record per VL it carries;
  * vl SIM_FCREC_PKT stands for a packet from another partition, which
- * carries its credits itself (the sender's fc_head FIFO). */
+ * carries its credits itself (the sender's fc_q FIFO). */
 #define SIM_FCREC_PKT 0xFF
 struct sim_fcrec {
   sim_time_t ts;   /* arrival: its credits count from then on */
@@ -212,10 +212,10 @@ struct sim_port {
    * arrival of the first (cr_due, SIM_NEVER when none), so that deciding
    * what to send reads nothing of the peer's. The packets this port
    * sent to a peer in another partition (par.c) travel as packets and
-   * wait here (fc_head, a FIFO) until the peer takes them. */
+   * wait here (fc_q) until the peer takes them. */
   struct sim_fcq crq;
   sim_time_t cr_due;
-  struct sim_pkt *fc_head, *fc_tail;
+  struct sim_pktq fc_q;
   /* The FC packet queued behind a frame on the wire, which blocks of its
    * VLs (fc_open_vls; 0: none) freed before it starts (fc_open_at)
    * join: its records from the peer's crq sequence number fc_open_seq
