@@ -120,14 +120,9 @@ void sim_mad_sma_put(struct sim *s, struct sim_node *node, struct sim_pkt *p) {
     m->took = s->now;
   }
   p->ts = s->now + s->cfg.ib.sm.smp_proc;
-  p->next = 0;
-  if (node->sma_tail)
-    node->sma_tail->next = p;
-  else
-    node->sma_head = p;
-  node->sma_tail = p;
+  sim_pktq_put(&node->sma_q, p);
   if (node->sma_ev.at == SIM_NEVER)
-    sim_schedule(s, &node->sma_ev, node->sma_head->ts);
+    sim_schedule(s, &node->sma_ev, node->sma_q.head->ts);
 }
 
 /* The SMA answers: the GetResp goes back the way the SMP came. */
@@ -162,14 +157,10 @@ static void sma_answer(struct sim *s, struct sim_node *node,
 
 void sim_mad_sma_event(struct sim *s, struct sim_node *node) {
   struct sim_pkt *p;
-  while ((p = node->sma_head) && p->ts <= s->now) {
-    node->sma_head = p->next;
-    if (!node->sma_head)
-      node->sma_tail = 0;
-    sma_answer(s, node, p);
-  }
-  if (node->sma_head)
-    sim_schedule(s, &node->sma_ev, node->sma_head->ts);
+  while ((p = node->sma_q.head) && p->ts <= s->now)
+    sma_answer(s, node, sim_pktq_take(&node->sma_q));
+  if (node->sma_q.head)
+    sim_schedule(s, &node->sma_ev, node->sma_q.head->ts);
 }
 
 void sim_mad_trap(struct sim *s, struct sim_switch *sw) {

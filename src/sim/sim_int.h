@@ -261,7 +261,7 @@ struct sim_node {
   /* InfiniBand: the SMA's SMPs being processed, a FIFO by the time each
    * is answered (arrival + smp_processing_ns), and its event. */
   struct sim_ev sma_ev;
-  struct sim_pkt *sma_head, *sma_tail;
+  struct sim_pktq sma_q;
 };
 
 /* Forwarding is up-down on contiguous NIC ranges: NICs in [lo, hi) are
