@@ -16,6 +16,8 @@ test_pkgs+=(python3-torch libtorch-dev pybind11-dev)
 # UCX over the drop-in (tests/net/ucx_e2e.py, bench/ucx_bench.sh) and
 # rdma-core's pyverbs (tests/net/pyverbs_e2e.py, scripts/rdma-core-tests.sh)
 test_pkgs+=(ucx-utils libucx-dev python3-pyverbs)
+# the simulator on MPI ranks (uroce-sim-mpi, tests/sim/mpi_e2e.py)
+test_pkgs+=(libopenmpi-dev openmpi-bin)
 
 want=("${build_pkgs[@]}")
 case "${1:-build}" in

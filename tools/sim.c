@@ -52,7 +52,9 @@ static void usage(FILE *f) {
           "                     read it with uroce trace)\n"
           "  -h, --help         this text\n\n"
           "The scenario format is described in docs/sim.md; examples are in\n"
-          "examples/sim/.\n");
+          "examples/sim/. Past one machine: mpirun -np N uroce-sim-mpi\n"
+          "[OPTIONS] SCENARIO.yaml runs one part of the fabric per MPI rank,\n"
+          "with the same results (docs/sim.md, \"Past one machine\").\n");
 }
 
 static void print_summary(const char *name, const struct sim_summary *m,
@@ -97,7 +99,8 @@ static int run_one(const char *path, const struct opts *o, const char *dir,
   struct sim_cfg cfg;
   char err[1024] = "";
   if (sim_scenario_load(path, &cfg, name, namelen, err, sizeof err)) {
-    fprintf(stderr, "uroce sim: %s\n", err);
+    if (!tool_sim_rank)
+      fprintf(stderr, "uroce sim: %s\n", err);
     return 2;
   }
   if (o->seed_set)
@@ -115,11 +118,25 @@ static int run_one(const char *path, const struct opts *o, const char *dir,
     snprintf(outdir, sizeof outdir, "sim-out/%s", name);
   struct sim *s = sim_new(&cfg, err, sizeof err);
   sim_cfg_free(&cfg);
+  /* MPI ranks go on together or not at all: a rank that could not build
+   * its simulator (memory) would leave the others waiting. */
+  if (tool_sim_agree && !tool_sim_agree(s != 0)) {
+    if (s) {
+      snprintf(err, sizeof err,
+               "another MPI rank could not build it (out of memory?)");
+      sim_del(s);
+      s = 0;
+    }
+  }
   if (!s) {
-    fprintf(stderr, "uroce sim: %s: %s\n", path, err);
+    if (!tool_sim_rank) /* the ranks run the same: rank 0 says it */
+      fprintf(stderr, "uroce sim: %s: %s\n", path, err);
     return 2;
   }
-  if (!o->quiet)
+  /* Under mpirun (uroce-sim-mpi) every rank runs its part, and rank 0
+   * alone speaks and writes the results. */
+  bool rank0 = sim_net_rank(s) == 0;
+  if (!o->quiet && rank0)
     fprintf(stderr,
             "uroce sim: %s: %u hosts, %u NICs, %u flows; memory estimate "
             "%.0f MB\n",
@@ -127,10 +144,16 @@ static int run_one(const char *path, const struct opts *o, const char *dir,
             (double)sim_mem(s)->total / (1 << 20));
   const char *why;
   uint32_t th = sim_threads(s, &why);
-  if (!o->quiet && (th > 1 || why))
-    fprintf(stderr, "uroce sim: %s: %u thread%s%s%s\n", name, th,
-            th > 1 ? "s" : "", why ? ": " : "", why ? why : "");
+  if (!o->quiet && rank0 && (th > 1 || why))
+    fprintf(stderr, "uroce sim: %s: %u %s%s%s%s\n", name, th,
+            tool_sim_ranks ? "MPI rank" : "thread", th > 1 ? "s" : "",
+            why ? ": " : "", why ? why : "");
   sim_run(s, SIM_NEVER);
+  if (!rank0) {
+    sim_summarize(s, sum);
+    sim_del(s);
+    return 0;
+  }
   if (tool_mkdirs(outdir)) {
     fprintf(stderr, "uroce sim: %s: %s\n", outdir, strerror(errno));
     sim_del(s);
@@ -150,6 +173,9 @@ static int run_one(const char *path, const struct opts *o, const char *dir,
   return rc;
 }
 
+unsigned tool_sim_rank, tool_sim_ranks;
+int (*tool_sim_agree)(int ok);
+
 /* Runs n scenarios into DIR/A, DIR/B, ...; one table (compare.txt too)
  * and one set of plots over all of them. */
 static int compare(int n, char **paths, const struct opts *o) {
@@ -165,9 +191,13 @@ static int compare(int n, char **paths, const struct opts *o) {
     if (rc)
       return rc;
     np[i] = names[i];
+    if (tool_sim_rank)
+      continue; /* rank 0 writes */
     coll &= sums[i].coll_sizes > 0;
     flows &= !sums[i].coll_sizes && sums[i].done;
   }
+  if (tool_sim_rank)
+    return 0;
   char path[1100];
   snprintf(path, sizeof path, "%s/compare.txt", base);
   FILE *f = fopen(path, "w");

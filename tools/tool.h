@@ -7,6 +7,11 @@ int cmd_dump(int argc, char **argv);
 int cmd_pktgen(int argc, char **argv);
 int cmd_perf(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+/* uroce-sim-mpi: this process's MPI rank and the ranks (0: not under
+ * MPI); only rank 0 prints and writes. */
+extern unsigned tool_sim_rank, tool_sim_ranks;
+/* Whether every rank has ok (uroce-sim-mpi; NULL otherwise). */
+extern int (*tool_sim_agree)(int ok);
 int cmd_run(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_coll_bench(int argc, char **argv);

@@ -346,54 +346,36 @@ static int qp_connect(struct he_nic *m, struct uroce_qp *qp, uint32_t peer_nic,
 
 static void poll_cq(struct he_nic *m, sim_time_t now);
 
-/* Creates the QP pair and posts the flow. Returns 0 or an engine error. */
-static int connect_flow(struct he_flow *hf, sim_time_t now) {
+/* Whether this process runs m (a distributed run's rank runs some NICs;
+ * the global events that make a flow's QPs run at every rank, and each
+ * end is made where its NIC runs: connect_flow). */
+static bool own(const struct he_nic *m) {
+  return sim_mine(m->s, m->nic->n.part);
+}
+
+
+/* The posts of one end: the requester's sends (snd), or the responder's
+ * receives (a SEND flow's). */
+static int post_end(struct he_flow *hf, bool snd) {
   struct he_nic *a = hf->snd, *b = hf->rcv;
   struct sim_flow *f = hf->f;
   uint32_t nmsg = (uint32_t)((f->bytes + UROCE_MAX_MSG - 1) / UROCE_MAX_MSG);
-  uint64_t tn = now / SIM_NS;
-  if (map_reserve(a) || map_reserve(b))
-    return -ENOMEM;
-  /* The QPs' congestion-control clocks start at the engines' time. */
-  uroce_eng_handle_expiry(a->eng, tn);
-  uroce_eng_handle_expiry(b->eng, tn);
-  struct uroce_qp_init_attr ia = {
-      .send_cq = a->cq,
-      .recv_cq = a->cq,
-      .cap = {.max_send_wr = nmsg,
-              .max_recv_wr = 1,
-              .max_send_sge = 1,
-              .max_recv_sge = 1},
-      .qp_type = UROCE_QPT_RC,
-  };
-  int rc = qp_make(a, &ia, &hf->sqp);
-  if (rc)
-    return rc;
-  ia.send_cq = ia.recv_cq = b->cq;
-  ia.cap.max_send_wr = 1;
-  ia.cap.max_recv_wr = f->op == SIM_OP_SEND ? nmsg : 1;
-  rc = qp_make(b, &ia, &hf->rqp);
-  if (rc) {
-    qp_drop(a, hf->sqp);
-    return rc;
-  }
-  rc = qp_connect(a, hf->sqp, f->dst, uroce_qp_num(hf->rqp), f->sport);
-  if (!rc)
-    rc = qp_connect(b, hf->rqp, f->src, uroce_qp_num(hf->sqp), f->sport);
   uint64_t left = f->bytes;
+  int rc = 0;
   for (uint32_t i = 0; i < nmsg && !rc; i++) {
     uint32_t len = left < UROCE_MAX_MSG ? (uint32_t)left : UROCE_MAX_MSG;
     left -= len;
-    struct uroce_send_wr *bad;
-    struct uroce_recv_wr *rbad;
-    if (f->op == SIM_OP_SEND) {
+    if (!snd) {
+      if (f->op != SIM_OP_SEND)
+        break;
+      struct uroce_recv_wr *rbad;
       struct uroce_sge rs = {PHANTOM_VA, UROCE_MAX_MSG, b->mr->lkey};
       struct uroce_recv_wr rw = {
           .wr_id = RECV_TAG | f->id, .sg_list = &rs, .num_sge = 1};
       rc = uroce_eng_qp_post_recv(hf->rqp, &rw, &rbad);
-      if (rc)
-        break;
+      continue;
     }
+    struct uroce_send_wr *bad;
     struct uroce_sge sg = {PHANTOM_VA, len, a->mr->lkey};
     struct uroce_send_wr w = {
         .wr_id = f->id,
@@ -408,22 +390,91 @@ static int connect_flow(struct he_flow *hf, sim_time_t now) {
     w.wr.rdma.rkey = b->mr->rkey;
     rc = uroce_eng_qp_post_send(hf->sqp, &w, &bad);
   }
+  return rc;
+}
+
+/* One end's QP (snd: the requester's at a, else the responder's at b),
+ * made. */
+static int make_end(struct he_flow *hf, bool snd, sim_time_t now) {
+  struct he_nic *m = snd ? hf->snd : hf->rcv;
+  struct sim_flow *f = hf->f;
+  uint32_t nmsg = (uint32_t)((f->bytes + UROCE_MAX_MSG - 1) / UROCE_MAX_MSG);
+  if (map_reserve(m))
+    return -ENOMEM;
+  uroce_eng_handle_expiry(m->eng, now / SIM_NS);
+  struct uroce_qp_init_attr ia = {
+      .send_cq = m->cq,
+      .recv_cq = m->cq,
+      .cap = {.max_send_wr = snd ? nmsg : 1,
+              .max_recv_wr = !snd && f->op == SIM_OP_SEND ? nmsg : 1,
+              .max_send_sge = 1,
+              .max_recv_sge = 1},
+      .qp_type = UROCE_QPT_RC,
+  };
+  return qp_make(m, &ia, snd ? &hf->sqp : &hf->rqp);
+}
+
+/* Creates the QP pair and posts the flow. Returns 0 or an engine error
+ * (the other end undone). Each end is made, connected and posted where
+ * its NIC runs: in a distributed run (par.c) at that NIC's rank, while
+ * every rank runs this global event; its QPN and result then go to every
+ * rank (sim_net_reduce, nothing in one process). */
+static int connect_flow(struct he_flow *hf, sim_time_t now) {
+  struct he_nic *a = hf->snd, *b = hf->rcv;
+  bool oa = own(a), ob = own(b);
+  struct sim *s = a->s;
+  /* rc (as a count of errors, then the error), QPN of each end */
+  int64_t v[4] = {0, 0, 0, 0};
+  if (oa) {
+    int rc = make_end(hf, true, now);
+    v[0] = rc;
+    v[1] = rc ? 0 : uroce_qp_num(hf->sqp);
+  }
+  if (ob) {
+    int rc = make_end(hf, false, now);
+    v[2] = rc;
+    v[3] = rc ? 0 : uroce_qp_num(hf->rqp);
+  }
+  sim_net_reduce(s, v, 4, SIM_NET_SUM);
+  int rc = v[0] ? (int)v[0] : (int)v[2];
+  if (!rc) {
+    int ra = oa ? qp_connect(a, hf->sqp, hf->f->dst, (uint32_t)v[3],
+                             hf->f->sport)
+                : 0;
+    int rb = ob ? qp_connect(b, hf->rqp, hf->f->src, (uint32_t)v[1],
+                             hf->f->sport)
+                : 0;
+    if (!rb && ob)
+      rb = post_end(hf, false);
+    if (!ra && oa)
+      ra = post_end(hf, true);
+    int64_t w[2] = {ra, rb};
+    sim_net_reduce(s, w, 2, SIM_NET_SUM);
+    rc = w[0] ? (int)w[0] : (int)w[1];
+  }
   if (rc) {
-    qp_drop(a, hf->sqp);
-    qp_drop(b, hf->rqp);
+    if (oa && hf->sqp)
+      qp_drop(a, hf->sqp);
+    if (ob && hf->rqp)
+      qp_drop(b, hf->rqp);
     hf->sqp = hf->rqp = 0;
     return rc;
   }
-  map_put(a, uroce_qp_num(hf->sqp), hf, true);
-  map_put(b, uroce_qp_num(hf->rqp), hf, false);
-  /* The flow's data goes on its own SL (a READ's from b). */
-  a->data_sls |= (uint8_t)(1u << f->sl);
-  b->data_sls |= (uint8_t)(1u << f->sl);
-  hf->ends = 2;
-  a->nqp++;
-  b->nqp++;
-  poll_cq(b, now);
-  poll_cq(a, now);
+  if (oa) {
+    map_put(a, uroce_qp_num(hf->sqp), hf, true);
+    a->data_sls |= (uint8_t)(1u << hf->f->sl);
+    a->nqp++;
+  }
+  if (ob) {
+    map_put(b, uroce_qp_num(hf->rqp), hf, false);
+    b->data_sls |= (uint8_t)(1u << hf->f->sl);
+    b->nqp++;
+  }
+  hf->ends = (uint8_t)(oa + ob); /* the ends this rank holds */
+  if (ob)
+    poll_cq(b, now);
+  if (oa)
+    poll_cq(a, now);
   return 0;
 }
 
@@ -438,18 +489,22 @@ static void wait_at(struct he_nic *m, struct he_flow *hf) {
 
 /* Starts a flow, or parks it at the NIC that has no QP left for it. */
 static void try_start(struct he_flow *hf, sim_time_t now) {
-  struct he_nic *full = hf->snd->nqp >= hf->snd->max_qp   ? hf->snd
-                        : hf->rcv->nqp >= hf->rcv->max_qp ? hf->rcv
-                                                          : 0;
+  /* whether each end's NIC is full, from its rank */
+  uint64_t v[2] = {own(hf->snd) && hf->snd->nqp >= hf->snd->max_qp,
+                   own(hf->rcv) && hf->rcv->nqp >= hf->rcv->max_qp};
+  sim_net_reduce(hf->snd->s, v, 2, SIM_NET_MAX);
+  struct he_nic *full = v[0] ? hf->snd : v[1] ? hf->rcv : 0;
   if (full) {
     wait_at(full, hf);
     return;
   }
   int rc = connect_flow(hf, now);
   if (rc) {
-    fprintf(stderr, "uroce sim: flow %u: cannot create its QPs: %s\n",
-            hf->f->id, uroce_strerror(rc));
-    hf->snd->failed++;
+    if (own(hf->snd)) {
+      fprintf(stderr, "uroce sim: flow %u: cannot create its QPs: %s\n",
+              hf->f->id, uroce_strerror(rc));
+      hf->snd->failed++;
+    }
     return;
   }
   /* Its requester may send now; the NIC event runs pull(). */
@@ -460,7 +515,11 @@ static void try_start(struct he_flow *hf, sim_time_t now) {
  * one makes QPs at both its ends, so it waits for a global event. */
 static void retry(void *mp, sim_time_t now) {
   struct he_nic *m = mp;
-  while (m->wait_head && m->nqp < m->max_qp) {
+  for (;;) {
+    uint64_t room = own(m) && m->nqp < m->max_qp; /* from m's rank */
+    sim_net_reduce(m->s, &room, 1, SIM_NET_MAX);
+    if (!m->wait_head || !room)
+      break;
     struct he_flow *hf = m->wait_head;
     m->wait_head = hf->wait_next;
     if (!m->wait_head)
@@ -530,9 +589,12 @@ static void end_requester(struct he_flow *hf) {
   map_del(a, uroce_qp_num(hf->sqp));
   qp_drop(a, hf->sqp);
   hf->sqp = 0;
-  hf->ends--;
   a->nqp--;
   sim_flow_end_later(a->s, f);
+  if (!--hf->ends) { /* a distributed run: the responder is another rank's */
+    f->st = 0;
+    free(hf);
+  }
   retry_waiting(a);
 }
 

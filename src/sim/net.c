@@ -481,7 +481,7 @@ sim_time_t sim_fc_commit_due(struct sim *s, sim_time_t t, bool *left) {
   for (uint32_t i = 0; s->ib && i < s->nports + s->nnics; i++) {
     struct sim_port *p =
         i < s->nports ? &s->ports[i] : &s->nics[i - s->nports].port;
-    if (!p->fc_lazy)
+    if (!p->fc_lazy || !sim_mine(s, p->fc_ev.part))
       continue;
     if (p->fc_at > t) {
       if (left)

@@ -72,6 +72,11 @@ struct sim_par {
   int wr;          /* parity of the queues written this window */
   bool serial;     /* the main thread runs alone (no window running) */
   bool quit;
+  /* A distributed run: what goes to each rank, the reductions, the FC
+   * packets sent while credits may still join them (t: the rank). */
+  struct nbuf *nb;
+  uint64_t *nv;
+  struct msgq open;
 };
 
 /* ---- partitions ---- */
@@ -114,6 +119,8 @@ static uint32_t leaves(const struct sim *s) {
 /* The partitions of s and why not more (a constant string, or NULL). */
 static uint32_t plan(const struct sim *s, const char **why) {
   uint32_t want = s->cfg.threads ? s->cfg.threads : ncpus();
+  if (s->net && s->net->size > 1)
+    want = s->net->size; /* one partition per rank */
   *why = 0;
   if (want <= 1)
     return 1;
@@ -248,6 +255,37 @@ void sim_par_partition(struct sim *s) {
   }
 }
 
+int sim_net_check(const struct sim *s, char *err, size_t errlen) {
+  uint32_t n = s->net->size;
+  const char *no = 0;
+  if (s->cfg.threads > 1)
+    no = "threads and MPI ranks do not combine yet: one partition per rank, "
+         "so leave threads at 1";
+  else if (s->coll)
+    no = "collective workloads do not run on MPI ranks yet (their sizes "
+         "start and their ranks connect in global events that read every "
+         "rank's state)";
+  else if (s->cfg.nfail)
+    no = "failures do not run on MPI ranks yet (a failure drops the packets "
+         "queued at its ports and recomputes routes in one global event)";
+  else if (s->sm && s->cfg.ib.sm.standby_nic != UINT32_MAX)
+    no = "a standby SM does not run on MPI ranks yet (its polls decide a "
+         "takeover in a global event)";
+  if (no) {
+    snprintf(err, errlen, "%s", no);
+    return -1;
+  }
+  if (s->nparts != n) {
+    snprintf(err, errlen,
+             "%u MPI ranks, but this fabric cuts into %u partition%s%s%s: "
+             "run with at most that many ranks",
+             n, s->nparts, s->nparts == 1 ? "" : "s", s->par_why ? ": " : "",
+             s->par_why ? s->par_why : "");
+    return -1;
+  }
+  return 0;
+}
+
 uint32_t sim_threads(const struct sim *s, const char **why) {
   if (why)
     *why = s->par_why;
@@ -277,9 +315,13 @@ static void msg_put(struct msgq *q, struct sim_port *port, void *obj,
 
 struct sim_heap *sim_par_route(struct sim *s, struct sim_ev *ev, sim_time_t t) {
   struct sim_par *par = s->par;
-  if (par->serial)
-    return ev->key & SIM_KEY_GLOBAL ? &par->main->heap
-                                    : &par->sh[ev->part].sim.heap;
+  if (par->serial) {
+    if (ev->key & SIM_KEY_GLOBAL)
+      return &par->main->heap;
+    /* A distributed run: every rank runs a global event, and the rank of
+     * the event's partition schedules it there (net_serial). */
+    return sim_mine(s, ev->part) ? &par->sh[ev->part].sim.heap : 0;
+  }
   if (!(ev->key & SIM_KEY_GLOBAL) && ev->part == s->part)
     return &s->heap;
   struct shard *d = shard_of(s);
@@ -296,9 +338,18 @@ bool sim_par_in_window(const struct sim *s) {
 
 bool sim_par_cross(struct sim *s, struct sim_port *p, struct sim_pkt *pkt) {
   struct sim_par *par = s->par;
-  if (par->serial || p->rx_ev.part == s->part)
+  if (p->rx_ev.part == s->part)
     return false;
-  struct shard *d = shard_of(s);
+  struct shard *d;
+  if (par->serial) {
+    /* A global event's work at a port of this rank (net_serial): the
+     * packet goes to the peer's rank as in a window. */
+    if (sim_mine(s, p->rx_ev.part))
+      return false;
+    d = &par->sh[s->net->rank];
+  } else {
+    d = shard_of(s);
+  }
   msg_put(&d->out[par->wr][p->rx_ev.part], p, pkt, pkt->ts);
   if (pkt->ts < d->out_min)
     d->out_min = pkt->ts;
@@ -453,6 +504,57 @@ static void fold_pauses(struct sim_par *par) {
   free(v);
 }
 
+void sim_net_pauses(struct sim *s) {
+  const struct sim_net *net = s->net;
+  uint32_t n = net->size;
+  size_t len = (size_t)s->npause_log * sizeof(*s->pause_log);
+  void **bufs = calloc(n, sizeof(*bufs)), **in = calloc(n, sizeof(*in));
+  size_t *lens = calloc(n, sizeof(*lens)), *inlen = calloc(n, sizeof(*inlen));
+  if (!bufs || !in || !lens || !inlen) {
+    fprintf(stderr, "uroce sim: out of memory for the pause logs\n");
+    abort(); /* the other ranks would wait for this one */
+  }
+  for (uint32_t j = 0; j < n; j++) {
+    bufs[j] = s->pause_log;
+    lens[j] = j == net->rank ? 0 : len;
+  }
+  uint64_t full = s->pause_log_full;
+  if (net->xchg(net->ctx, bufs, lens, in, inlen)) {
+    fprintf(stderr, "uroce sim: exchanging the pause logs failed\n");
+    abort();
+  }
+  sim_net_reduce(s, &full, 1, SIM_NET_MAX);
+  size_t tot = s->npause_log;
+  for (uint32_t i = 0; i < n; i++)
+    tot += inlen[i] / sizeof(struct sim_pause_ev);
+  struct sim_pause_ev *v = malloc((tot ? tot : 1) * sizeof(*v));
+  size_t k = 0;
+  if (v) {
+    for (uint32_t i = 0; i < n; i++) {
+      const void *src = i == net->rank ? (const void *)s->pause_log : in[i];
+      size_t m = i == net->rank ? s->npause_log
+                                : inlen[i] / sizeof(struct sim_pause_ev);
+      if (m)
+        memcpy(v + k, src, m * sizeof(*v));
+      k += m;
+    }
+    qsort(v, k, sizeof(*v), cmp_pause);
+  }
+  for (uint32_t i = 0; i < n; i++)
+    free(in[i]);
+  free(bufs);
+  free(in);
+  free(lens);
+  free(inlen);
+  s->npause_log = 0;
+  s->pause_log_full = full;
+  for (size_t i = 0; v && i < k; i++)
+    sim_pause_append(s, &v[i]);
+  if (!v)
+    s->pause_log_full = true;
+  free(v);
+}
+
 /* After a window or a global event: counters, logs and losses to the
  * simulator; whether the workload finished. */
 static void fold(struct sim_par *par) {
@@ -515,6 +617,10 @@ static void move_events(struct sim *m, struct sim_par *par) {
   while ((ev = sim_heap_pop(&m->heap, SIM_NEVER, &t))) {
     struct sim_heap *h =
         ev->key & SIM_KEY_GLOBAL ? &keep : &par->sh[ev->part].sim.heap;
+    if (!sim_mine(m, ev->part) && !(ev->key & SIM_KEY_GLOBAL)) {
+      ev->at = SIM_NEVER; /* its rank runs it */
+      continue;
+    }
     if (sim_heap_push(h, ev, t)) {
       fprintf(stderr, "uroce sim: out of memory for events\n");
       abort();
@@ -653,7 +759,8 @@ static void serial(struct sim_par *par, sim_time_t t) {
     par->sh[i].out_min = SIM_NEVER;
   }
   sim_dispatch(m, ev);
-  m->st.events++;
+  if (sim_net_rank(m) == 0) /* every rank runs it: counted once */
+    m->st.events++;
   for (uint32_t i = 0; i < par->n; i++)
     par->sh[i].peek = sim_heap_peek(&par->sh[i].sim.heap);
 }
@@ -688,6 +795,330 @@ static void sweep(struct sim_par *par, sim_time_t t) {
     par->sh[i].peek = sim_heap_peek(&par->sh[i].sim.heap);
     par->sh[i].out_min = SIM_NEVER;
   }
+}
+
+/* ---- distributed runs (sim_net) ----
+ *
+ * One partition per rank; every rank has the whole simulator, runs its
+ * partition's events and every global event (net_serial). Messages cross
+ * as bytes: a packet as its port's place among every port and the
+ * packet's fields, an event as its key (which names it: kind and index)
+ * and time. After each window, and each global event, every rank sends
+ * every other what it has for it, and the global events sent to the main
+ * heap go to every rank. */
+
+static const struct sim_net *g_net;
+
+void sim_net_use(const struct sim_net *net) {
+  g_net = net;
+}
+
+const struct sim_net *sim_net_default(void) {
+  return g_net && g_net->size > 1 ? g_net : 0;
+}
+
+uint32_t sim_net_rank(const struct sim *s) {
+  return s->net ? s->net->rank : 0;
+}
+
+void sim_net_reduce(const struct sim *s, void *v, size_t n,
+                    enum sim_net_op op) {
+  if (s->net && n)
+    s->net->reduce(s->net->ctx, v, n, op);
+}
+
+struct nbuf {
+  unsigned char *a;
+  size_t n, cap;
+};
+
+static void nb_put(struct nbuf *b, const void *p, size_t len) {
+  if (b->n + len > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + len)
+      cap *= 2;
+    unsigned char *a = realloc(b->a, cap);
+    if (!a) {
+      fprintf(stderr, "uroce sim: out of memory for messages\n");
+      abort();
+    }
+    b->a = a;
+    b->cap = cap;
+  }
+  memcpy(b->a + b->n, p, len);
+  b->n += len;
+}
+
+enum { NM_PKT, NM_EV, NM_GLOBAL, NM_FCFIX };
+/* An FC packet's credits: struct sim_port's freed[], in its hdr. */
+#define FC_CREDITS sizeof(((struct sim_port *)0)->freed)
+#define PKT_OFF offsetof(struct sim_pkt, ts) /* what crosses: from ts on */
+#define PKT_LEN (sizeof(struct sim_pkt) - PKT_OFF)
+
+static struct sim_port *port_at(struct sim *s, uint64_t g) {
+  if (g < s->nports)
+    return &s->ports[g];
+  return g - s->nports < s->nnics ? &s->nics[g - s->nports].port : 0;
+}
+
+/* The event a key names (sim_key): a kind and an index among its kind. */
+static struct sim_ev *ev_at(struct sim *s, uint64_t key) {
+  unsigned kind = (unsigned)(key >> SIM_KEY_KIND_SHIFT) & 31;
+  uint64_t i = key & SIM_KEY_IDX_MAX;
+  struct sim_port *p = port_at(s, i);
+  switch (kind) {
+  case SIM_EV_PORT_TX:
+    return p ? &p->tx_ev : 0;
+  case SIM_EV_PORT_RX:
+    return p ? &p->rx_ev : 0;
+  case SIM_EV_PORT_FC:
+    return p ? &p->fc_ev : 0;
+  case SIM_EV_PORT_FC_TICK:
+    return p ? &p->fc_tick : 0;
+  case SIM_EV_PORT_FC_RX:
+    return p ? &p->fc_rx_ev : 0;
+  case SIM_EV_NIC:
+    return i < s->nnics ? &s->nics[i].ev : 0;
+  case SIM_EV_NIC_CC:
+    return i < s->nnics ? &s->nics[i].cc_ev : 0;
+  case SIM_EV_RETRY:
+    return i < s->nnics ? &s->nics[i].retry_ev : 0;
+  case SIM_EV_FLOW_START:
+    return i < s->nflows ? &sim_flow_int(s, (uint32_t)i)->start_ev : 0;
+  case SIM_EV_FLOW_END:
+    return i < s->nflows ? &sim_flow_int(s, (uint32_t)i)->end_ev : 0;
+  case SIM_EV_SAMPLE:
+    return &s->sample_ev;
+  case SIM_EV_SMA:
+    return i < s->nswitches ? &s->sws[i].n.sma_ev
+           : i - s->nswitches < s->nnics ? &s->nics[i - s->nswitches].n.sma_ev
+                                         : 0;
+  case SIM_EV_SM:
+    return s->sm ? sim_sm_ev(s) : 0;
+  }
+  return 0;
+}
+
+static void nb_ev(struct nbuf *b, uint8_t tag, const struct sim_ev *ev,
+                  sim_time_t t) {
+  nb_put(b, &tag, 1);
+  nb_put(b, &ev->key, 8);
+  nb_put(b, &t, 8);
+}
+
+static void net_bad(uint32_t from, const char *what) {
+  fprintf(stderr, "uroce sim: rank %u sent %s: the ranks do not run the same "
+                  "scenario and build\n", from, what);
+  abort();
+}
+
+/* Takes what rank `from` sent this one (b: its bytes). */
+static void net_take(struct sim_par *par, uint32_t from, const unsigned char *b,
+                     size_t len) {
+  struct sim *m = par->main, *s = &par->sh[m->net->rank].sim;
+  size_t o = 0;
+  while (o < len) {
+    uint8_t tag = b[o++];
+    uint64_t a, t;
+    if (o + 16 > len)
+      net_bad(from, "a message cut short");
+    memcpy(&a, b + o, 8);
+    if (tag == NM_FCFIX) { /* the final credits of an FC packet sent open */
+      struct sim_port *p = port_at(m, a);
+      if (!p || o + 16 + FC_CREDITS > len)
+        net_bad(from, "credits for no port");
+      memcpy(&t, b + o + 8, 8);
+      struct sim_pkt *f = p->fc_q.head;
+      while (f && f->ts != t)
+        f = f->next;
+      if (!f)
+        net_bad(from, "credits for an FC packet that arrived already");
+      memcpy(f->hdr, b + o + 16, FC_CREDITS);
+      o += 16 + FC_CREDITS;
+      continue;
+    }
+    if (tag == NM_PKT) {
+      struct sim_port *p = port_at(m, a);
+      if (!p || o + 8 + PKT_LEN > len)
+        net_bad(from, "a packet for no port");
+      struct sim_pkt *pkt = sim_pkt_alloc(s);
+      if (!pkt) {
+        fprintf(stderr, "uroce sim: out of memory for packets\n");
+        abort(); /* the other ranks would wait for this one */
+      }
+      memcpy((char *)pkt + PKT_OFF, b + o + 8, PKT_LEN);
+      o += 8 + PKT_LEN;
+      if (pkt->kind == SIM_PKT_FC)
+        sim_fc_fifo_put(s, p, pkt);
+      else
+        sim_fly_put(s, p, pkt);
+      continue;
+    }
+    memcpy(&t, b + o + 8, 8);
+    o += 16;
+    struct sim_ev *ev = ev_at(m, a);
+    if (!ev || tag > NM_GLOBAL || (tag == NM_GLOBAL) != !!(a & SIM_KEY_GLOBAL))
+      net_bad(from, "an event that does not exist");
+    sim_schedule(tag == NM_GLOBAL ? m : s, ev, t);
+  }
+}
+
+/* Every rank gets what the others sent it since the last exchange; the
+ * global events, in rank order, everywhere. Runs with par->serial, every
+ * event due by `done` run. An FC packet still open (net.c, ib_free: it
+ * starts after done, and credits freed until then join it) waits for a
+ * later exchange, still before it can arrive (its start and a link delay
+ * later, in a later cell). */
+static void net_xchg(struct sim_par *par, sim_time_t done) {
+  struct sim *m = par->main;
+  const struct sim_net *net = m->net;
+  uint32_t me = net->rank, n = par->n;
+  struct shard *d = &par->sh[me];
+  struct nbuf *nb = par->nb;
+  for (uint32_t j = 0; j < n; j++)
+    nb[j].n = 0;
+  struct nbuf g = {0};
+  for (int w = 0; w < 2; w++) {
+    struct msgq *q = &d->out[w][n];
+    for (uint32_t k = 0; k < q->n; k++)
+      nb_ev(&g, NM_GLOBAL, q->a[k].obj, q->a[k].t);
+    q->n = 0;
+    for (uint32_t j = 0; j < n; j++) {
+      q = &d->out[w][j];
+      for (uint32_t k = 0; k < q->n; k++) {
+        struct sim_msg *mm = &q->a[k];
+        if (!mm->port) {
+          nb_ev(&nb[j], NM_EV, mm->obj, mm->t);
+          continue;
+        }
+        uint8_t tag = NM_PKT;
+        uint64_t gi = mm->port->rx_ev.key & SIM_KEY_IDX_MAX;
+        nb_put(&nb[j], &tag, 1);
+        nb_put(&nb[j], &gi, 8);
+        nb_put(&nb[j], (char *)mm->obj + PKT_OFF, PKT_LEN);
+        if (mm->port->fc_open == mm->obj && mm->port->fc_open_at > done) {
+          /* credits may still join it: their sum follows (net_fix) */
+          msg_put(&par->open, mm->port, mm->obj, j);
+          continue;
+        }
+        sim_pkt_free(&d->sim, mm->obj);
+      }
+      q->n = 0;
+    }
+  }
+  /* FC packets sent open that have left: their credits */
+  uint32_t keep = 0;
+  for (uint32_t k = 0; k < par->open.n; k++) {
+    struct sim_msg *mm = &par->open.a[k];
+    struct sim_port *p = mm->port;
+    struct sim_pkt *f = mm->obj;
+    if (p->fc_open == f && p->fc_open_at > done) {
+      par->open.a[keep++] = *mm;
+      continue;
+    }
+    if (p->fc_open == f) { /* it left (ib_free would find so) */
+      p->fc_open = 0;
+      p->fc_open_vls = 0;
+    }
+    uint8_t tag = NM_FCFIX;
+    uint64_t gi = p->rx_ev.key & SIM_KEY_IDX_MAX;
+    struct nbuf *b = &nb[mm->t];
+    nb_put(b, &tag, 1);
+    nb_put(b, &gi, 8);
+    nb_put(b, &f->ts, 8);
+    nb_put(b, f->hdr, FC_CREDITS);
+    sim_pkt_free(&d->sim, f);
+  }
+  par->open.n = keep;
+  for (uint32_t j = 0; j < n; j++)
+    if (j != me && g.n)
+      nb_put(&nb[j], g.a, g.n);
+  void **bufs = calloc(n, sizeof(*bufs));
+  size_t *lens = calloc(n, sizeof(*lens));
+  void **in = calloc(n, sizeof(*in));
+  size_t *inlen = calloc(n, sizeof(*inlen));
+  if (!bufs || !lens || !in || !inlen) {
+    fprintf(stderr, "uroce sim: out of memory for messages\n");
+    abort();
+  }
+  for (uint32_t j = 0; j < n; j++) {
+    bufs[j] = nb[j].a;
+    lens[j] = j == me ? 0 : nb[j].n;
+  }
+  if (net->xchg(net->ctx, bufs, lens, in, inlen)) {
+    fprintf(stderr, "uroce sim: rank %u: exchanging messages failed\n", me);
+    abort();
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    if (i == me)
+      net_take(par, i, g.a, g.n);
+    else
+      net_take(par, i, in[i], inlen[i]);
+    free(in[i]);
+  }
+  free(g.a);
+  free(bufs);
+  free(lens);
+  free(in);
+  free(inlen);
+  d->out_min = SIM_NEVER;
+}
+
+/* The windows and global events of a distributed run (run() of one rank):
+ * the ranks agree on the earliest event and the flows ended before each
+ * step. */
+static void run_net(struct sim_par *par, sim_time_t lim) {
+  struct sim *m = par->main;
+  uint32_t me = m->net->rank, n = par->n;
+  struct shard *d = &par->sh[me];
+  uint64_t *v = par->nv;
+  bool dirty = false, ran = false;
+  sim_time_t last = 0;
+  for (;;) {
+    memset(v, 0, (n + 1) * sizeof(*v));
+    v[0] = ~sim_heap_peek(&d->sim.heap);
+    v[1 + me] = m->st.flows_done + m->st.flows_failed;
+    sim_net_reduce(m, v, n + 1, SIM_NET_MAX);
+    sim_time_t tn = ~v[0];
+    uint64_t ended = 0;
+    for (uint32_t i = 0; i < n; i++)
+      ended += v[1 + i];
+    if (ran && !m->done_end && m->nflows && ended == m->nflows)
+      m->done_end = sim_cell_end(m, last);
+    sim_time_t tg = sim_heap_peek(&m->heap), stop = lim;
+    if (m->done_end && m->done_end - 1 < stop)
+      stop = m->done_end - 1;
+    if ((tn < tg ? tn : tg) > stop)
+      break;
+    sim_time_t wend;
+    if (tg < tn) {
+      serial(par, tg);
+      dirty = true;
+      wend = tg;
+    } else {
+      wend = tg == tn ? tg : sim_cell_end(m, tn) - 1;
+      if (tg < wend)
+        wend = tg;
+      if (stop < wend)
+        wend = stop;
+      if (dirty)
+        sync_shell(par, d);
+      dirty = false;
+      par->wend = wend;
+      par->serial = false;
+      window(d);
+      par->serial = true;
+    }
+    net_xchg(par, wend);
+    fold(par);
+    last = wend;
+    ran = true;
+    if (m->cfg.progress && me == 0)
+      sim_progress(m, false, m->st.events);
+  }
+  if (dirty)
+    sync_shell(par, d);
+  sim_net_reduce(m, &m->now, 1, SIM_NET_MAX);
 }
 
 /* Starts the workers; on failure stops those started. 0 or an errno. */
@@ -774,6 +1205,30 @@ int64_t sim_par_run(struct sim *m, sim_time_t lim, char *err, size_t errlen) {
   if (!par) {
     snprintf(err, errlen, "out of memory for %u partitions", n);
     return -1;
+  }
+  if (m->net) { /* one partition here, the others at the other ranks */
+    par->nb = calloc(n, sizeof(*par->nb));
+    par->nv = calloc(n + 1, sizeof(*par->nv));
+    if (!par->nb || !par->nv) {
+      fprintf(stderr, "uroce sim: out of memory for %u partitions\n", n);
+      abort(); /* the other ranks would wait for this one */
+    }
+    move_events(m, par);
+    m->par = par;
+    rebind(m, par);
+    run_net(par, lim);
+    fold(par);
+    rebind(m, 0);
+    m->par = 0;
+    for (uint32_t j = 0; j < n; j++)
+      free(par->nb[j].a);
+    free(par->nb);
+    free(par->nv);
+    for (uint32_t k = 0; k < par->open.n; k++) /* the run stopped early */
+      sim_pkt_free(&par->sh[m->net->rank].sim, par->open.a[k].obj);
+    free(par->open.a);
+    par_free(par);
+    return 0;
   }
   int rc = pthread_barrier_init(&par->go, 0, n);
   if (!rc) {

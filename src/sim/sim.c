@@ -423,7 +423,12 @@ struct sim *sim_new(const struct sim_cfg *cfg, char *err, size_t errlen) {
     sim_del(s);
     return 0;
   }
+  s->net = sim_net_default();
   sim_par_partition(s); /* by where the workload is */
+  if (s->net && sim_net_check(s, err, errlen)) {
+    sim_del(s);
+    return 0;
+  }
   if (s->cfg.sample_interval)
     sim_schedule(s, &s->sample_ev, 0);
   return s;
@@ -647,6 +652,8 @@ void sim_rx_data(struct sim *s, struct sim_nic *nic, const struct sim_pkt *p) {
 static void credit_arriving(struct sim *s) {
   for (uint32_t i = 0; i < s->nnics; i++) {
     struct sim_nic *nic = &s->nics[i];
+    if (!sim_mine(s, nic->n.part))
+      continue;
     const struct sim_port *in = nic->port.peer;
     const struct sim_pkt *p = in->fly_head;
     if (!p || p->kind != SIM_PKT_DATA)
@@ -784,6 +791,124 @@ static void quantiles(double *v, uint32_t m, double *q) {
   q[5] = sum / m;
 }
 
+/* ---- distributed runs: what a sample and the report read ---- */
+
+enum { MP_PORT = 7, MP_FLOW = 12 };
+
+/* What a sample or the report reads of the parts other ranks run (their
+ * ports, NICs, switches and flows), from those ranks: each rank fills in
+ * its own parts, zero elsewhere, and the sum is everyone's value. The
+ * counters become the sums over the ranks; sum_st says whether s->st is
+ * this rank's alone (a sample mid-run) and the host models' counters
+ * (add_stats) must be added (sim_stats cannot reach other ranks' models).
+ */
+static void net_mirror(struct sim *s) {
+  uint32_t np = s->nports + s->nnics;
+  size_t n = (size_t)np * MP_PORT + s->nnics + s->nswitches +
+             (size_t)s->nflows * MP_FLOW;
+  uint64_t *v = calloc(n ? n : 1, sizeof(*v)), *o = v;
+  if (!v) {
+    fprintf(stderr, "uroce sim: out of memory for a distributed sample\n");
+    abort(); /* the other ranks would wait for this one */
+  }
+  for (uint32_t j = 0; j < np; j++, o += MP_PORT) {
+    struct sim_port *p = j < s->nports ? &s->ports[j] : &s->nics[j - s->nports].port;
+    if (!sim_mine(s, p->tx_ev.part))
+      continue;
+    o[0] = p->tx_bytes;
+    o[1] = p->busy_until;
+    o[2] = p->qbytes;
+    o[3] = p->paused;
+    o[4] = p->max_q;
+    o[5] = p->trims;
+    o[6] = p->trim_drops;
+  }
+  for (uint32_t i = 0; i < s->nnics; i++, o++)
+    if (sim_mine(s, s->nics[i].n.part))
+      o[0] = s->nics[i].rx_payload;
+  for (uint32_t i = 0; i < s->nswitches; i++, o++)
+    if (sim_mine(s, s->sws[i].n.part))
+      o[0] = s->sws[i].max_used;
+  for (uint32_t i = 0; i < s->nflows; i++, o += MP_FLOW) {
+    struct sim_flow_int *fi = sim_flow_int(s, i);
+    struct sim_flow *f = &fi->f;
+    bool src = sim_mine(s, s->nics[f->src].n.part);
+    bool dst = sim_mine(s, s->nics[f->dst].n.part);
+    if (src) {
+      o[0] = f->start;
+      o[1] = f->finish;
+      o[2] = f->failed;
+      o[3] = f->status;
+      o[4] = f->acked;
+      o[5] = f->tx_pkts;
+      o[6] = f->retx_pkts;
+    }
+    if (f->op == SIM_OP_READ ? src : dst)
+      o[7] = f->rx_bytes;
+    if (dst) {
+      o[8] = f->rsp_tx_pkts;
+      o[9] = f->rsp_retx_pkts;
+      o[10] = fi->wire_rx;
+      o[11] = fi->last_rx;
+    }
+  }
+  sim_net_reduce(s, v, n, SIM_NET_SUM);
+  o = v;
+  for (uint32_t j = 0; j < np; j++, o += MP_PORT) {
+    struct sim_port *p = j < s->nports ? &s->ports[j] : &s->nics[j - s->nports].port;
+    p->tx_bytes = o[0];
+    p->busy_until = o[1];
+    p->qbytes = o[2];
+    p->paused = (uint8_t)o[3];
+    p->max_q = o[4];
+    p->trims = o[5];
+    p->trim_drops = o[6];
+  }
+  for (uint32_t i = 0; i < s->nnics; i++, o++)
+    s->nics[i].rx_payload = o[0];
+  for (uint32_t i = 0; i < s->nswitches; i++, o++)
+    s->sws[i].max_used = o[0];
+  for (uint32_t i = 0; i < s->nflows; i++, o += MP_FLOW) {
+    struct sim_flow_int *fi = sim_flow_int(s, i);
+    struct sim_flow *f = &fi->f;
+    f->start = o[0];
+    f->finish = o[1];
+    f->failed = o[2];
+    f->status = (uint8_t)o[3];
+    f->acked = o[4];
+    f->tx_pkts = o[5];
+    f->retx_pkts = o[6];
+    f->rx_bytes = o[7];
+    f->rsp_tx_pkts = o[8];
+    f->rsp_retx_pkts = o[9];
+    fi->wire_rx = o[10];
+    fi->last_rx = o[11];
+  }
+  free(v);
+}
+
+/* The counters over every rank: st, this rank's alone, plus its host
+ * models' (sim_stats cannot reach other ranks' models). */
+static void net_stats(struct sim *s, struct sim_stats *st) {
+  if (s->host->add_stats) {
+    st->timeouts = st->naks = st->cnps = 0;
+    for (uint32_t i = 0; i < s->nnics; i++)
+      if (sim_mine(s, s->nics[i].n.part))
+        s->host->add_stats(s->nics[i].model, st);
+  }
+  uint64_t mx[SIM_TIERS];
+  memcpy(mx, st->max_vl_in, sizeof(mx));
+  double wall = st->wall_s;
+  sim_time_t now = st->now;
+  st->wall_s = 0;
+  _Static_assert(sizeof(*st) % 8 == 0, "struct sim_stats is words");
+  sim_net_reduce(s, st, sizeof(*st) / 8, SIM_NET_SUM);
+  sim_net_reduce(s, mx, SIM_TIERS, SIM_NET_MAX);
+  memcpy(st->max_vl_in, mx, sizeof(mx));
+  st->wall_s = wall;
+  st->now = now;
+}
+
 /* Streams are the workload's flows, or the rank NICs of a collective. */
 static uint32_t nstreams(const struct sim *s) {
   return s->coll ? s->nnics : s->nflows;
@@ -864,14 +989,28 @@ static void sample_cc(struct sim *s, uint32_t i) {
   if (!r->cc_rate)
     return;
   uint32_t m = 0;
+  /* A distributed run: each flow's rate from its source's rank. */
+  double *b = s->net && s->nflows ? calloc(s->nflows, sizeof(*b)) : 0;
+  if (s->net && s->nflows && !b) {
+    fprintf(stderr, "uroce sim: out of memory for a distributed sample\n");
+    abort(); /* the other ranks would wait for this one */
+  }
+  for (uint32_t j = 0; b && j < s->nflows; j++) {
+    const struct sim_flow *f = sim_flow_mut(s, j);
+    if (f->start <= s->now && f->finish == SIM_NEVER && f->st &&
+        sim_mine(s, s->nics[f->src].n.part))
+      b[j] = s->host->cc_rate_bps(s->nics[f->src].model, f);
+  }
+  sim_net_reduce(s, b, b ? s->nflows : 0, SIM_NET_FSUM);
   for (uint32_t j = 0; j < s->nflows && s->rate_tmp; j++) {
     const struct sim_flow *f = sim_flow_mut(s, j);
     if (f->start > s->now || f->finish != SIM_NEVER || !f->st)
       continue;
-    double b = s->host->cc_rate_bps(s->nics[f->src].model, f);
-    if (b >= 0)
-      s->rate_tmp[m++] = b / 1e9;
+    double bps = b ? b[j] : s->host->cc_rate_bps(s->nics[f->src].model, f);
+    if (bps >= 0)
+      s->rate_tmp[m++] = bps / 1e9;
   }
+  free(b);
   quantiles(s->rate_tmp, m, r->cc_rate[i]);
   r->cc_n[i] = m;
 }
@@ -906,6 +1045,12 @@ static void sample(struct sim *s) {
   r->t[i] = s->now;
   sim_fc_commit_due(s, s->now, 0); /* their bytes are on the wire */
   credit_arriving(s);
+  struct sim_stats keep;
+  if (s->net) { /* every rank samples the whole fabric */
+    keep = s->st;
+    net_stats(s, &s->st);
+    net_mirror(s);
+  }
   memset(r->queue[i], 0, sizeof(r->queue[i]));
   memset(r->paused_ports[i], 0, sizeof(r->paused_ports[i]));
   memset(r->link_bytes[i], 0, sizeof(r->link_bytes[i]));
@@ -942,6 +1087,8 @@ static void sample(struct sim *s) {
   if (s->coll ? !sim_coll_done(s)
               : s->st.flows_done + s->st.flows_failed < s->nflows)
     sim_schedule(s, &s->sample_ev, s->now + s->cfg.sample_interval);
+  if (s->net && !s->net_final)
+    s->st = keep; /* this rank's counters again */
 }
 
 /* events: those run so far (sim_run adds its count at the end). */
@@ -1080,12 +1227,32 @@ static uint64_t run_seq(struct sim *s, sim_time_t lim) {
   return n;
 }
 
+/* Whether the workload ended, over every rank of a distributed run. */
+static bool run_done(struct sim *s) {
+  if (!s->net || s->net_final || s->coll)
+    return sim_run_done(s);
+  uint64_t n = s->st.flows_done + s->st.flows_failed;
+  sim_net_reduce(s, &n, 1, SIM_NET_SUM);
+  return s->nflows && n == s->nflows;
+}
+
+/* The end of a distributed run: every counter summed over the ranks, and
+ * what the report reads of other ranks' parts, here. */
+static void net_finish(struct sim *s) {
+  net_stats(s, &s->st);
+  net_mirror(s);
+  sim_net_pauses(s);
+  s->net_final = true;
+}
+
 int sim_run(struct sim *s, sim_time_t until) {
   sim_time_t lim = until < s->cfg.stop_time ? until : s->cfg.stop_time;
   double t0 = mono_s();
+  if (s->net_final) /* a distributed simulator runs once */
+    return sim_run_done(s);
   if (!s->wall_start)
     s->wall_start = s->last_progress = t0;
-  if (!sim_run_done(s)) /* flows were added since it finished */
+  if (!run_done(s)) /* flows were added since it finished */
     s->done_end = 0;
   if (s->sm) /* the standby's polls run while a workload does */
     sim_sm_poll_arm(s);
@@ -1103,14 +1270,22 @@ int sim_run(struct sim *s, sim_time_t until) {
    * their events would have run, the last setting the time. */
   bool fc_left = false;
   sim_time_t fc_last = sim_fc_commit_due(s, run_last(s, lim), &fc_left);
+  bool left = sim_heap_peek(&s->heap) != SIM_NEVER || fc_left;
+  if (s->net) {
+    uint64_t v[2] = {fc_last, left};
+    sim_net_reduce(s, v, 2, SIM_NET_MAX);
+    fc_last = v[0];
+    left = v[1];
+  }
   if (fc_last > s->now)
     s->now = fc_last;
-  bool done = sim_run_done(s);
-  if (!done && lim != SIM_NEVER && s->now < lim &&
-      (sim_heap_peek(&s->heap) != SIM_NEVER || fc_left))
+  bool done = run_done(s);
+  if (!done && lim != SIM_NEVER && s->now < lim && left)
     s->now = lim;
   if (done && s->cfg.sample_interval)
     sample(s); /* the final state */
+  if (s->net)
+    net_finish(s);
   s->st.wall_s += mono_s() - t0;
   if (s->cfg.progress)
     sim_progress(s, true, s->st.events);
@@ -1150,7 +1325,7 @@ const struct sim_stats *sim_stats(const struct sim *s) {
   st->rx_payload = 0;
   for (uint32_t i = 0; i < s->nnics; i++)
     st->rx_payload += s->nics[i].rx_payload;
-  if (s->host->add_stats) {
+  if (s->host->add_stats && !s->net) { /* a distributed run's: net_stats */
     st->timeouts = st->naks = st->cnps = 0;
     for (uint32_t i = 0; i < s->nnics; i++)
       s->host->add_stats(s->nics[i].model, st);

@@ -430,6 +430,30 @@ int sim_run(struct sim *s, sim_time_t until);
  * NULL, says why not more (NULL if nothing held it back). */
 uint32_t sim_threads(const struct sim *s, const char **why);
 
+/* Distributed runs (docs/sim.md, "Past one machine"): every process (an
+ * MPI rank) builds the same simulator and runs one partition of it, the
+ * partition of its rank; these calls carry what the partitions tell each
+ * other. uroce-sim-mpi gives MPI's; the library itself needs no MPI.
+ * Every call is collective: every rank makes it, in the same order. */
+enum sim_net_op { SIM_NET_SUM, SIM_NET_MIN, SIM_NET_MAX, SIM_NET_FSUM };
+struct sim_net {
+  uint32_t rank, size;
+  void *ctx;
+  /* Rank j gets len[j] bytes at buf[j]; in[i] (malloc'd, the caller
+   * frees it) and inlen[i] are what rank i sent this one. 0 or -1. */
+  int (*xchg)(void *ctx, void *const *buf, const size_t *len, void **in,
+              size_t *inlen);
+  /* v[0..n) becomes op over every rank's v: uint64_t, or double for
+   * SIM_NET_FSUM. */
+  void (*reduce)(void *ctx, void *v, size_t n, enum sim_net_op op);
+};
+/* The layer sim_new gives the simulators made after (NULL: none). With
+ * size > 1 a run has one partition per rank and refuses what cannot be
+ * cut yet (sim_new says what). */
+void sim_net_use(const struct sim_net *net);
+/* This process's rank, 0 without a layer: only rank 0 writes output. */
+uint32_t sim_net_rank(const struct sim *s);
+
 /* The subnet manager's work at start (fabric infiniband): LIDs, the
  * modelled time of its sweep (discovery, route computation, LFT
  * programming), and checks of the routes it computed: the channel

@@ -427,6 +427,8 @@ struct sim {
    * partition's copy of struct sim), the key of the event running, the
    * losses to failures not yet counted in the failure's result. */
   struct sim_par *par;
+  const struct sim_net *net; /* a distributed run's layer, or NULL */
+  bool net_final; /* its counters and parts are every rank's (sim_run) */
   uint16_t part;
   uint64_t cur_key;
   uint64_t fail_lost;
@@ -705,6 +707,21 @@ bool sim_fail_unseen(const struct sim *s);
 /* Sets the lookahead, the partitions and every node's and event's
  * partition (sim_new, once the workload exists). */
 void sim_par_partition(struct sim *s);
+/* A distributed run (s->net): 0, or -1 with a message in err when the
+ * scenario cannot run on one partition per rank yet. */
+int sim_net_check(const struct sim *s, char *err, size_t errlen);
+/* The pause logs of every rank, merged in run order, at every rank. */
+void sim_net_pauses(struct sim *s);
+/* The layer of simulators made now (sim_net_use), or NULL. */
+const struct sim_net *sim_net_default(void);
+/* v becomes op over every rank's v (nothing without a layer). */
+void sim_net_reduce(const struct sim *s, void *v, size_t n,
+                    enum sim_net_op op);
+/* Whether this process runs partition part: always, but in a distributed
+ * run, where each rank runs its own. */
+static inline bool sim_mine(const struct sim *s, uint16_t part) {
+  return !s->net || part == s->net->rank;
+}
 /* Runs events due by lim on the partitions' threads, as sim_run does,
  * counting them in the simulator's stats; 0, or -1 before running any
  * (err says why: out of memory, threads). */

@@ -1,0 +1,164 @@
+#!/usr/bin/python3
+"""The simulator on MPI ranks (uroce-sim-mpi under Open MPI's mpirun) gives
+the sequential run's results to the byte: every file `uroce sim` writes
+(summary.json, the CSVs, the plots) for the shipped flow examples,
+shortened, on 2 and 3 ranks, RoCE and InfiniBand, ECMP, spraying, static
+and adaptive routing. What cannot run on ranks yet is refused with a
+message naming why and exit status 2 on every rank, in bounded time:
+collectives, failures, a fabric with fewer partitions than ranks.
+
+Needs mpirun and uroce-sim-mpi (scripts/install-deps.sh test installs
+libopenmpi-dev and openmpi-bin; CMake then builds it). CI runs as root,
+which Open MPI refuses unless told."""
+
+import argparse
+import filecmp
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+EX = os.path.join(ROOT, "examples", "sim")
+
+# (example, ranks, YAML substitutions that make it quick)
+RUNS = [
+    ("permutation_sizes.yaml", 2, []),
+    ("dcqcn_leaf_spine.yaml", 3, [(r"size: 256KiB", "size: 32KiB")]),
+    ("fat_tree_ecmp.yaml", 2, [(r"k: 16", "k: 4")]),
+    ("fat_tree_spray.yaml", 3, [(r"k: 16", "k: 4")]),
+    ("rails_csv.yaml", 2, []),
+    ("ib_vs_roce/b_alltoall_ib.yaml", 2, [(r"k: 8", "k: 4")]),
+    ("ib_vs_roce/b_alltoall_roce.yaml", 3, [(r"k: 8", "k: 4")]),
+    ("ib_vs_roce/c_incast_ib.yaml", 2, [(r"k: 8", "k: 4"),
+                                        (r"senders: 64", "senders: 12")]),
+    ("ib_vs_roce/c_incast_uet.yaml", 2, [(r"k: 8", "k: 4"),
+                                         (r"senders: 64", "senders: 12")]),
+    # adaptive routing and credits crossing between ranks, FC packets
+    # that credits join after they were sent
+    ("ib_vs_roce/e_elephants_ib.yaml", 2, [(r"size: 16MiB", "size: 1MiB")]),
+    ("ib_vs_roce/e_elephants_ib.yaml", 3, [(r"k: 8", "k: 4"),
+                                           (r"size: 16MiB", "size: 2MiB"),
+                                           (r"routing: adaptive",
+                                            "routing: static")]),
+    ("ib_vs_roce/e_elephants_uet.yaml", 2, [(r"k: 8", "k: 4"),
+                                            (r"size: 16MiB", "size: 2MiB")]),
+]
+
+# (example, ranks, substitutions, what the refusal must say)
+REFUSED = [
+    ("ib_vs_roce/a_allreduce_roce.yaml", 2, [], "collective workloads"),
+    ("ib_vs_roce/e_elephants_ib.yaml", 2,
+     [(r"\Z", "failures:\n  - {at_us: 10, switch: 0, port: 4}\n")],
+     "failures do not run"),
+    ("incast_lossy.yaml", 2, [], "cuts into 1 partition"),
+    ("permutation_sizes.yaml", 64, [], "run with at most that many ranks"),
+]
+
+
+def mpirun(ranks):
+    cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np",
+           str(ranks)]
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+    return cmd
+
+
+def scenario(work, name, subs):
+    with open(os.path.join(EX, name)) as f:
+        text = f.read()
+    for pat, rep in subs:
+        text, n = re.subn(pat, rep, text)
+        if not n:
+            sys.exit(f"mpi_e2e: {name}: '{pat}' is not in it any more")
+    path = os.path.join(work, name.replace("/", "_"))
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def differ(a, b):
+    """Files that differ or exist on one side only, under a and b."""
+    out = []
+    cmp = filecmp.dircmp(a, b)
+    out += [f"only in the sequential run: {x}" for x in cmp.left_only]
+    out += [f"only on MPI ranks: {x}" for x in cmp.right_only]
+    for x in cmp.common_files:
+        if not filecmp.cmp(os.path.join(a, x), os.path.join(b, x),
+                           shallow=False):
+            out.append(f"differs: {x}")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uroce", required=True)
+    ap.add_argument("--uroce-mpi", required=True)
+    a = ap.parse_args()
+    for tool in (a.uroce_mpi, shutil.which("mpirun")):
+        if not tool or not os.access(tool, os.X_OK):
+            sys.exit("mpi_e2e: needs mpirun and uroce-sim-mpi "
+                     "(scripts/install-deps.sh test, then rebuild)")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+    work = tempfile.mkdtemp(prefix="uroce-mpi-")
+    for f in os.listdir(EX):  # the files scenarios name (flows, sizes)
+        if f.endswith((".txt", ".csv")):
+            shutil.copy(os.path.join(EX, f), work)
+    bad = 0
+    for i, (name, ranks, subs) in enumerate(RUNS):
+        path = scenario(work, name, subs)
+        seq, par = (os.path.join(work, f"{i}-{k}") for k in ("seq", "mpi"))
+        r = subprocess.run([a.uroce, "sim", "-q", "--reproducible", "-o", seq,
+                            path], capture_output=True, text=True,
+                           timeout=300)
+        if r.returncode:
+            print(f"FAIL {name}: uroce sim: {r.stderr.strip()}")
+            bad += 1
+            continue
+        r = subprocess.run(mpirun(ranks) + [a.uroce_mpi, "-q",
+                                            "--reproducible", "-o", par, path],
+                           capture_output=True, text=True, timeout=300,
+                           env=env)
+        if r.returncode:
+            print(f"FAIL {name} on {ranks} ranks: exit {r.returncode}: "
+                  f"{r.stderr.strip()[-400:]}")
+            bad += 1
+            continue
+        d = differ(seq, par)
+        if not os.path.exists(os.path.join(par, "summary.json")):
+            d.append("no summary.json")
+        if d:
+            print(f"FAIL {name} on {ranks} ranks: " + "; ".join(d[:6]))
+            bad += 1
+        else:
+            n = len(os.listdir(seq))
+            print(f"ok   {name} on {ranks} ranks: {n} files the same")
+    for name, ranks, subs, says in REFUSED:
+        path = scenario(work, name, subs)
+        out = os.path.join(work, "refused")
+        r = subprocess.run(mpirun(ranks) + [a.uroce_mpi, "-q", "-o", out,
+                                            path],
+                           capture_output=True, text=True, timeout=120,
+                           env=env)
+        if r.returncode == 0 or says not in r.stderr:
+            print(f"FAIL {name} on {ranks} ranks: want a refusal saying "
+                  f"'{says}', got exit {r.returncode}: "
+                  f"{r.stderr.strip()[-300:]}")
+            bad += 1
+        elif r.stderr.count("uroce sim:") != 1:
+            print(f"FAIL {name}: the refusal should come once (rank 0): "
+                  f"{r.stderr.strip()[-300:]}")
+            bad += 1
+        else:
+            print(f"ok   {name} on {ranks} ranks refused: '{says}'")
+    shutil.rmtree(work, ignore_errors=True)
+    if bad:
+        sys.exit(f"mpi_e2e: {bad} failed")
+
+
+if __name__ == "__main__":
+    main()
