@@ -58,7 +58,7 @@ run() { # name command...
   local name=$1; shift
   local t0 t1
   t0=$(date +%s.%N)
-  "$@" -q -o "$W/$name" "$W/perm.yaml" >/dev/null
+  "$@" -q --no-plots -o "$W/$name" "$W/perm.yaml" >/dev/null
   t1=$(date +%s.%N)
   awk -v n="$name" -v a="$t1" -v b="$t0" 'BEGIN{print n, a - b}' >> "$W/times"
 }

@@ -843,16 +843,34 @@ static void net_mirror(struct sim *s) {
       o[5] = f->tx_pkts;
       o[6] = f->retx_pkts;
     }
-    if (f->op == SIM_OP_READ ? src : dst)
+    if (f->op == SIM_OP_READ ? src : dst) { /* where its data arrives */
       o[7] = f->rx_bytes;
+      o[10] = fi->wire_rx;
+    }
+    /* a READ's requests arrive at its destination too: the later */
+    if (src || dst)
+      o[11] = fi->last_rx;
     if (dst) {
       o[8] = f->rsp_tx_pkts;
       o[9] = f->rsp_retx_pkts;
-      o[10] = fi->wire_rx;
-      o[11] = fi->last_rx;
     }
   }
+  /* last_rx (o[11] of each flow), the latest of its two ends, by MAX */
+  size_t nl = (size_t)np * MP_PORT + s->nnics + s->nswitches;
+  uint64_t *last = s->nflows ? calloc(s->nflows, sizeof(*last)) : 0;
+  if (s->nflows && !last) {
+    fprintf(stderr, "uroce sim: out of memory for a distributed sample\n");
+    abort();
+  }
+  for (uint32_t i = 0; i < s->nflows; i++) {
+    last[i] = v[nl + (size_t)i * MP_FLOW + 11];
+    v[nl + (size_t)i * MP_FLOW + 11] = 0;
+  }
   sim_net_reduce(s, v, n, SIM_NET_SUM);
+  sim_net_reduce(s, last, s->nflows, SIM_NET_MAX);
+  for (uint32_t i = 0; i < s->nflows; i++)
+    v[nl + (size_t)i * MP_FLOW + 11] = last[i];
+  free(last);
   o = v;
   for (uint32_t j = 0; j < np; j++, o += MP_PORT) {
     struct sim_port *p = j < s->nports ? &s->ports[j] : &s->nics[j - s->nports].port;

@@ -3,7 +3,8 @@
 the sequential run's results to the byte: every file `uroce sim` writes
 (summary.json, the CSVs, the plots) for the shipped flow examples,
 shortened, on 2 and 3 ranks, RoCE and InfiniBand, ECMP, spraying, static
-and adaptive routing. What cannot run on ranks yet is refused with a
+and adaptive routing; and a CSV of WRITE, READ and SEND flows, more at one
+NIC than it has QPs. What cannot run on ranks yet is refused with a
 message naming why and exit status 2 on every rank, in bounded time:
 collectives, failures, a fabric with fewer partitions than ranks.
 
@@ -47,6 +48,38 @@ RUNS = [
     ("ib_vs_roce/e_elephants_uet.yaml", 2, [(r"k: 8", "k: 4"),
                                             (r"size: 16MiB", "size: 2MiB")]),
 ]
+
+# Written here: 70 flows on a k=4 fat-tree (16 NICs, 32 QPs each), WRITE,
+# READ and SEND, 40 of them from NIC 0 at once (8 wait for a QP, started
+# by RETRY events as others end), the rest at random times; RoCE with
+# ECMP, and InfiniBand with adaptive routing.
+def qp_scenarios(work):
+    import random
+    rnd = random.Random(5)
+    ops = ["write", "read", "send"]
+    rows = ["time_us,src,dst,bytes,op"]
+    for i in range(40):
+        rows.append(f"0,0,{1 + i % 15},{65536 * (1 + i % 3)},{ops[i % 3]}")
+    for i in range(30):
+        src, dst = rnd.randrange(16), rnd.randrange(16)
+        if src == dst:
+            dst = (dst + 5) % 16
+        rows.append(f"{rnd.randrange(40)},{src},{dst},"
+                    f"{rnd.choice([4096, 100000, 300000])},{rnd.choice(ops)}")
+    with open(os.path.join(work, "qp.csv"), "w") as f:
+        f.write("\n".join(rows) + "\n")
+    paths = []
+    for fabric, routing in (("roce", "ecmp"), ("infiniband", "adaptive")):
+        path = os.path.join(work, f"qp_{fabric}.yaml")
+        with open(path, "w") as f:
+            f.write(f"name: qp_{fabric}\nseed: 7\nsample_interval_us: 5\n"
+                    "topology:\n  kind: fat_tree\n  k: 4\n  links:\n"
+                    "    all: {rate_gbps: 100, delay_us: 1}\n"
+                    f"fabric: {fabric}\nrouting: {routing}\n"
+                    "workload:\n  kind: csv\n  file: qp.csv\n")
+        paths.append(path)
+    return paths
+
 
 # (example, ranks, substitutions, what the refusal must say)
 REFUSED = [
@@ -109,18 +142,25 @@ def main():
         if f.endswith((".txt", ".csv")):
             shutil.copy(os.path.join(EX, f), work)
     bad = 0
-    for i, (name, ranks, subs) in enumerate(RUNS):
-        path = scenario(work, name, subs)
+    runs = [(name, ranks, scenario(work, name, subs), [])
+            for name, ranks, subs in RUNS]
+    for path in qp_scenarios(work):
+        runs += [(os.path.basename(path), r, path, []) for r in (2, 3)]
+        # stopped with flows still running (and waiting for a QP)
+        runs.append((os.path.basename(path) + " --stop-us 60", 3, path,
+                     ["--stop-us", "60"]))
+    for i, (name, ranks, path, extra) in enumerate(runs):
         seq, par = (os.path.join(work, f"{i}-{k}") for k in ("seq", "mpi"))
         r = subprocess.run([a.uroce, "sim", "-q", "--reproducible", "-o", seq,
-                            path], capture_output=True, text=True,
+                            path] + extra, capture_output=True, text=True,
                            timeout=300)
         if r.returncode:
             print(f"FAIL {name}: uroce sim: {r.stderr.strip()}")
             bad += 1
             continue
         r = subprocess.run(mpirun(ranks) + [a.uroce_mpi, "-q",
-                                            "--reproducible", "-o", par, path],
+                                            "--reproducible", "-o", par, path]
+                           + extra,
                            capture_output=True, text=True, timeout=300,
                            env=env)
         if r.returncode:
