@@ -80,6 +80,13 @@ struct sc_rank {
   int fail_rc;
   sim_time_t fail_at;
   uint32_t wc_err; /* the first error completion's status, 0: none */
+  /* Its registered memory (the staging rings), for the slot headers a
+   * rank on another MPI rank writes there (sim_coll_net_take). */
+  struct sc_mr {
+    char *addr;
+    size_t len;
+  } * mrs;
+  uint32_t nmrs;
 };
 
 struct sim_coll {
@@ -105,6 +112,7 @@ struct sim_coll {
   double intra_ps_per_byte;
   sim_time_t intra_lat;
   uint64_t *nic_bytes; /* per NIC: bytes written to the fabric, this size */
+  char net_errmsg[256]; /* a distributed run: the first failure's message */
 };
 
 /* A write between ranks of one server, until it lands. */
@@ -124,6 +132,11 @@ struct sc_block {
 
 static int tp_reg_mr(void *ctx, void *addr, size_t len, uroce_coll_mr *mr) {
   struct sc_rank *r = ctx;
+  struct sc_mr *m = realloc(r->mrs, (r->nmrs + 1) * sizeof(*m));
+  if (!m)
+    return -12; /* -ENOMEM */
+  r->mrs = m;
+  r->mrs[r->nmrs++] = (struct sc_mr){addr, len};
   mr->addr = addr;
   mr->length = len;
   mr->remote_addr = (uint64_t)(uintptr_t)addr;
@@ -243,6 +256,71 @@ static void intra_land(struct sim *s, struct sim_coll *sc, struct sc_intra *x) {
   from->free_x = x;
 }
 
+/* A distributed run (par.c): a rank this process does not run, its
+ * connections made at every rank, its state here a copy. */
+static bool own_rank(const struct sim *s, const struct sc_rank *r) {
+  return sim_mine(s, r->ev.part);
+}
+
+/* The 16-byte slot header of a write to rank p, at remote_addr in its
+ * ring: put there now, or, when p runs at another MPI rank, sent there
+ * (as the MR's index and the offset in it: its address differs), before
+ * the write's last packet can arrive (a lookahead). */
+struct sc_hdr_msg {
+  uint32_t rank, mr;
+  uint64_t off;
+  unsigned char hdr[16];
+};
+
+static void put_header(struct sim *s, struct sc_rank *p, uint64_t remote_addr,
+                       const void *hdr) {
+  if (own_rank(s, p)) {
+    memcpy((void *)(uintptr_t)remote_addr, hdr, 16);
+    return;
+  }
+  struct sc_hdr_msg m = {.rank = p->rank, .mr = UINT32_MAX};
+  for (uint32_t i = 0; i < p->nmrs; i++)
+    if (remote_addr >= (uintptr_t)p->mrs[i].addr &&
+        remote_addr + 16 <= (uintptr_t)p->mrs[i].addr + p->mrs[i].len) {
+      m.mr = i;
+      m.off = remote_addr - (uintptr_t)p->mrs[i].addr;
+    }
+  if (m.mr == UINT32_MAX) {
+    fprintf(stderr, "uroce sim: rank %u: a write outside the rings of rank "
+                    "%u\n", p->rank, p->rank);
+    abort();
+  }
+  memcpy(m.hdr, hdr, 16);
+  sim_par_coll_msg(s, p->ev.part, &m, sizeof(m));
+}
+
+struct sim_ev *sim_coll_ev(struct sim *s, unsigned kind, uint64_t idx) {
+  struct sim_coll *sc = s->coll;
+  if (!sc)
+    return 0;
+  if (kind == SIM_EV_COLL_START)
+    return &sc->start_ev;
+  if (idx >= sc->n)
+    return 0;
+  return kind == SIM_EV_COLL ? &sc->r[idx].ev : &sc->r[idx].conn_ev;
+}
+
+void sim_coll_net_take(struct sim *s, const void *b, size_t len) {
+  struct sim_coll *sc = s->coll;
+  struct sc_hdr_msg m;
+  if (!sc || len != sizeof(m)) {
+    fprintf(stderr, "uroce sim: a slot header of %zu bytes\n", len);
+    abort();
+  }
+  memcpy(&m, b, sizeof(m));
+  struct sc_rank *p = m.rank < sc->n ? &sc->r[m.rank] : 0;
+  if (!p || m.mr >= p->nmrs || m.off + 16 > p->mrs[m.mr].len) {
+    fprintf(stderr, "uroce sim: a slot header for no ring\n");
+    abort();
+  }
+  memcpy(p->mrs[m.mr].addr + m.off, m.hdr, 16);
+}
+
 static int tp_post(void *ctx, int peer, const uroce_coll_mr *mr, size_t offset,
                    size_t len, uint64_t remote_addr, uint32_t rkey,
                    uint32_t imm, uint64_t wr_id) {
@@ -279,7 +357,7 @@ static int tp_post(void *ctx, int peer, const uroce_coll_mr *mr, size_t offset,
   }
   /* The slot header travels for real; the payload is phantom. */
   if (mr && len >= 16)
-    memcpy((void *)(uintptr_t)remote_addr, (const char *)mr->addr + offset, 16);
+    put_header(s, &sc->r[peer], remote_addr, (const char *)mr->addr + offset);
   /* The comm's wr_id: kind in the top byte, a slot or rank below. */
   uint64_t w = (wr_id >> 56) << 48 | (wr_id & 0xFFFFFFFFFFFFull);
   int rc = sim_eng_write_imm(s, c, r->nic, (uint32_t)len, imm, w);
@@ -316,6 +394,26 @@ static void connect_wanted(struct sim *s, struct sim_coll *sc,
                            struct sc_rank *r) {
   uint32_t nsend, nrecv;
   sim_coll_conn_wrs(s, &nsend, &nrecv);
+  if (s->net) { /* the peers r asked for, from r's rank */
+    uint64_t nw = own_rank(s, r) ? r->nwant : 0;
+    sim_net_reduce(s, &nw, 1, SIM_NET_SUM);
+    uint64_t *w = calloc(nw ? nw : 1, sizeof(*w));
+    uint32_t *keep = realloc(r->want, (nw ? nw : 1) * sizeof(*keep));
+    if (!w || !keep) {
+      fprintf(stderr, "uroce sim: out of memory connecting ranks\n");
+      abort(); /* the other ranks would wait for this one */
+    }
+    r->want = keep;
+    for (uint32_t i = 0; own_rank(s, r) && i < nw; i++)
+      w[i] = r->want[i];
+    sim_net_reduce(s, w, nw, SIM_NET_SUM);
+    for (uint32_t i = 0; i < nw; i++)
+      r->want[i] = (uint32_t)w[i];
+    r->nwant = r->wantcap = (uint32_t)nw;
+    if (!nw)
+      r->wantcap = 1;
+    free(w);
+  }
   for (uint32_t i = 0; i < r->nwant; i++) {
     uint32_t peer = r->want[i];
     if (r->conn[peer])
@@ -556,6 +654,8 @@ static uint64_t rx_now(const struct sim_coll *sc) {
   return rx;
 }
 
+static void start_net(struct sim_coll *sc, struct sim_coll_result *res);
+
 static void start_size(struct sim_coll *sc) {
   struct sim *s = sc->s;
   const struct sim_coll_cfg *cc = &s->cfg.wl.coll;
@@ -579,6 +679,10 @@ static void start_size(struct sim_coll *sc) {
     sc->r[i].intra_bytes = 0;
   sc->ndone = 0;
   sc->last_fin = s->now;
+  if (s->net) {
+    start_net(sc, res);
+    return;
+  }
   for (uint32_t i = 0; i < sc->n; i++) {
     struct sc_rank *r = &sc->r[i];
     int rc =
@@ -593,6 +697,57 @@ static void start_size(struct sim_coll *sc) {
     res->algo = uroce_coll_req_algo(r->req);
     r->busy = true;
     sim_schedule_min(s, &r->ev, s->now);
+  }
+}
+
+/* start_size's starts in a distributed run: each rank's where it runs;
+ * the algorithm and the first failure (its rank and error) from there. */
+static void start_net(struct sim_coll *sc, struct sim_coll_result *res) {
+  struct sim *s = sc->s;
+  const struct sim_coll_cfg *cc = &s->cfg.wl.coll;
+  /* rx_at_start: every rank's part of the payload arrived */
+  uint64_t rx = 0;
+  for (uint32_t i = 0; i < sc->n; i++)
+    if (own_rank(s, &sc->r[i]))
+      rx += sc->r[i].intra_rx;
+  for (uint32_t i = 0; i < s->nnics; i++)
+    if (sc->rank_of[i] != UINT32_MAX && sim_mine(s, s->nics[i].n.part))
+      rx += s->nics[i].rx_payload;
+  /* v: rx, the first failing rank + 1 (as n - rank, by MAX), its error,
+   * the algorithm + 1 */
+  uint64_t v[4] = {rx, 0, 0, 0};
+  for (uint32_t i = 0; i < sc->n; i++) {
+    struct sc_rank *r = &sc->r[i];
+    if (!own_rank(s, r))
+      continue;
+    int rc =
+        uroce_coll_start(r->comm, (uroce_coll_kind)cc->kind, 0, 0, res->count,
+                         (uroce_coll_dtype)cc->dtype, UROCE_COLL_SUM, 0,
+                         (uroce_coll_algo)cc->algo, &r->req);
+    if (rc) {
+      v[1] = sc->n - i;
+      v[2] = (uint64_t)(int64_t)rc;
+      break;
+    }
+    v[3] = (uint64_t)(uroce_coll_req_algo(r->req) + 1);
+  }
+  uint64_t mx[3] = {v[1], v[3], 0};
+  sim_net_reduce(s, mx, 2, SIM_NET_MAX);
+  /* the error of the first failure: from its rank alone */
+  uint32_t bad = mx[0] ? sc->n - (uint32_t)mx[0] : UINT32_MAX;
+  uint64_t sum[2] = {v[0], v[1] && v[1] == mx[0] ? v[2] : 0};
+  sim_net_reduce(s, sum, 2, SIM_NET_SUM);
+  sc->rx_at_start = sum[0];
+  res->algo = (int)mx[1] - 1;
+  if (bad != UINT32_MAX) {
+    rank_fail(s, &sc->r[bad], "starting the collective", (int)(int64_t)sum[1]);
+    sc->failed = sc->finished = true;
+    return;
+  }
+  for (uint32_t i = 0; i < sc->n; i++) {
+    struct sc_rank *r = &sc->r[i];
+    r->busy = true;
+    sim_schedule_min(s, &r->ev, s->now); /* here if it runs here */
   }
 }
 
@@ -611,6 +766,28 @@ static void finish_size(struct sim_coll *sc, sim_time_t fin) {
   sim_schedule(s, &sc->start_ev, s->cell ? sim_cell_end(s, fin) : fin);
 }
 
+/* What the bound reads, written where each NIC and rank runs: every
+ * rank's figures, in a distributed run. */
+static void bound_inputs_net(struct sim_coll *sc) {
+  struct sim *s = sc->s;
+  uint64_t *v = calloc((size_t)s->nnics + sc->n, sizeof(*v));
+  if (!v) {
+    fprintf(stderr, "uroce sim: out of memory ending a size\n");
+    abort(); /* the other ranks would wait for this one */
+  }
+  for (uint32_t i = 0; i < s->nnics; i++)
+    if (sim_mine(s, s->nics[i].n.part))
+      v[i] = sc->nic_bytes[i];
+  for (uint32_t i = 0; i < sc->n; i++)
+    if (own_rank(s, &sc->r[i]))
+      v[s->nnics + i] = sc->r[i].intra_bytes;
+  sim_net_reduce(s, v, (size_t)s->nnics + sc->n, SIM_NET_SUM);
+  memcpy(sc->nic_bytes, v, s->nnics * sizeof(*v));
+  for (uint32_t i = 0; i < sc->n; i++)
+    sc->r[i].intra_bytes = v[s->nnics + i];
+  free(v);
+}
+
 /* A rank's end counts (on the main thread). */
 static void count_done(struct sim_coll *sc, struct sc_rank *r) {
   if (r->failed) {
@@ -619,22 +796,54 @@ static void count_done(struct sim_coll *sc, struct sc_rank *r) {
   }
   if (r->fin > sc->last_fin)
     sc->last_fin = r->fin;
-  if (++sc->ndone == sc->n)
+  if (++sc->ndone == sc->n) {
+    if (sc->s->net)
+      bound_inputs_net(sc);
     finish_size(sc, sc->last_fin);
+  }
 }
 
 static void rank_done(struct sim *s, struct sc_rank *r, bool failed) {
   r->busy = false;
   r->fin = s->now;
   r->failed |= failed;
-  if (s->par && sim_par_in_window(s))
+  if ((s->par && sim_par_in_window(s)) || s->net)
     r->done = true; /* sim_coll_fold counts it after the window */
   else
     count_done(r->sc, r);
 }
 
+/* A distributed run: the ranks that ended at each MPI rank since the
+ * last fold, with their ends, everywhere. */
+static void fold_net(struct sim *s, struct sim_coll *sc) {
+  uint64_t *v = calloc(2 * (size_t)sc->n, sizeof(*v));
+  if (!v) {
+    fprintf(stderr, "uroce sim: out of memory counting ranks\n");
+    abort(); /* the other ranks would wait for this one */
+  }
+  for (uint32_t i = 0; i < sc->n; i++) {
+    struct sc_rank *r = &sc->r[i];
+    if (own_rank(s, r) && r->done) {
+      v[2 * i] = 1 | (uint64_t)r->failed << 1;
+      v[2 * i + 1] = r->fin;
+    }
+  }
+  sim_net_reduce(s, v, 2 * (size_t)sc->n, SIM_NET_SUM);
+  for (uint32_t i = 0; i < sc->n; i++)
+    if (v[2 * i]) {
+      struct sc_rank *r = &sc->r[i];
+      r->done = true;
+      r->busy = false;
+      r->failed |= v[2 * i] >> 1 & 1;
+      r->fin = v[2 * i + 1];
+    }
+  free(v);
+}
+
 void sim_coll_fold(struct sim *s) {
   struct sim_coll *sc = s->coll;
+  if (sc && !sc->finished && s->net)
+    fold_net(s, sc);
   for (uint32_t i = 0; sc && !sc->finished && i < sc->n; i++)
     if (sc->r[i].done) {
       sc->r[i].done = false;
@@ -681,6 +890,68 @@ void sim_coll_event(struct sim *s, struct sim_ev *ev) {
   rank_done(s, r, rc < 0);
 }
 
+/* What rank_fail says a rank was doing (a distributed run sends the
+ * index: the strings' addresses differ between processes). */
+static const char *const fail_whats[] = {
+    "out of memory for completions",
+    "connecting to a peer: out of QPs or memory",
+    "starting the collective",
+    "running the collective",
+};
+
+/* The end of a distributed run: every rank's failure, and the first
+ * one's communicator message, from where it ran. */
+void sim_coll_net_finish(struct sim *s) {
+  struct sim_coll *sc = s->coll;
+  if (!sc)
+    return;
+  enum { W = 5, MSG = 32 }; /* words per rank; of the message */
+  uint64_t *v = calloc((size_t)sc->n * W + MSG, sizeof(*v));
+  if (!v) {
+    fprintf(stderr, "uroce sim: out of memory gathering failures\n");
+    abort(); /* the other ranks would wait for this one */
+  }
+  for (uint32_t i = 0; i < sc->n; i++) {
+    struct sc_rank *r = &sc->r[i];
+    if (!own_rank(s, r) || !r->fail_what)
+      continue;
+    uint64_t w = 0;
+    while (w < sizeof(fail_whats) / sizeof(*fail_whats) &&
+           strcmp(fail_whats[w], r->fail_what))
+      w++;
+    uint64_t *o = v + (size_t)i * W;
+    o[0] = 1 + w;
+    o[1] = r->fail_at;
+    o[2] = (uint64_t)(int64_t)r->fail_rc;
+    o[3] = r->wc_err;
+    o[4] = r->failed;
+  }
+  sim_net_reduce(s, v, (size_t)sc->n * W, SIM_NET_SUM);
+  const struct sc_rank *first = 0;
+  for (uint32_t i = 0; i < sc->n; i++) {
+    struct sc_rank *r = &sc->r[i];
+    const uint64_t *o = v + (size_t)i * W;
+    if (!o[0])
+      continue;
+    r->fail_what = o[0] - 1 < sizeof(fail_whats) / sizeof(*fail_whats)
+                       ? fail_whats[o[0] - 1]
+                       : "failed";
+    r->fail_at = o[1];
+    r->fail_rc = (int)(int64_t)o[2];
+    r->wc_err = (uint32_t)o[3];
+    r->failed = o[4];
+    if (!first || r->fail_at < first->fail_at)
+      first = r;
+  }
+  char *msg = (char *)(v + (size_t)sc->n * W);
+  if (first && first->fail_rc && own_rank(s, first) && first->comm)
+    snprintf(msg, MSG * 8, "%s", uroce_coll_errmsg(first->comm));
+  sim_net_reduce(s, msg, MSG, SIM_NET_SUM);
+  msg[MSG * 8 - 1] = 0;
+  snprintf(sc->net_errmsg, sizeof sc->net_errmsg, "%s", msg);
+  free(v);
+}
+
 bool sim_coll_failure(const struct sim *s, uint32_t *rank, double *at_us,
                       char *why, size_t len) {
   const struct sim_coll *sc = s->coll;
@@ -694,9 +965,10 @@ bool sim_coll_failure(const struct sim *s, uint32_t *rank, double *at_us,
     return false;
   *rank = first->rank;
   *at_us = (double)first->fail_at / 1e6;
-  const char *msg = first->fail_rc && first->comm
-                        ? uroce_coll_errmsg(first->comm)
-                        : "";
+  const char *msg = !first->fail_rc ? ""
+                    : s->net             ? sc->net_errmsg
+                    : first->comm        ? uroce_coll_errmsg(first->comm)
+                                         : "";
   char wc[64] = "";
   if (first->wc_err)
     snprintf(wc, sizeof wc, " (completion status: %s)",
@@ -928,6 +1200,7 @@ void sim_coll_del(struct sim *s) {
       uroce_coll_comm_del(r->comm);
     free(r->conn);
     free(r->q);
+    free(r->mrs);
     free(r->want);
     while (r->blocks) {
       struct sc_block *b = r->blocks;

@@ -648,7 +648,10 @@ struct he_flow *sim_eng_conn_new(struct sim *s, uint32_t na, uint32_t nb,
   if (s->host != &sim_host_eng || na >= s->nnics || nb >= s->nnics || na == nb)
     return 0;
   struct he_nic *a = s->nics[na].model, *b = s->nics[nb].model;
-  if (a->nqp >= a->max_qp || b->nqp >= b->max_qp)
+  uint64_t full[2] = {own(a) && a->nqp >= a->max_qp,
+                      own(b) && b->nqp >= b->max_qp}; /* from their ranks */
+  sim_net_reduce(s, full, 2, SIM_NET_MAX);
+  if (full[0] || full[1])
     return 0;
   return conn_make(s, a, b, nsend, nrecv, ta, tb, salt);
 }
@@ -660,11 +663,13 @@ static struct he_flow *conn_make(struct sim *s, struct he_nic *a,
                                  uint32_t nrecv, uint32_t ta, uint32_t tb,
                                  uint64_t salt) {
   uint32_t na = a->nic->n.id, nb = b->nic->n.id;
-  if (map_reserve(a) || map_reserve(b))
-    return 0;
+  /* Each end is made where its NIC runs, as connect_flow does. */
+  bool oa = own(a), ob = own(b);
   struct he_conn *c = calloc(1, sizeof(*c));
-  if (!c)
-    return 0;
+  if (!c) {
+    fprintf(stderr, "uroce sim: out of memory for a connection\n");
+    abort(); /* the other ranks would wait for this one */
+  }
   /* Connections are numbered in creation order, which is deterministic.
    * A salt tells connections of one NIC pair apart (several ranks on a
    * NIC). */
@@ -685,46 +690,60 @@ static struct he_flow *conn_make(struct sim *s, struct he_nic *a,
   c->hf.f = &c->f;
   c->hf.snd = a;
   c->hf.rcv = b;
-  c->hf.ends = 2; /* freed by the second NIC deleted */
+  /* freed by the second NIC deleted (a distributed run: of those here) */
+  c->hf.ends = (uint8_t)(oa + ob);
   uint64_t tn = s->now / SIM_NS;
-  uroce_eng_handle_expiry(a->eng, tn);
-  uroce_eng_handle_expiry(b->eng, tn);
-  struct uroce_qp_init_attr ia = {
-      .send_cq = a->cq,
-      .recv_cq = a->cq,
-      .cap = {.max_send_wr = nsend,
-              .max_recv_wr = nrecv,
-              .max_send_sge = 1,
-              .max_recv_sge = 1},
-      .qp_type = UROCE_QPT_RC,
-  };
-  int rc = qp_make(a, &ia, &c->hf.sqp);
+  struct he_nic *m[2] = {a, b};
+  struct uroce_qp **qp[2] = {&c->hf.sqp, &c->hf.rqp};
+  int64_t v[4] = {0, 0, 0, 0}; /* rc, QPN of each end */
+  for (int e = 0; e < 2; e++) {
+    if (!(e ? ob : oa))
+      continue;
+    int rc = map_reserve(m[e]);
+    if (!rc) {
+      uroce_eng_handle_expiry(m[e]->eng, tn);
+      struct uroce_qp_init_attr ia = {
+          .send_cq = m[e]->cq,
+          .recv_cq = m[e]->cq,
+          .cap = {.max_send_wr = nsend,
+                  .max_recv_wr = nrecv,
+                  .max_send_sge = 1,
+                  .max_recv_sge = 1},
+          .qp_type = UROCE_QPT_RC,
+      };
+      rc = qp_make(m[e], &ia, qp[e]);
+    }
+    v[2 * e] = rc ? rc : 0;
+    v[2 * e + 1] = rc ? 0 : uroce_qp_num(*qp[e]);
+  }
+  sim_net_reduce(s, v, 4, SIM_NET_SUM);
+  int rc = v[0] ? (int)v[0] : (int)v[2];
+  if (!rc) {
+    int64_t w[2] = {0, 0};
+    for (int e = 0; e < 2; e++) {
+      if (!(e ? ob : oa))
+        continue;
+      int r = qp_connect(m[e], *qp[e], e ? na : nb, (uint32_t)v[3 - 2 * e],
+                         c->f.sport);
+      for (uint32_t i = 0; i < nrecv && !r; i++)
+        r = post_coll_recv(m[e], *qp[e]);
+      w[e] = r;
+    }
+    sim_net_reduce(s, w, 2, SIM_NET_SUM);
+    rc = w[0] ? (int)w[0] : (int)w[1];
+  }
   if (rc) {
+    for (int e = 0; e < 2; e++)
+      if (*qp[e])
+        qp_drop(m[e], *qp[e]);
     free(c);
     return 0;
   }
-  ia.send_cq = ia.recv_cq = b->cq;
-  rc = qp_make(b, &ia, &c->hf.rqp);
-  if (!rc)
-    rc = qp_connect(a, c->hf.sqp, nb, uroce_qp_num(c->hf.rqp), c->f.sport);
-  if (!rc)
-    rc = qp_connect(b, c->hf.rqp, na, uroce_qp_num(c->hf.sqp), c->f.sport);
-  for (uint32_t i = 0; i < nrecv && !rc; i++) {
-    rc = post_coll_recv(a, c->hf.sqp);
-    if (!rc)
-      rc = post_coll_recv(b, c->hf.rqp);
-  }
-  if (rc) {
-    if (c->hf.rqp)
-      qp_drop(b, c->hf.rqp);
-    qp_drop(a, c->hf.sqp);
-    free(c);
-    return 0;
-  }
-  map_put(a, uroce_qp_num(c->hf.sqp), &c->hf, true);
-  map_put(b, uroce_qp_num(c->hf.rqp), &c->hf, false);
-  a->nqp++;
-  b->nqp++;
+  for (int e = 0; e < 2; e++)
+    if (e ? ob : oa) {
+      map_put(m[e], uroce_qp_num(*qp[e]), &c->hf, !e);
+      m[e]->nqp++;
+    }
   return &c->hf;
 }
 

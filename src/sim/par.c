@@ -77,6 +77,7 @@ struct sim_par {
   struct nbuf *nb;
   uint64_t *nv;
   struct msgq open;
+  struct nbuf *coll; /* per rank: the collective's messages */
 };
 
 /* ---- partitions ---- */
@@ -261,10 +262,6 @@ int sim_net_check(const struct sim *s, char *err, size_t errlen) {
   if (s->cfg.threads > 1)
     no = "threads and MPI ranks do not combine yet: one partition per rank, "
          "so leave threads at 1";
-  else if (s->coll)
-    no = "collective workloads do not run on MPI ranks yet (their sizes "
-         "start and their ranks connect in global events that read every "
-         "rank's state)";
   else if (s->cfg.nfail)
     no = "failures do not run on MPI ranks yet (a failure drops the packets "
          "queued at its ports and recomputes routes in one global event)";
@@ -316,8 +313,17 @@ static void msg_put(struct msgq *q, struct sim_port *port, void *obj,
 struct sim_heap *sim_par_route(struct sim *s, struct sim_ev *ev, sim_time_t t) {
   struct sim_par *par = s->par;
   if (par->serial) {
-    if (ev->key & SIM_KEY_GLOBAL)
+    if (ev->key & SIM_KEY_GLOBAL) {
+      /* A distributed run: a host model or collective rank (through its
+       * partition's shell) runs here alone, and every rank must have the
+       * global events it asks for, at the exchange; what the simulator
+       * itself schedules (with its own struct sim) every rank does. */
+      if (s->net && s != par->main) {
+        msg_put(&par->sh[s->net->rank].out[par->wr][par->n], 0, ev, t);
+        return 0;
+      }
       return &par->main->heap;
+    }
     /* A distributed run: every rank runs a global event, and the rank of
      * the event's partition schedules it there (net_serial). */
     return sim_mine(s, ev->part) ? &par->sh[ev->part].sim.heap : 0;
@@ -849,7 +855,7 @@ static void nb_put(struct nbuf *b, const void *p, size_t len) {
   b->n += len;
 }
 
-enum { NM_PKT, NM_EV, NM_GLOBAL, NM_FCFIX };
+enum { NM_PKT, NM_EV, NM_GLOBAL, NM_FCFIX, NM_COLL };
 /* An FC packet's credits: struct sim_port's freed[], in its hdr. */
 #define FC_CREDITS sizeof(((struct sim_port *)0)->freed)
 #define PKT_OFF offsetof(struct sim_pkt, ts) /* what crosses: from ts on */
@@ -895,8 +901,30 @@ static struct sim_ev *ev_at(struct sim *s, uint64_t key) {
                                          : 0;
   case SIM_EV_SM:
     return s->sm ? sim_sm_ev(s) : 0;
+  case SIM_EV_COLL:
+  case SIM_EV_COLL_CONNECT:
+  case SIM_EV_COLL_START:
+    return sim_coll_ev(s, kind, i);
   }
   return 0;
+}
+
+void sim_par_coll_msg(struct sim *s, uint16_t part, const void *b,
+                      size_t len) {
+  struct sim_par *par = s->par;
+  if (!par || !s->net || part >= par->n) {
+    fprintf(stderr, "uroce sim: a collective's message with no run\n");
+    abort();
+  }
+  if (!par->coll && !(par->coll = calloc(par->n, sizeof(*par->coll)))) {
+    fprintf(stderr, "uroce sim: out of memory for messages\n");
+    abort();
+  }
+  uint8_t tag = NM_COLL;
+  uint64_t l = len;
+  nb_put(&par->coll[part], &tag, 1);
+  nb_put(&par->coll[part], &l, 8);
+  nb_put(&par->coll[part], b, len);
 }
 
 static void nb_ev(struct nbuf *b, uint8_t tag, const struct sim_ev *ev,
@@ -920,9 +948,16 @@ static void net_take(struct sim_par *par, uint32_t from, const unsigned char *b,
   while (o < len) {
     uint8_t tag = b[o++];
     uint64_t a, t;
-    if (o + 16 > len)
+    if (o + 8 > len || (tag != NM_COLL && o + 16 > len))
       net_bad(from, "a message cut short");
     memcpy(&a, b + o, 8);
+    if (tag == NM_COLL) { /* a: its length */
+      if (a > len - o - 8)
+        net_bad(from, "a collective's message cut short");
+      sim_coll_net_take(m, b + o + 8, a);
+      o += 8 + a;
+      continue;
+    }
     if (tag == NM_FCFIX) { /* the final credits of an FC packet sent open */
       struct sim_port *p = port_at(m, a);
       if (!p || o + 16 + FC_CREDITS > len)
@@ -1030,6 +1065,11 @@ static void net_xchg(struct sim_par *par, sim_time_t done) {
     sim_pkt_free(&d->sim, f);
   }
   par->open.n = keep;
+  for (uint32_t j = 0; par->coll && j < n; j++)
+    if (par->coll[j].n) {
+      nb_put(&nb[j], par->coll[j].a, par->coll[j].n);
+      par->coll[j].n = 0;
+    }
   for (uint32_t j = 0; j < n; j++)
     if (j != me && g.n)
       nb_put(&nb[j], g.a, g.n);
@@ -1083,7 +1123,9 @@ static void run_net(struct sim_par *par, sim_time_t lim) {
     uint64_t ended = 0;
     for (uint32_t i = 0; i < n; i++)
       ended += v[1 + i];
-    if (ran && !m->done_end && m->nflows && ended == m->nflows)
+    /* a collective's end is every rank's (sim_coll_fold agrees on it) */
+    bool done = m->coll ? sim_coll_done(m) : m->nflows && ended == m->nflows;
+    if (ran && !m->done_end && done)
       m->done_end = sim_cell_end(m, last);
     sim_time_t tg = sim_heap_peek(&m->heap), stop = lim;
     if (m->done_end && m->done_end - 1 < stop)
@@ -1227,6 +1269,9 @@ int64_t sim_par_run(struct sim *m, sim_time_t lim, char *err, size_t errlen) {
     for (uint32_t k = 0; k < par->open.n; k++) /* the run stopped early */
       sim_pkt_free(&par->sh[m->net->rank].sim, par->open.a[k].obj);
     free(par->open.a);
+    for (uint32_t j = 0; par->coll && j < n; j++)
+      free(par->coll[j].a);
+    free(par->coll);
     par_free(par);
     return 0;
   }

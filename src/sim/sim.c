@@ -1260,6 +1260,7 @@ static void net_finish(struct sim *s) {
   net_stats(s, &s->st);
   net_mirror(s);
   sim_net_pauses(s);
+  sim_coll_net_finish(s);
   s->net_final = true;
 }
 

@@ -710,6 +710,16 @@ void sim_par_partition(struct sim *s);
 /* A distributed run (s->net): 0, or -1 with a message in err when the
  * scenario cannot run on one partition per rank yet. */
 int sim_net_check(const struct sim *s, char *err, size_t errlen);
+/* A collective's message to the MPI rank that runs partition part (a
+ * slot header to a ring there): sim_coll_net_take gets its bytes there
+ * at the next exchange. */
+void sim_par_coll_msg(struct sim *s, uint16_t part, const void *b, size_t len);
+void sim_coll_net_take(struct sim *s, const void *b, size_t len);
+/* The collective's event of kind (COLL, COLL_CONNECT: of rank idx;
+ * COLL_START), or NULL. */
+struct sim_ev *sim_coll_ev(struct sim *s, unsigned kind, uint64_t idx);
+/* The end of a distributed run: the ranks' failures, everywhere. */
+void sim_coll_net_finish(struct sim *s);
 /* The pause logs of every rank, merged in run order, at every rank. */
 void sim_net_pauses(struct sim *s);
 /* The layer of simulators made now (sim_net_use), or NULL. */

@@ -3,10 +3,11 @@
 the sequential run's results to the byte: every file `uroce sim` writes
 (summary.json, the CSVs, the plots) for the shipped flow examples,
 shortened, on 2 and 3 ranks, RoCE and InfiniBand, ECMP, spraying, static
-and adaptive routing; and a CSV of WRITE, READ and SEND flows, more at one
-NIC than it has QPs. What cannot run on ranks yet is refused with a
-message naming why and exit status 2 on every rank, in bounded time:
-collectives, failures, a fabric with fewer partitions than ranks.
+and adaptive routing; a CSV of WRITE, READ and SEND flows, more at one
+NIC than it has QPs; and the collectives (rings, servers of ranks on one
+or more NICs, RoCE and InfiniBand). What cannot run on ranks yet is
+refused with a message naming why and exit status 2 on every rank, in
+bounded time: failures, a fabric with fewer partitions than ranks.
 
 Needs mpirun and uroce-sim-mpi (scripts/install-deps.sh test installs
 libopenmpi-dev and openmpi-bin; CMake then builds it). CI runs as root,
@@ -47,6 +48,16 @@ RUNS = [
                                             "routing: static")]),
     ("ib_vs_roce/e_elephants_uet.yaml", 2, [(r"k: 8", "k: 4"),
                                             (r"size: 16MiB", "size: 2MiB")]),
+    # collectives: connections made as ranks ask, slot headers written
+    # into rings at other ranks, sizes that end when every rank's did
+    ("coll_servers_1to4.yaml", 3, [(r"sizes: \[4MiB, 64MiB\]",
+                                    "sizes: [1MiB, 4MiB]")]),
+    ("coll_servers_flat_ring.yaml", 2, [(r"sizes: \[4MiB, 64MiB\]",
+                                         "sizes: [1MiB]")]),
+    ("coll_ring_fat_tree_spray.yaml", 3, [(r"max: 16MiB", "max: 2MiB")]),
+    ("ib_vs_roce/a_allreduce_ib.yaml", 2, [(r"k: 16", "k: 4"),
+                                           (r"sizes: \[4MiB\]",
+                                            "sizes: [1MiB, 2MiB]")]),
 ]
 
 # Written here: 70 flows on a k=4 fat-tree (16 NICs, 32 QPs each), WRITE,
@@ -83,11 +94,13 @@ def qp_scenarios(work):
 
 # (example, ranks, substitutions, what the refusal must say)
 REFUSED = [
-    ("ib_vs_roce/a_allreduce_roce.yaml", 2, [], "collective workloads"),
+    ("ib_vs_roce/d_failure_roce.yaml", 2, [], "failures do not run"),
     ("ib_vs_roce/e_elephants_ib.yaml", 2,
      [(r"\Z", "failures:\n  - {at_us: 10, switch: 0, port: 4}\n")],
      "failures do not run"),
     ("incast_lossy.yaml", 2, [], "cuts into 1 partition"),
+    # 3 parts would split a server of 8 NICs on two leaves
+    ("coll_servers_flat_ring.yaml", 3, [], "a server's NICs are on switches"),
     ("permutation_sizes.yaml", 64, [], "run with at most that many ranks"),
 ]
 
