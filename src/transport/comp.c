@@ -30,7 +30,7 @@ const char *const uroce_comp_state_names[COMPST_COUNT] = {
 };
 
 void comp_reset(struct uroce_qp *qp) {
-  qp->comp.psn = qp->attr_sq_psn;
+  qp->comp.psn = qp->comp.gb_psn = qp->comp.gb_hi = qp->attr_sq_psn;
   qp->comp.rereqs = 0;
   qp->comp.has_last = qp->comp.answer = false;
   qp->comp.back_wait = qp->comp.free_retry = false;
@@ -61,12 +61,33 @@ static struct swqe *oldest(struct uroce_qp *qp) {
   return 0;
 }
 
+/* comp.psn is the first PSN of a READ or atomic whose request the latest
+ * go-back has sent again: its answer is on its way, and what arrives
+ * before it (a duplicate's ACK naming the responder's latest PSN, a
+ * response of a later READ) tells nothing new. Counted as re-requested
+ * once, and any of its responses starts that answer: asking again at the
+ * first of those asked twice for one loss (READ-loss seed 99092, which
+ * then spent retry_cnt 3). */
+static bool resent_head(struct uroce_qp *qp) {
+  struct comp *c = &qp->comp;
+  if (uroce_psn_cmp(c->psn, c->gb_psn) <= 0 ||
+      uroce_psn_cmp(c->psn, c->gb_hi) >= 0 ||
+      uroce_psn_cmp(qp->req.psn, c->psn) <= 0)
+    return false;
+  struct swqe *w = oldest(qp);
+  if (!w || !wr_is_rd_atomic(w->opcode) || w->first_psn != c->psn)
+    return false;
+  c->last = w->last_psn;
+  c->has_last = true;
+  return true;
+}
+
 static void progress(struct uroce_qp *qp, uint64_t now, uint64_t bytes) {
   req_rtt(qp, now);
   qp->req.retry_left = qp->retry_cnt;
   qp->req.rnr_left = qp->rnr_retry;
   qp->req.probe = false;
-  qp->comp.rereqs = 0;
+  qp->comp.rereqs = resent_head(qp) ? 1 : 0;
   qp->comp.answer = false;
   qp->comp.back_wait = false; /* the READ moved on: no verdict needed */
   qp->req.rto_deadline = outstanding(qp) && rto_ns(qp) != UINT64_MAX
@@ -125,6 +146,8 @@ static void go_back(struct uroce_qp *qp, uint32_t psn, uint64_t now,
   qp->eng->stats.go_backs++;
   qp_trace(qp, UROCE_TR_GO_BACK, psn, why, 0);
   qp->comp.answer = false; /* gap_retry waits for this one's */
+  qp->comp.gb_psn = psn; /* [psn, gb_hi) is sent again */
+  qp->comp.gb_hi = qp->req.max_psn;
   req_rewind(qp, psn);
   qp->req.rto_deadline =
       rto_ns(qp) != UINT64_MAX ? now + rto_ns(qp) : UINT64_MAX;

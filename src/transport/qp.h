@@ -263,6 +263,8 @@ struct comp {
    * wait for before asking again (1, 2, 4 ... 64, comp.c gap_retry). */
   bool answer;
   uint32_t answer_ev;
+  /* The latest go-back sends [gb_psn, gb_hi) again (comp.c resent_head). */
+  uint32_t gb_psn, gb_hi;
   /* A READ re-request that starts before an earlier one (comp.c
    * back_off; rxe ignores them) awaits the responder's verdict; refusals:
    * how many were ignored (the QP then backs off only in long stalls);
