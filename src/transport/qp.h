@@ -263,12 +263,24 @@ struct comp {
    * wait for before asking again (1, 2, 4 ... 64, comp.c gap_retry). */
   bool answer;
   uint32_t answer_ev;
+  /* The latest go-back sends [gb_psn, gb_hi) again (comp.c resent_head). */
+  uint32_t gb_psn, gb_hi;
   /* A READ re-request that starts before an earlier one (comp.c
-   * back_off; rxe ignores them) awaits the responder's verdict; no_back:
-   * one was ignored, and the QP no longer backs off; free_retry: the next
-   * go-back costs no retry (the one before was ignored, nothing lost). */
-  bool back_wait, no_back, free_retry;
+   * back_off; rxe ignores them) awaits the responder's verdict; refusals:
+   * how many were ignored (the QP then backs off only in long stalls);
+   * free_retry: the next go-back costs no retry (the one before was
+   * ignored, nothing lost); back_paid: the re-request that started
+   * further back was a timeout's, which cost its retry already. */
+  bool back_wait, free_retry, back_paid;
+  uint8_t refusals;
+  /* While back_wait: back_n, how many PSNs earlier it started (a timeout
+   * sends the same again); back_heard, what answered it so far (BACK_IN:
+   * responses inside the READ, taken; BACK_BEYOND: the responder went on
+   * past the READ, ignored); back_silent, timeouts with no answer at all. */
+  uint8_t back_heard, back_silent;
+  uint32_t back_n;
 };
+enum { BACK_NONE, BACK_IN, BACK_BEYOND };
 
 /* Responder states (resp.c): the steps of handling one request, each a
  * function returning the next. Checks run in this order; the ERR_ states

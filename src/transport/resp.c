@@ -702,6 +702,20 @@ static enum resp_state acknowledge(struct resp_pkt *p) {
   return qp_mp(qp) ? RESPST_MP_ADVANCE : RESPST_DONE;
 }
 
+/* A requester that asks for a READ again went back to its PSN and sends
+ * every request after it again (go-back-N): the responses still owed to
+ * later READs and atomics would come ahead of its answers and be dropped.
+ * Worse, they look like that answer's: the completer took their PSNs as a
+ * new loss and asked twice for one lost response (READ-loss seed 99092,
+ * which then spent retry_cnt 3). They are sent when asked for again. */
+static void drop_later(struct uroce_qp *qp, uint32_t psn) {
+  for (uint32_t i = 0; i < qp->resp.nres; i++) {
+    struct resp_res *res = &qp->resp.res[i];
+    if (res->pending && uroce_psn_cmp(res->first_psn, psn) > 0)
+      res->pending = false;
+  }
+}
+
 /* A READ again: answered again from its PSN on, if it matches the one
  * executed (reads are repeatable). */
 static void dup_read(struct resp_pkt *p) {
@@ -721,6 +735,7 @@ static void dup_read(struct resp_pkt *p) {
   res->left = len;
   res->first_sent = false;
   res->pending = qp->resp.any_pending = true;
+  drop_later(qp, p->psn);
 }
 
 /* Multipath: a READ again, or any part of it, is answered from the MR

@@ -310,6 +310,10 @@ static void deliver(struct netsim *ns, struct ns_pkt *p) {
     if (aeth)
       fprintf(stderr, " syn 0x%02x msn %u", uroce_aeth_syndrome(aeth),
               uroce_aeth_msn(aeth));
+    const uint8_t *reth = uroce_pkt_hdr(&rx.pi, UROCE_HDR_RETH);
+    if (reth && (rx.pi.op->mask & UROCE_OPM_READ))
+      fprintf(stderr, " va 0x%llx dmalen %u",
+              (unsigned long long)uroce_reth_va(reth), uroce_reth_len(reth));
     fprintf(stderr, "\n");
   }
   ns->stats.delivered++;
