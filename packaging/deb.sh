@@ -5,6 +5,8 @@
 #                  librdmacm.so.1 drop-ins
 #   liburoce0      liburoce.so.0
 #   liburoce-dev   headers, liburoce.so, liburoce.a, uroce.pc, CMake package
+#   uroce-sim-mpi  `uroce sim` on MPI ranks (built where Open MPI's headers
+#                  are; its own package, so that uroce needs no MPI)
 # Depends come from dpkg-shlibdeps, so they name what the binaries link.
 #   packaging/deb.sh [OUTDIR]     (default build-deb; `make deb`)
 set -euo pipefail
@@ -46,6 +48,13 @@ lib=usr/lib/$ma
 take liburoce0 $(cd "$stage" && ls -d $lib/liburoce.so.*)
 take liburoce-dev usr/include/uroce $lib/liburoce.so $lib/liburoce.a \
   $lib/pkgconfig/uroce.pc $lib/cmake/uroce
+pkgs="liburoce0 liburoce-dev uroce"
+if [ -e "$stage/usr/bin/uroce-sim-mpi" ]; then
+  take uroce-sim-mpi usr/bin/uroce-sim-mpi usr/share/man/man1/uroce-sim-mpi.1
+  pkgs="$pkgs uroce-sim-mpi"
+else
+  rm "$stage/usr/share/man/man1/uroce-sim-mpi.1"
+fi
 take uroce usr/bin/uroce $lib/uroce usr/share/man/man1
 left=$(find "$stage" -type f -o -type l)
 if [ -n "$left" ]; then
@@ -54,6 +63,8 @@ if [ -n "$left" ]; then
   exit 1
 fi
 gzip -9n "$out"/pkg/uroce/usr/share/man/man1/*.1
+[ ! -d "$out/pkg/uroce-sim-mpi" ] ||
+  gzip -9n "$out"/pkg/uroce-sim-mpi/usr/share/man/man1/*.1
 
 # dpkg-shlibdeps reads debian/control of a source package; this one is
 # only for it. liburoce0's own shlibs file lets it resolve liburoce.so.0.
@@ -91,6 +102,7 @@ EOT
     echo "Maintainer: $maint"
     echo "Installed-Size: $size"
     [ -n "$deps" ] && echo "Depends: $deps"
+    [ "$pkg" = uroce-sim-mpi ] && echo "Recommends: openmpi-bin, gnuplot-nox"
     if [ "$pkg" = uroce ]; then
       echo "Recommends: iproute2, gnuplot-nox"
       echo "Suggests: ibverbs-utils, perftest, tcpdump"
@@ -123,7 +135,15 @@ control uroce net "$(depends uroce)" \
   "dump, sim (a fabric" \
   "simulator), launch and coll-bench (collectives), pktgen."
 
-for pkg in liburoce0 liburoce-dev uroce; do
+if [ -d "$out/pkg/uroce-sim-mpi" ]; then
+  control uroce-sim-mpi science "$(depends uroce-sim-mpi)" \
+    "userspace RoCEv2 stack (the fabric simulator on MPI ranks)" \
+    "uroce-sim-mpi runs uroce sim with one partition of the fabric on each" \
+    "MPI rank (mpirun -np N uroce-sim-mpi SCENARIO.yaml), with the results" \
+    "of one process."
+fi
+
+for pkg in $pkgs; do
   dpkg-deb --root-owner-group -Zxz --build "$out/pkg/$pkg" \
     "$out/${pkg}_${debver}_$arch.deb" >/dev/null
   echo "$out/${pkg}_${debver}_$arch.deb"
