@@ -83,6 +83,9 @@ void sim_fail_lost_fold(struct sim *s, uint64_t n, sim_time_t last) {
 /* Loses what a dead port holds: its egress queues, its control frames
  * and the frames on the wire toward its peer. */
 static void flush(struct sim *s, struct sim_port *p) {
+  /* A distributed run: every rank runs this and loses the packets it
+   * holds; the pause state is the port's rank's (samples copy it). */
+  bool mine = sim_mine(s, p->tx_ev.part);
   sim_ev_cancel(&p->tx_ev);
   sim_ev_cancel(&p->rx_ev);
   sim_ev_cancel(&p->fc_ev); /* its flow-control packets are lost */
@@ -134,10 +137,10 @@ static void flush(struct sim *s, struct sim_port *p) {
   /* Every pause across the link ends with it, both ways: the frames that
    * would have lifted them are lost with it (a NIC paused before its
    * link went down sent nothing after it came back). */
-  for (uint8_t q = 0; q < SIM_NPRIO; q++)
+  for (uint8_t q = 0; mine && q < SIM_NPRIO; q++)
     if (p->paused >> q & 1)
       sim_log_pause(s, p, q, false);
-  if (p->paused)
+  if (mine && p->paused)
     s->st.paused_time[p->node->tier] += s->now - p->paused_since;
   p->paused = 0;
   p->xoff_sent = 0;
@@ -296,6 +299,12 @@ void sim_fail_sweep_end(struct sim *s, uint32_t covers, sim_time_t disc,
   }
 }
 
+/* Whether this process runs the master SM (every one but in a
+ * distributed run, where the master's NIC's rank does). */
+static bool sm_here(const struct sim *s) {
+  return sim_mine(s, s->nics[sim_sm_master(s)].n.part);
+}
+
 static void change(struct sim *s, struct fail_ev *fe) {
   struct sim_fail *fl = s->fail;
   const struct sim_failure *f = &s->cfg.fail[fe->idx];
@@ -340,7 +349,8 @@ static void change(struct sim *s, struct fail_ev *fe) {
   if (sim_sm_master_down(s)) {
     /* No trap reaches the master and it sweeps nothing (a sweep running
      * stops); a standby's polls go unanswered (sm.c). */
-    sim_sm_abort(s);
+    if (sm_here(s))
+      sim_sm_abort(s);
     return;
   }
   /* The trap goes trap_us after the change and starts a sweep that sees
@@ -376,13 +386,14 @@ static void send_trap(struct sim *s, struct fail_ev *fe) {
       if (k < ns)
         continue;
       sent[ns++] = sw;
-      sim_mad_trap(s, sw);
+      if (sim_mine(s, sw->n.part)) /* from its switch's rank */
+        sim_mad_trap(s, sw);
     }
 }
 
 /* The SM's periodic sweep: it sees the changes no trap reported. */
 static void periodic_sweep(struct sim *s) {
-  if (s->fail->unseen && !sim_sm_master_down(s))
+  if (sm_here(s) && s->fail->unseen && !sim_sm_master_down(s))
     sim_sm_sweep(s, SIM_NOTICED_SWEEP, false);
 }
 
@@ -479,6 +490,45 @@ int sim_fail_new(struct sim *s, char *err, size_t errlen) {
       sim_schedule(s, &fl->ev[i][1].ev, c->fail[i].at + c->fail[i].up_after);
   }
   return 0;
+}
+
+void sim_fail_net_finish(struct sim *s) {
+  struct sim_fail *fl = s->fail;
+  if (!fl || !fl->nres)
+    return;
+  /* The SM's steps from the master's rank (the same everywhere on RoCE),
+   * losses from every rank: their sum, and the latest. */
+  enum { W = 7 };
+  uint64_t v[2 * SIM_FAIL_MAX * W] = {0}, last[2 * SIM_FAIL_MAX] = {0};
+  bool here = sm_here(s);
+  for (uint32_t i = 0; i < fl->nres; i++) {
+    struct sim_fail_result *r = &fl->res[i];
+    uint64_t *o = v + i * W;
+    if (here) {
+      o[0] = r->installed;
+      o[1] = r->detect;
+      o[2] = r->sweep;
+      o[3] = r->compute;
+      o[4] = r->program;
+      o[5] = (uint64_t)r->noticed;
+    }
+    o[6] = r->lost_pkts;
+    last[i] = r->last_loss == SIM_NEVER ? 0 : r->last_loss + 1;
+  }
+  sim_net_reduce(s, v, fl->nres * W, SIM_NET_SUM);
+  sim_net_reduce(s, last, fl->nres, SIM_NET_MAX);
+  for (uint32_t i = 0; i < fl->nres; i++) {
+    struct sim_fail_result *r = &fl->res[i];
+    const uint64_t *o = v + i * W;
+    r->installed = o[0];
+    r->detect = o[1];
+    r->sweep = o[2];
+    r->compute = o[3];
+    r->program = o[4];
+    r->noticed = (enum sim_noticed)o[5];
+    r->lost_pkts = o[6];
+    r->last_loss = last[i] ? last[i] - 1 : SIM_NEVER;
+  }
 }
 
 void sim_fail_del(struct sim *s) {

@@ -262,9 +262,10 @@ int sim_net_check(const struct sim *s, char *err, size_t errlen) {
   if (s->cfg.threads > 1)
     no = "threads and MPI ranks do not combine yet: one partition per rank, "
          "so leave threads at 1";
-  else if (s->cfg.nfail)
-    no = "failures do not run on MPI ranks yet (a failure drops the packets "
-         "queued at its ports and recomputes routes in one global event)";
+  else if (s->ib && s->cfg.nfail)
+    no = "InfiniBand failures do not run on MPI ranks yet (the SM's traps, "
+         "sweeps and LFT Sets cross ranks; an LFT Set points into the SM's "
+         "tables)";
   else if (s->sm && s->cfg.ib.sm.standby_nic != UINT32_MAX)
     no = "a standby SM does not run on MPI ranks yet (its polls decide a "
          "takeover in a global event)";
@@ -983,6 +984,7 @@ static void net_take(struct sim_par *par, uint32_t from, const unsigned char *b,
       }
       memcpy((char *)pkt + PKT_OFF, b + o + 8, PKT_LEN);
       o += 8 + PKT_LEN;
+
       if (pkt->kind == SIM_PKT_FC)
         sim_fc_fifo_put(s, p, pkt);
       else
@@ -1049,6 +1051,10 @@ static void net_xchg(struct sim_par *par, sim_time_t done) {
     struct sim_pkt *f = mm->obj;
     if (p->fc_open == f && p->fc_open_at > done) {
       par->open.a[keep++] = *mm;
+      continue;
+    }
+    if (p->down) { /* lost with its link, at the peer's rank too */
+      sim_pkt_free(&d->sim, f);
       continue;
     }
     if (p->fc_open == f) { /* it left (ib_free would find so) */

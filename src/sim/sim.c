@@ -1261,6 +1261,8 @@ static void net_finish(struct sim *s) {
   net_mirror(s);
   sim_net_pauses(s);
   sim_coll_net_finish(s);
+  sim_fail_net_finish(s);
+  sim_sm_net_finish(s);
   s->net_final = true;
 }
 

@@ -720,6 +720,9 @@ void sim_coll_net_take(struct sim *s, const void *b, size_t len);
 struct sim_ev *sim_coll_ev(struct sim *s, unsigned kind, uint64_t idx);
 /* The end of a distributed run: the ranks' failures, everywhere. */
 void sim_coll_net_finish(struct sim *s);
+/* ... and the failures' results (fail.c), and the SM's figures (sm.c). */
+void sim_fail_net_finish(struct sim *s);
+void sim_sm_net_finish(struct sim *s);
 /* The pause logs of every rank, merged in run order, at every rank. */
 void sim_net_pauses(struct sim *s);
 /* The layer of simulators made now (sim_net_use), or NULL. */

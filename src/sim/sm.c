@@ -1172,6 +1172,22 @@ void sim_sm_del(struct sim *s) {
   s->nic_lid = 0;
 }
 
+void sim_sm_net_finish(struct sim *s) {
+  struct sim_sm *sm = s->sm;
+  if (!sm)
+    return;
+  /* The master's figures, from its rank (the engine's name is a string
+   * of this process) */
+  enum { W = (sizeof(struct sim_sm_info) + 7) / 8 };
+  uint64_t v[W] = {0};
+  if (sim_mine(s, s->nics[sm->nic].n.part))
+    memcpy(v, &sm->info, sizeof(sm->info));
+  sim_net_reduce(s, v, W, SIM_NET_SUM);
+  const char *engine = sm->info.engine;
+  memcpy(&sm->info, v, sizeof(sm->info));
+  sm->info.engine = engine;
+}
+
 int sim_sm_info(const struct sim *s, struct sim_sm_info *out) {
   if (!s->sm)
     return -1;

@@ -5,9 +5,11 @@ the sequential run's results to the byte: every file `uroce sim` writes
 shortened, on 2 and 3 ranks, RoCE and InfiniBand, ECMP, spraying, static
 and adaptive routing; a CSV of WRITE, READ and SEND flows, more at one
 NIC than it has QPs; and the collectives (rings, servers of ranks on one
-or more NICs, RoCE and InfiniBand). What cannot run on ranks yet is
-refused with a message naming why and exit status 2 on every rank, in
-bounded time: failures, a fabric with fewer partitions than ranks.
+or more NICs, RoCE and InfiniBand); RoCE failures (a link flap, a switch
+that fails and comes back, a collective losing a link). What cannot run
+on ranks yet is refused with a message naming why and exit status 2 on
+every rank, in bounded time: InfiniBand failures, a fabric with fewer
+partitions than ranks, a collective's server cut.
 
 Needs mpirun and uroce-sim-mpi (scripts/install-deps.sh test installs
 libopenmpi-dev and openmpi-bin; CMake then builds it). CI runs as root,
@@ -58,6 +60,19 @@ RUNS = [
     ("ib_vs_roce/a_allreduce_ib.yaml", 2, [(r"k: 16", "k: 4"),
                                            (r"sizes: \[4MiB\]",
                                             "sizes: [1MiB, 2MiB]")]),
+    # failures (RoCE): a collective losing a core link; flows through a
+    # link flap and a core switch that fails and comes back
+    ("ib_vs_roce/d_failure_roce.yaml", 2, [(r"k: 16", "k: 4"),
+                                           (r"sizes: \[4MiB\]",
+                                            "sizes: [256KiB]"),
+                                           (r"switch: 128, port: 8",
+                                            "switch: 8, port: 2"),
+                                           (r"at_us: 100", "at_us: 20")]),
+    ("ib_vs_roce/e_elephants_roce.yaml", 3, [
+        (r"k: 8", "k: 4"), (r"size: 16MiB", "size: 1MiB"),
+        (r"\Z", "failures:\n"
+                "  - {at_us: 20, switch: 8, port: 2, up_after_us: 30}\n"
+                "  - {at_us: 25, switch: 17, up_after_us: 40}\n")]),
 ]
 
 # Written here: 70 flows on a k=4 fat-tree (16 NICs, 32 QPs each), WRITE,
@@ -94,10 +109,10 @@ def qp_scenarios(work):
 
 # (example, ranks, substitutions, what the refusal must say)
 REFUSED = [
-    ("ib_vs_roce/d_failure_roce.yaml", 2, [], "failures do not run"),
+    ("ib_vs_roce/d_failure_ib.yaml", 2, [], "InfiniBand failures"),
     ("ib_vs_roce/e_elephants_ib.yaml", 2,
      [(r"\Z", "failures:\n  - {at_us: 10, switch: 0, port: 4}\n")],
-     "failures do not run"),
+     "InfiniBand failures"),
     ("incast_lossy.yaml", 2, [], "cuts into 1 partition"),
     # 3 parts would split a server of 8 NICs on two leaves
     ("coll_servers_flat_ring.yaml", 3, [], "a server's NICs are on switches"),
