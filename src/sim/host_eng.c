@@ -82,6 +82,7 @@ struct he_nic {
   uint64_t cq_need; /* work requests its QPs may hold: CQEs one call makes */
   uint32_t cq_size;
   struct he_flow *wait_head, *wait_tail; /* flows waiting for a QP here */
+  struct he_flow *orphans; /* orphan() */
   struct sim_pkt *held, *held_tail;
   uint32_t nheld;
   uint8_t mtu_enum, timeout;
@@ -274,6 +275,12 @@ static void nic_del(void *mp) {
     w->f->st = 0;
     free(w);
   }
+  for (struct he_flow *w = m->orphans, *n; w; w = n) {
+    n = w->wait_next;
+    if (w->f->st == w)
+      w->f->st = 0;
+    free(w); /* a connection's flow is its first member */
+  }
   for (struct sim_pkt *p = m->held, *n; p; p = n) {
     n = p->next;
     sim_pkt_free(m->s, p);
@@ -345,6 +352,14 @@ static int qp_connect(struct he_nic *m, struct uroce_qp *qp, uint32_t peer_nic,
 }
 
 static void poll_cq(struct he_nic *m, sim_time_t now);
+
+/* A distributed run: a flow or connection both of whose ends run at
+ * other ranks is in no map here; its source NIC frees it (nic_del). Its
+ * wait_next is free: it waits for nothing any more. */
+static void orphan(struct he_nic *m, struct he_flow *hf) {
+  hf->wait_next = m->orphans;
+  m->orphans = hf;
+}
 
 /* Whether this process runs m (a distributed run's rank runs some NICs;
  * the global events that make a flow's QPs run at every rank, and each
@@ -471,6 +486,8 @@ static int connect_flow(struct he_flow *hf, sim_time_t now) {
     b->nqp++;
   }
   hf->ends = (uint8_t)(oa + ob); /* the ends this rank holds */
+  if (!hf->ends) /* both at other ranks: freed with the NIC */
+    orphan(a, hf);
   if (ob)
     poll_cq(b, now);
   if (oa)
@@ -692,6 +709,8 @@ static struct he_flow *conn_make(struct sim *s, struct he_nic *a,
   c->hf.rcv = b;
   /* freed by the second NIC deleted (a distributed run: of those here) */
   c->hf.ends = (uint8_t)(oa + ob);
+  if (!c->hf.ends) /* both at other ranks: freed with the NIC */
+    orphan(a, &c->hf);
   uint64_t tn = s->now / SIM_NS;
   struct he_nic *m[2] = {a, b};
   struct uroce_qp **qp[2] = {&c->hf.sqp, &c->hf.rqp};
