@@ -345,16 +345,17 @@ bool sim_par_in_window(const struct sim *s) {
 
 bool sim_par_cross(struct sim *s, struct sim_port *p, struct sim_pkt *pkt) {
   struct sim_par *par = s->par;
-  if (p->rx_ev.part == s->part)
-    return false;
   struct shard *d;
   if (par->serial) {
     /* A global event's work at a port of this rank (net_serial): the
-     * packet goes to the peer's rank as in a window. */
+     * packet goes to the peer's rank as in a window. (s may be the
+     * simulator's own struct sim, whose part says nothing.) */
     if (sim_mine(s, p->rx_ev.part))
       return false;
     d = &par->sh[s->net->rank];
   } else {
+    if (p->rx_ev.part == s->part)
+      return false;
     d = shard_of(s);
   }
   msg_put(&d->out[par->wr][p->rx_ev.part], p, pkt, pkt->ts);
