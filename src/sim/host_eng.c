@@ -410,23 +410,30 @@ static int post_end(struct he_flow *hf, bool snd) {
 
 /* One end's QP (snd: the requester's at a, else the responder's at b),
  * made. */
-static int make_end(struct he_flow *hf, bool snd, sim_time_t now) {
-  struct he_nic *m = snd ? hf->snd : hf->rcv;
-  struct sim_flow *f = hf->f;
-  uint32_t nmsg = (uint32_t)((f->bytes + UROCE_MAX_MSG - 1) / UROCE_MAX_MSG);
+static int end_qp(struct he_nic *m, uint32_t nsend, uint32_t nrecv,
+                  sim_time_t now, struct uroce_qp **qp) {
   if (map_reserve(m))
     return -ENOMEM;
+  /* The QP's congestion-control clock starts at the engine's time. */
   uroce_eng_handle_expiry(m->eng, now / SIM_NS);
   struct uroce_qp_init_attr ia = {
       .send_cq = m->cq,
       .recv_cq = m->cq,
-      .cap = {.max_send_wr = snd ? nmsg : 1,
-              .max_recv_wr = !snd && f->op == SIM_OP_SEND ? nmsg : 1,
+      .cap = {.max_send_wr = nsend,
+              .max_recv_wr = nrecv,
               .max_send_sge = 1,
               .max_recv_sge = 1},
       .qp_type = UROCE_QPT_RC,
   };
-  return qp_make(m, &ia, snd ? &hf->sqp : &hf->rqp);
+  return qp_make(m, &ia, qp);
+}
+
+static int make_end(struct he_flow *hf, bool snd, sim_time_t now) {
+  struct sim_flow *f = hf->f;
+  uint32_t nmsg = (uint32_t)((f->bytes + UROCE_MAX_MSG - 1) / UROCE_MAX_MSG);
+  if (snd)
+    return end_qp(hf->snd, nmsg, 1, now, &hf->sqp);
+  return end_qp(hf->rcv, 1, f->op == SIM_OP_SEND ? nmsg : 1, now, &hf->rqp);
 }
 
 /* Creates the QP pair and posts the flow. Returns 0 or an engine error
@@ -711,28 +718,14 @@ static struct he_flow *conn_make(struct sim *s, struct he_nic *a,
   c->hf.ends = (uint8_t)(oa + ob);
   if (!c->hf.ends) /* both at other ranks: freed with the NIC */
     orphan(a, &c->hf);
-  uint64_t tn = s->now / SIM_NS;
   struct he_nic *m[2] = {a, b};
   struct uroce_qp **qp[2] = {&c->hf.sqp, &c->hf.rqp};
   int64_t v[4] = {0, 0, 0, 0}; /* rc, QPN of each end */
   for (int e = 0; e < 2; e++) {
     if (!(e ? ob : oa))
       continue;
-    int rc = map_reserve(m[e]);
-    if (!rc) {
-      uroce_eng_handle_expiry(m[e]->eng, tn);
-      struct uroce_qp_init_attr ia = {
-          .send_cq = m[e]->cq,
-          .recv_cq = m[e]->cq,
-          .cap = {.max_send_wr = nsend,
-                  .max_recv_wr = nrecv,
-                  .max_send_sge = 1,
-                  .max_recv_sge = 1},
-          .qp_type = UROCE_QPT_RC,
-      };
-      rc = qp_make(m[e], &ia, qp[e]);
-    }
-    v[2 * e] = rc ? rc : 0;
+    int rc = end_qp(m[e], nsend, nrecv, s->now, qp[e]);
+    v[2 * e] = rc;
     v[2 * e + 1] = rc ? 0 : uroce_qp_num(*qp[e]);
   }
   sim_net_reduce(s, v, 4, SIM_NET_SUM);

@@ -60,6 +60,12 @@ struct shard {
   bool started;
 };
 
+/* A distributed run's bytes for one rank (nb_put). */
+struct nbuf {
+  unsigned char *a;
+  size_t n, cap;
+};
+
 struct sim_par {
   struct sim *main;
   uint32_t n;
@@ -72,12 +78,15 @@ struct sim_par {
   int wr;          /* parity of the queues written this window */
   bool serial;     /* the main thread runs alone (no window running) */
   bool quit;
-  /* A distributed run: what goes to each rank, the reductions, the FC
-   * packets sent while credits may still join them (t: the rank). */
-  struct nbuf *nb;
+  /* A distributed run: what goes to each rank until the next exchange
+   * (the collectives' messages too), the global events sent, the
+   * exchange's arguments, the reductions, the FC packets sent while
+   * credits may still join them (t: the rank). */
+  struct nbuf *nb, gb;
+  void **bufs, **in;
+  size_t *lens, *inlen;
   uint64_t *nv;
   struct msgq open;
-  struct nbuf *coll; /* per rank: the collective's messages */
 };
 
 /* ---- partitions ---- */
@@ -482,6 +491,15 @@ static int cmp_pause(const void *a, const void *b) {
   return x->key < y->key ? -1 : x->key > y->key;
 }
 
+/* Appends the n entries of v (taking it) to s's pause log in run order:
+ * by time, then by the key of the event that logged each. */
+static void append_pauses(struct sim *s, struct sim_pause_ev *v, size_t n) {
+  qsort(v, n, sizeof(*v), cmp_pause);
+  for (size_t i = 0; i < n; i++)
+    sim_pause_append(s, &v[i]);
+  free(v);
+}
+
 /* The pause frames the partitions logged, in the order the sequential
  * run logs them: by time, then by the key of the event. */
 static void fold_pauses(struct sim_par *par) {
@@ -506,10 +524,7 @@ static void fold_pauses(struct sim_par *par) {
     m->pause_log_full = true;
     return;
   }
-  qsort(v, n, sizeof(*v), cmp_pause);
-  for (uint32_t i = 0; i < n; i++)
-    sim_pause_append(m, &v[i]);
-  free(v);
+  append_pauses(m, v, n);
 }
 
 void sim_net_pauses(struct sim *s) {
@@ -546,7 +561,6 @@ void sim_net_pauses(struct sim *s) {
         memcpy(v + k, src, m * sizeof(*v));
       k += m;
     }
-    qsort(v, k, sizeof(*v), cmp_pause);
   }
   for (uint32_t i = 0; i < n; i++)
     free(in[i]);
@@ -555,12 +569,9 @@ void sim_net_pauses(struct sim *s) {
   free(lens);
   free(inlen);
   s->npause_log = 0;
-  s->pause_log_full = full;
-  for (size_t i = 0; v && i < k; i++)
-    sim_pause_append(s, &v[i]);
-  if (!v)
-    s->pause_log_full = true;
-  free(v);
+  s->pause_log_full = full || !v;
+  if (v)
+    append_pauses(s, v, k);
 }
 
 /* After a window or a global event: counters, logs and losses to the
@@ -835,11 +846,6 @@ void sim_net_reduce(const struct sim *s, void *v, size_t n,
     s->net->reduce(s->net->ctx, v, n, op);
 }
 
-struct nbuf {
-  unsigned char *a;
-  size_t n, cap;
-};
-
 static void nb_put(struct nbuf *b, const void *p, size_t len) {
   if (b->n + len > b->cap) {
     size_t cap = b->cap ? b->cap : 4096;
@@ -914,19 +920,15 @@ static struct sim_ev *ev_at(struct sim *s, uint64_t key) {
 void sim_par_coll_msg(struct sim *s, uint16_t part, const void *b,
                       size_t len) {
   struct sim_par *par = s->par;
-  if (!par || !s->net || part >= par->n) {
+  if (!par || !par->nb || part >= par->n) {
     fprintf(stderr, "uroce sim: a collective's message with no run\n");
-    abort();
-  }
-  if (!par->coll && !(par->coll = calloc(par->n, sizeof(*par->coll)))) {
-    fprintf(stderr, "uroce sim: out of memory for messages\n");
     abort();
   }
   uint8_t tag = NM_COLL;
   uint64_t l = len;
-  nb_put(&par->coll[part], &tag, 1);
-  nb_put(&par->coll[part], &l, 8);
-  nb_put(&par->coll[part], b, len);
+  nb_put(&par->nb[part], &tag, 1);
+  nb_put(&par->nb[part], &l, 8);
+  nb_put(&par->nb[part], b, len);
 }
 
 static void nb_ev(struct nbuf *b, uint8_t tag, const struct sim_ev *ev,
@@ -985,7 +987,6 @@ static void net_take(struct sim_par *par, uint32_t from, const unsigned char *b,
       }
       memcpy((char *)pkt + PKT_OFF, b + o + 8, PKT_LEN);
       o += 8 + PKT_LEN;
-
       if (pkt->kind == SIM_PKT_FC)
         sim_fc_fifo_put(s, p, pkt);
       else
@@ -1004,22 +1005,21 @@ static void net_take(struct sim_par *par, uint32_t from, const unsigned char *b,
 /* Every rank gets what the others sent it since the last exchange; the
  * global events, in rank order, everywhere. Runs with par->serial, every
  * event due by `done` run. An FC packet still open (net.c, ib_free: it
- * starts after done, and credits freed until then join it) waits for a
- * later exchange, still before it can arrive (its start and a link delay
- * later, in a later cell). */
+ * starts after done, and credits freed until then join it) crosses now,
+ * to be queued at the peer when one process would have it there; its
+ * final credits (NM_FCFIX) cross at the first exchange after it started,
+ * before it can arrive (a link delay, a lookahead, later). */
 static void net_xchg(struct sim_par *par, sim_time_t done) {
   struct sim *m = par->main;
   const struct sim_net *net = m->net;
   uint32_t me = net->rank, n = par->n;
   struct shard *d = &par->sh[me];
-  struct nbuf *nb = par->nb;
-  for (uint32_t j = 0; j < n; j++)
-    nb[j].n = 0;
-  struct nbuf g = {0};
+  struct nbuf *nb = par->nb, *g = &par->gb;
+  g->n = 0;
   for (int w = 0; w < 2; w++) {
     struct msgq *q = &d->out[w][n];
     for (uint32_t k = 0; k < q->n; k++)
-      nb_ev(&g, NM_GLOBAL, q->a[k].obj, q->a[k].t);
+      nb_ev(g, NM_GLOBAL, q->a[k].obj, q->a[k].t);
     q->n = 0;
     for (uint32_t j = 0; j < n; j++) {
       q = &d->out[w][j];
@@ -1035,7 +1035,7 @@ static void net_xchg(struct sim_par *par, sim_time_t done) {
         nb_put(&nb[j], &gi, 8);
         nb_put(&nb[j], (char *)mm->obj + PKT_OFF, PKT_LEN);
         if (mm->port->fc_open == mm->obj && mm->port->fc_open_at > done) {
-          /* credits may still join it: their sum follows (net_fix) */
+          /* credits may still join it: their sum follows (NM_FCFIX) */
           msg_put(&par->open, mm->port, mm->obj, j);
           continue;
         }
@@ -1072,42 +1072,26 @@ static void net_xchg(struct sim_par *par, sim_time_t done) {
     sim_pkt_free(&d->sim, f);
   }
   par->open.n = keep;
-  for (uint32_t j = 0; par->coll && j < n; j++)
-    if (par->coll[j].n) {
-      nb_put(&nb[j], par->coll[j].a, par->coll[j].n);
-      par->coll[j].n = 0;
-    }
-  for (uint32_t j = 0; j < n; j++)
-    if (j != me && g.n)
-      nb_put(&nb[j], g.a, g.n);
-  void **bufs = calloc(n, sizeof(*bufs));
-  size_t *lens = calloc(n, sizeof(*lens));
-  void **in = calloc(n, sizeof(*in));
-  size_t *inlen = calloc(n, sizeof(*inlen));
-  if (!bufs || !lens || !in || !inlen) {
-    fprintf(stderr, "uroce sim: out of memory for messages\n");
-    abort();
-  }
   for (uint32_t j = 0; j < n; j++) {
-    bufs[j] = nb[j].a;
-    lens[j] = j == me ? 0 : nb[j].n;
+    if (j != me && g->n)
+      nb_put(&nb[j], g->a, g->n);
+    par->bufs[j] = nb[j].a;
+    par->lens[j] = j == me ? 0 : nb[j].n;
   }
-  if (net->xchg(net->ctx, bufs, lens, in, inlen)) {
+  if (net->xchg(net->ctx, par->bufs, par->lens, par->in, par->inlen)) {
     fprintf(stderr, "uroce sim: rank %u: exchanging messages failed\n", me);
     abort();
   }
+  for (uint32_t j = 0; j < n; j++)
+    nb[j].n = 0; /* (the collectives write here until the next) */
   for (uint32_t i = 0; i < n; i++) {
     if (i == me)
-      net_take(par, i, g.a, g.n);
+      net_take(par, i, g->a, g->n);
     else
-      net_take(par, i, in[i], inlen[i]);
-    free(in[i]);
+      net_take(par, i, par->in[i], par->inlen[i]);
+    free(par->in[i]);
+    par->in[i] = 0;
   }
-  free(g.a);
-  free(bufs);
-  free(lens);
-  free(in);
-  free(inlen);
   d->out_min = SIM_NEVER;
 }
 
@@ -1258,7 +1242,12 @@ int64_t sim_par_run(struct sim *m, sim_time_t lim, char *err, size_t errlen) {
   if (m->net) { /* one partition here, the others at the other ranks */
     par->nb = calloc(n, sizeof(*par->nb));
     par->nv = calloc(n + 1, sizeof(*par->nv));
-    if (!par->nb || !par->nv) {
+    par->bufs = calloc(n, sizeof(*par->bufs));
+    par->in = calloc(n, sizeof(*par->in));
+    par->lens = calloc(n, sizeof(*par->lens));
+    par->inlen = calloc(n, sizeof(*par->inlen));
+    if (!par->nb || !par->nv || !par->bufs || !par->in || !par->lens ||
+        !par->inlen) {
       fprintf(stderr, "uroce sim: out of memory for %u partitions\n", n);
       abort(); /* the other ranks would wait for this one */
     }
@@ -1272,13 +1261,15 @@ int64_t sim_par_run(struct sim *m, sim_time_t lim, char *err, size_t errlen) {
     for (uint32_t j = 0; j < n; j++)
       free(par->nb[j].a);
     free(par->nb);
+    free(par->gb.a);
+    free(par->bufs);
+    free(par->in);
+    free(par->lens);
+    free(par->inlen);
     free(par->nv);
     for (uint32_t k = 0; k < par->open.n; k++) /* the run stopped early */
       sim_pkt_free(&par->sh[m->net->rank].sim, par->open.a[k].obj);
     free(par->open.a);
-    for (uint32_t j = 0; par->coll && j < n; j++)
-      free(par->coll[j].a);
-    free(par->coll);
     par_free(par);
     return 0;
   }
